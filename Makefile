@@ -1,0 +1,44 @@
+# Every target creates or refreshes .venv itself, so a fresh clone needs nothing but python3 and java.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint bench conformance cluster tlc pipeline check-java clean
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "error: 'java' was not found on PATH. TLC (tla/) and Spark (traces/pipeline) need Java 17."; \
+	  echo "       Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
+	  echo "       macOS (Homebrew): brew install openjdk@17"; \
+	  exit 1; }
+	@java -version 2>&1 | head -n 1 | grep -Eq '"(1[7-9]|2[0-9])' || { \
+	  echo "error: Java 17 or newer is needed; found: $$(java -version 2>&1 | head -n 1)"; exit 1; }
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+setup: check-java $(STAMP)
+
+test: setup
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check spec reference conformance traces tla tests bench
+	$(BIN)/mypy spec reference conformance traces tla
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+tlc: setup
+	$(BIN)/kraft-tck tlc --config tla/MCKRaft.cfg
+
+cluster: setup
+	$(BIN)/kraft-tck cluster --voters 3 --dir .cluster --base-port 19190
+
+clean:
+	rm -rf $(VENV) build *.egg-info .cluster .pytest_cache

@@ -1,0 +1,261 @@
+"""Kafka request/response bodies of the KRaft RPCs, built and read the way the harness needs them.
+
+Bodies are dicts keyed by the field names of spec/messages/*.json (the codec's form). KRaft talks about
+one partition only, ``__cluster_metadata``-0; these helpers nest and un-nest it so scenario code reads
+like the KIP ("CandidateEpoch", "LastFetchedEpoch") and never like ``Topics[0].Partitions[0]``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import RecordBatch, decode_batches, encode_batches
+
+API_VERSIONS = 18
+FETCH = 1
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+DESCRIBE_QUORUM = 55
+KRAFT_APIS: dict[str, int] = {
+    "Vote": VOTE,
+    "BeginQuorumEpoch": BEGIN_QUORUM_EPOCH,
+    "EndQuorumEpoch": END_QUORUM_EPOCH,
+    "Fetch": FETCH,
+    "DescribeQuorum": DESCRIBE_QUORUM,
+}
+#: LastFetchedEpoch/DivergingEpoch need Fetch v12+ (KIP-595); older versions cannot carry KRaft fetches.
+MIN_FETCH_VERSION = 12
+
+METADATA_TOPIC = "__cluster_metadata"
+#: Kafka's fixed topic id of the metadata log (Uuid.METADATA_TOPIC_ID), used by Fetch v13+.
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+
+Body = dict[str, Any]
+
+
+class BodyError(ValueError):
+    """A response whose shape is not the single-partition form KRaft uses."""
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+def vote_request(
+    cluster_id: str | None, candidate_epoch: int, candidate_id: int, last_epoch: int, last_offset: int, voter_id: int
+) -> Body:
+    return {
+        "ClusterId": cluster_id,
+        "VoterId": voter_id,
+        "Topics": [
+            {
+                "TopicName": METADATA_TOPIC,
+                "Partitions": [
+                    {
+                        "PartitionIndex": 0,
+                        "CandidateEpoch": candidate_epoch,
+                        "CandidateId": candidate_id,
+                        "LastOffsetEpoch": last_epoch,
+                        "LastOffset": last_offset,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: int, voter_id: int) -> Body:
+    return {
+        "ClusterId": cluster_id,
+        "VoterId": voter_id,
+        "Topics": [
+            {"TopicName": METADATA_TOPIC, "Partitions": [{"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}]}
+        ],
+        "LeaderEndpoints": [],
+    }
+
+
+def end_quorum_epoch_request(
+    cluster_id: str | None, leader_id: int, epoch: int, successors: list[int], version: int
+) -> Body:
+    part: Body = {"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}
+    if version == 0:
+        part["PreferredSuccessors"] = list(successors)
+    else:
+        part["PreferredCandidates"] = [{"CandidateId": s, "CandidateDirectoryId": uuid.UUID(int=0)} for s in successors]
+    return {
+        "ClusterId": cluster_id,
+        "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [part]}],
+        "LeaderEndpoints": [],
+    }
+
+
+def fetch_request(
+    version: int,
+    cluster_id: str | None,
+    replica_id: int,
+    leader_epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    max_wait_ms: int = 0,
+) -> Body:
+    if version < MIN_FETCH_VERSION:
+        raise BodyError(f"Fetch v{version} cannot carry LastFetchedEpoch; KRaft needs v{MIN_FETCH_VERSION}+")
+    body: Body = {"ClusterId": cluster_id, "MaxWaitMs": max_wait_ms, "MinBytes": 0, "ForgottenTopicsData": []}
+    if version >= 15:
+        body["ReplicaState"] = {"ReplicaId": replica_id, "ReplicaEpoch": -1}
+    else:
+        body["ReplicaId"] = replica_id
+    topic: Body = {"TopicId": METADATA_TOPIC_ID} if version >= 13 else {"Topic": METADATA_TOPIC}
+    topic["Partitions"] = [
+        {
+            "Partition": 0,
+            "CurrentLeaderEpoch": leader_epoch,
+            "FetchOffset": fetch_offset,
+            "LastFetchedEpoch": last_fetched_epoch,
+            "PartitionMaxBytes": 1 << 20,
+        }
+    ]
+    body["Topics"] = [topic]
+    return body
+
+
+def describe_quorum_request() -> Body:
+    return {"Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [{"PartitionIndex": 0}]}]}
+
+
+# ---------------------------------------------------------------------------------------------- responses
+
+
+def election_response(api_key: int, leader_id: int, epoch: int, error: int = 0, top_error: int = 0,
+                      granted: bool | None = None) -> Body:
+    """Vote / BeginQuorumEpoch / EndQuorumEpoch responses share one layout (Vote adds VoteGranted)."""
+    part: Body = {"PartitionIndex": 0, "ErrorCode": int(error), "LeaderId": leader_id, "LeaderEpoch": epoch}
+    if api_key == VOTE:
+        part["VoteGranted"] = bool(granted)
+    return {"ErrorCode": int(top_error), "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [part]}]}
+
+
+def fetch_response(
+    version: int,
+    *,
+    error: int = 0,
+    top_error: int = 0,
+    high_watermark: int = -1,
+    batches: list[RecordBatch] | tuple[RecordBatch, ...] = (),
+    diverging: tuple[int, int] | None = None,
+    leader: tuple[int, int] = (-1, -1),
+) -> Body:
+    part: Body = {
+        "PartitionIndex": 0,
+        "ErrorCode": int(error),
+        "HighWatermark": high_watermark,
+        "LogStartOffset": 0,
+        "CurrentLeader": {"LeaderId": leader[0], "LeaderEpoch": leader[1]},
+        "Records": encode_batches(batches) if batches else b"",
+    }
+    if diverging is not None:
+        part["DivergingEpoch"] = {"Epoch": diverging[0], "EndOffset": diverging[1]}
+    topic: Body = {"TopicId": METADATA_TOPIC_ID} if version >= 13 else {"Topic": METADATA_TOPIC}
+    topic["Partitions"] = [part]
+    return {"ThrottleTimeMs": 0, "ErrorCode": int(top_error), "SessionId": 0, "Responses": [topic]}
+
+
+def describe_quorum_response(leader_id: int, epoch: int, error: int) -> Body:
+    part = {
+        "PartitionIndex": 0, "ErrorCode": int(error), "LeaderId": leader_id, "LeaderEpoch": epoch,
+        "HighWatermark": -1, "CurrentVoters": [], "Observers": [],
+    }  # fmt: skip
+    return {"ErrorCode": 0, "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [part]}], "Nodes": []}
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def partition(body: Body) -> Body:
+    """The one partition of a KRaft request or response body."""
+    topics = body.get("Topics", body.get("Responses"))
+    if not isinstance(topics, list) or len(topics) != 1:
+        raise BodyError(f"expected exactly one topic, got {topics!r}")
+    parts = topics[0].get("Partitions")
+    if not isinstance(parts, list) or len(parts) != 1:
+        raise BodyError(f"expected exactly one partition of {METADATA_TOPIC}, got {parts!r}")
+    return dict(parts[0])
+
+
+def partition_or_none(body: Body) -> Body | None:
+    try:
+        return partition(body)
+    except BodyError:
+        return None
+
+
+def fetch_replica_id(body: Body) -> int:
+    state = body.get("ReplicaState")
+    if isinstance(state, dict) and state.get("ReplicaId", -1) != -1:
+        return int(state["ReplicaId"])
+    return int(body.get("ReplicaId", -1))
+
+
+def records_of(part: Body) -> list[RecordBatch]:
+    raw = part.get("Records")
+    if not raw:
+        return []
+    return decode_batches(bytes(raw))
+
+
+def diverging_of(part: Body) -> tuple[int, int] | None:
+    div = part.get("DivergingEpoch")
+    if not isinstance(div, dict):
+        return None
+    epoch, end = int(div.get("Epoch", -1)), int(div.get("EndOffset", -1))
+    return None if epoch == -1 and end == -1 else (epoch, end)
+
+
+def error_name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def describe(api: str, kind: str, body: Body) -> str:
+    """A one-line summary of a message for sequence diagrams and failure text."""
+    part = partition_or_none(body) or {}
+    if kind == "request":
+        if api == "Vote":
+            return (f"Vote(epoch={part.get('CandidateEpoch')}, candidate={part.get('CandidateId')}, "
+                    f"last={part.get('LastOffsetEpoch')}/{part.get('LastOffset')}, cid={body.get('ClusterId')})")
+        if api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
+            extra = ""
+            if api == "EndQuorumEpoch":
+                succ = part.get("PreferredSuccessors") or [c.get("CandidateId") for c in part.get("PreferredCandidates", [])]
+                extra = f", successors={succ}"
+            return f"{api}(leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')}{extra})"
+        if api == "Fetch":
+            return (f"Fetch(replica={fetch_replica_id(body)}, epoch={part.get('CurrentLeaderEpoch')}, "
+                    f"offset={part.get('FetchOffset')}, lastFetchedEpoch={part.get('LastFetchedEpoch')})")
+        return f"{api}()"
+    top = body.get("ErrorCode", 0)
+    err = f"{error_name(top)} " if top else ""
+    perr = part.get("ErrorCode", 0)
+    perr_s = f"{error_name(perr)}, " if perr else ""
+    if api == "Vote":
+        return f"{err}Vote→({perr_s}granted={part.get('VoteGranted')}, epoch={part.get('LeaderEpoch')}, leader={part.get('LeaderId')})"
+    if api == "Fetch":
+        try:
+            batches = records_of(part)
+        except Exception:  # noqa: BLE001 - a summary must never fail; the checks report bad records
+            batches = []
+        recs = f"[{batches[0].base_offset}..{batches[-1].last_offset}]" if batches else "[]"
+        div = diverging_of(part)
+        leader = part.get("CurrentLeader") or {}
+        return (f"{err}Fetch→({perr_s}HW={part.get('HighWatermark')}, records={recs}"
+                f"{f', diverging={div}' if div else ''}, leader={leader.get('LeaderId')}/{leader.get('LeaderEpoch')})")
+    if api == "DescribeQuorum":
+        return f"{err}DescribeQuorum→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')}, HW={part.get('HighWatermark')})"
+    if api == "ApiVersions":
+        return f"ApiVersions→({error_name(top) if top else 'NONE'}, {len(body.get('ApiKeys', []))} apis)"
+    return f"{err}{api}→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')})"

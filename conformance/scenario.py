@@ -1,0 +1,256 @@
+"""One running case: its checks (failures carry the clause, expected vs actual and the last frames) and
+the moves every scenario is built from (make the target a follower, make it leader, feed it records).
+
+Scenarios never assume a fresh target: each starts from the epoch the target is in (learned from the
+exchange itself) and moves forward. Timing checks use ``bound_ms``: the protocol timeout plus a stated
+slack (``Scenario.slack_ms``: 250 ms + half the larger of the target's election/fetch timeouts) that
+absorbs scheduling delays of a loaded machine without hiding a missing timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from kraft_tck.conformance import bodies as B
+from kraft_tck.conformance.catalog import CaseSpec, Clause
+from kraft_tck.conformance.target import RestartUnsupported, Target, Timeouts
+from kraft_tck.conformance.virtual import Frame, FrameLog, Quorum
+from kraft_tck.reference.net import RequestError
+from kraft_tck.spec.errors import Errors
+
+#: How many frames a failure message shows.
+LAST_FRAMES = 12
+
+
+class CaseSkipped(Exception):
+    """The case cannot run against this target (e.g. it needs a restart); the message says what to pass."""
+
+
+def format_frames(frames: list[Frame], target_id: int, n: int = LAST_FRAMES) -> str:
+    shown = frames[-n:]
+    lines = [f"  ... {len(frames) - n} earlier frame(s)"] if len(frames) > n else []
+    for fr in shown:
+        def name(node: int) -> str:
+            return "target" if node == target_id else f"v{node}" if node >= 0 else "?"
+        arrow = f"{name(fr.src):>7} -> {name(fr.dst):<7}" if fr.kind != "note" else f"{name(fr.src):>7} ** note  "
+        lines.append(f"  {fr.ts_ms:8.1f} ms  {arrow} {fr.summary()}")
+    return "\n".join(lines) if lines else "  (no frames exchanged)"
+
+
+class ConformanceFailure(AssertionError):
+    """A clause the target broke: what was checked, expected vs actual, and the exchange that showed it."""
+
+    def __init__(self, case: CaseSpec, what: str, expected: str, actual: str, frames: list[Frame],
+                 target_id: int, clause: Clause | None = None) -> None:
+        self.case = case
+        self.what = what
+        self.expected = expected
+        self.actual = actual
+        self.frames = frames
+        self.clause = clause or case.clause
+        self.target_id = target_id
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return (
+            f"{self.case.id} — {self.case.title}\n"
+            f"clause:   {self.clause}\n"
+            f"check:    {self.what}\n"
+            f"expected: {self.expected}\n"
+            f"actual:   {self.actual}\n"
+            f"last messages (harness view):\n{format_frames(self.frames, self.target_id)}"
+        )
+
+
+@dataclass
+class Scenario:
+    case: CaseSpec
+    quorum: Quorum
+    target: Target
+    timeouts: Timeouts
+
+    @property
+    def q(self) -> Quorum:
+        return self.quorum
+
+    @property
+    def frames(self) -> FrameLog:
+        return self.quorum.frames
+
+    @property
+    def target_id(self) -> int:
+        return self.target.node_id
+
+    @property
+    def virtual_ids(self) -> list[int]:
+        return sorted(self.quorum.voters)
+
+    @property
+    def slack_ms(self) -> int:
+        return 250 + max(self.timeouts.election_ms, self.timeouts.fetch_ms) // 2
+
+    def bound_ms(self, base_ms: float) -> float:
+        return base_ms + self.slack_ms
+
+    def v(self, index: int = 0) -> Any:
+        """The ``index``-th virtual voter (0: the lowest id)."""
+        return self.quorum.voters[self.virtual_ids[index]]
+
+    # ---------------------------------------------------------------- failing
+
+    def fail(self, what: str, expected: str, actual: str, clause: Clause | None = None) -> NoReturn:
+        raise ConformanceFailure(self.case, what, expected, actual, list(self.frames.frames), self.target_id, clause)
+
+    def check(self, ok: bool, what: str, expected: str, actual: Any, clause: Clause | None = None) -> None:
+        if not ok:
+            self.fail(what, expected, str(actual), clause)
+
+    def skip(self, reason: str) -> NoReturn:
+        raise CaseSkipped(reason)
+
+    async def expect_frame(self, pred: Callable[[Frame], bool], timeout_ms: float, what: str, expected: str,
+                           start: int | None = None, clause: Clause | None = None) -> Frame:
+        fr = await self.frames.wait_for(pred, timeout_ms / 1000, self.frames.mark() if start is None else start)
+        if fr is None:
+            self.fail(what, expected, f"nothing matching within {timeout_ms:.0f} ms", clause)
+        return fr
+
+    async def call(self, what: str, coro: Any, clause: Clause | None = None) -> dict[str, Any]:
+        """Await a request to the target; no answer at all is a failure of ``what``."""
+        try:
+            resp: dict[str, Any] = await coro
+        except RequestError as exc:
+            self.fail(what, "a response", f"no response: {exc}", clause)
+        return resp
+
+    # ---------------------------------------------------------------- frame predicates
+
+    def from_target(self, api: str, kind: str = "request", dst: int | None = None) -> Callable[[Frame], bool]:
+        def pred(fr: Frame) -> bool:
+            return fr.src == self.target_id and fr.api == api and fr.kind == kind and (dst is None or fr.dst == dst)
+
+        return pred
+
+    # ---------------------------------------------------------------- moves
+
+    async def make_follower(self, leader: int | None = None) -> int:
+        """A virtual voter announces itself leader of a fresh epoch (BeginQuorumEpoch); returns the epoch
+        once the target fetches from it in that epoch."""
+        lid = self.virtual_ids[0] if leader is None else leader
+        voter = self.quorum.voters[lid]
+        setup = Clause("KIP-595", "BeginQuorumEpoch Request Handling")
+        last = ""
+        for _ in range(8):
+            epoch = self.quorum.next_epoch()
+            self.quorum.set_leader(lid, epoch)
+            mark = self.frames.mark()
+            resp = await self.call(f"setup: BeginQuorumEpoch(epoch={epoch}) from v{lid} is answered",
+                                   voter.begin_quorum_epoch(epoch), setup)
+            part = B.partition(resp)
+            err = int(resp.get("ErrorCode", 0)) or int(part.get("ErrorCode", 0))
+            if err == Errors.FENCED_LEADER_EPOCH or int(part.get("LeaderEpoch", -1)) > epoch:
+                self.quorum.observe_epoch(int(part.get("LeaderEpoch", -1)))
+                last = f"fenced: target is at epoch {part.get('LeaderEpoch')}"
+                continue  # the target moved on meanwhile (its own election); go above it
+            self.check(err == 0, f"setup: target accepts BeginQuorumEpoch(leader=v{lid}, epoch={epoch})",
+                       "ErrorCode NONE", B.error_name(err), setup)
+            await self.expect_frame(
+                lambda f, e=epoch: self.from_target("Fetch", dst=lid)(f) and f.part.get("CurrentLeaderEpoch") == e,
+                self.bound_ms(self.timeouts.request_timeout_ms + self.timeouts.fetch_max_wait_ms),
+                f"setup: target fetches from v{lid} after BeginQuorumEpoch(epoch={epoch})",
+                f"Fetch(CurrentLeaderEpoch={epoch}) to v{lid}", mark, setup)
+            return epoch
+        self.fail("setup: make the target follow a virtual leader", "a fresh epoch the target accepts", last, setup)
+
+    async def catch_up(self, leader: int, epoch: int) -> None:
+        """Wait until the target has fetched the whole harness log and learned its high watermark (the
+        Fetch after the one that reached the log end proves the answer was processed)."""
+        log = self.quorum.log
+        clause = Clause("KIP-595", "Fetch Response Handling")
+
+        def at_end(f: Frame) -> bool:
+            p = f.part
+            return (self.from_target("Fetch", dst=leader)(f) and p.get("CurrentLeaderEpoch") == epoch
+                    and p.get("FetchOffset") == log.end and p.get("LastFetchedEpoch") == log.last_epoch)
+
+        fr = await self.expect_frame(at_end, self.bound_ms(3000), "target appends what its leader serves",
+                                     f"Fetch(offset={log.end}, lastFetchedEpoch={log.last_epoch})", 0, clause)
+        await self.expect_frame(self.from_target("Fetch", dst=leader), self.bound_ms(1000),
+                                "target keeps fetching", "another Fetch", fr.seq + 1, clause)
+
+    async def make_leader(self) -> int:
+        """Elect the target: it follows v_a, v_a resigns naming it first (EndQuorumEpoch), the virtual
+        voters grant its votes; returns its leader epoch once it sent BeginQuorumEpoch and a virtual
+        follower mirrored its log (LeaderChange included)."""
+        lead = self.virtual_ids[0]
+        epoch = await self.make_follower(lead)
+        await self.catch_up(lead, epoch)
+        target = self.target_id
+        for v in self.quorum.voters.values():
+            v.vote_policy = lambda cand, _e, _p: cand == target
+        mark = self.frames.mark()
+        others = [vid for vid in self.virtual_ids if vid != lead]
+        await self.call("setup: EndQuorumEpoch is answered",
+                        self.quorum.voters[lead].end_quorum_epoch(epoch, [target, *others]))
+        self.quorum.set_leader(-1, -1)
+        t = self.timeouts
+        bqe = await self.expect_frame(
+            lambda f: self.from_target("BeginQuorumEpoch")(f) and int(f.part.get("LeaderEpoch", -1)) > epoch,
+            self.bound_ms(t.fetch_ms + 2 * t.election_ms + t.election_backoff_max_ms),
+            "setup: the target, granted every vote, becomes leader", "BeginQuorumEpoch from the target", mark,
+            Clause("KIP-595", "Vote Response Handling", "2"))
+        new_epoch = int(bqe.part["LeaderEpoch"])
+        await self.follow_all(lead, new_epoch)
+        return new_epoch
+
+    async def follow_all(self, voter_id: int, epoch: int, rounds: int = 20) -> dict[str, Any]:
+        """Fetch from the target leader until nothing new comes back; returns the last response."""
+        voter = self.quorum.voters[voter_id]
+        resp: dict[str, Any] = {}
+        for _ in range(rounds):
+            resp = await self.call(f"v{voter_id} fetches from the target leader", voter.follow_once(epoch))
+            part = B.partition(resp)
+            if part.get("ErrorCode", 0) or resp.get("ErrorCode", 0):
+                return resp
+            if not B.records_of(part) and B.diverging_of(part) is None:
+                return resp
+        return resp
+
+    def keep_fetching(self, voter_id: int, epoch: int, every_ms: int | None = None) -> asyncio.Task[Any]:
+        """A virtual follower fetching from the target leader in the background until the case ends."""
+        voter = self.quorum.voters[voter_id]
+        period = (every_ms or max(20, self.timeouts.fetch_ms // 6)) / 1000
+
+        async def loop() -> None:
+            while True:
+                try:
+                    await voter.follow_once(epoch)
+                except RequestError:
+                    pass
+                await asyncio.sleep(period)
+
+        return self.quorum.spawn(loop())
+
+    async def feed(self, leader: int, epoch: int, values: int, commit: bool = True) -> None:
+        """The virtual leader appends ``values`` records in ``epoch``; waits until the target holds them."""
+        self.quorum.log.append_values(epoch, [f"r{self.quorum.log.end + i}".encode() for i in range(values)], commit)
+        self.quorum.changed()
+        await self.catch_up(leader, epoch)
+
+    async def restart_target(self, wipe: bool = False, formatted: bool = True) -> None:
+        """kill -9 and start again on the same data (or a wiped one); skips when the adapter cannot."""
+        if not self.target.can_restart:
+            self.skip(f"{self.target.describe()} cannot be restarted by the harness; pass --target-cmd or "
+                      "--target-image (or run without --target for the embedded reference node)")
+        self.frames.note(self.target_id, f"kill -9 and restart the target{' on a wiped directory' if wipe else ''}")
+        for v in self.quorum.voters.values():
+            if v.client is not None:
+                await v.client.close()
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, lambda: self.target.restart(wipe=wipe, formatted=formatted))
+        except RestartUnsupported as exc:
+            self.skip(str(exc))

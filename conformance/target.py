@@ -1,0 +1,327 @@
+"""Target adapters: how the harness reaches, launches, kills (-9) and restarts the node under test.
+
+* ``AddressTarget`` — an already running node at host:port (``--target``). It cannot be restarted, so
+  scenarios that need a restart (durable vote, bootstrap without a cluster id) are skipped, saying so.
+* ``CommandTarget`` — ``--target-cmd``: a command-line template with ``{config}``, ``{data_dir}`` and
+  ``{trace_file}`` placeholders; the harness writes the properties, launches it, ``kill -9``s it and
+  launches it again on the same data directory.
+* ``EmbeddedTarget`` — no ``--target``: the reference node as a subprocess
+  (``python -m kraft_tck.reference.cli node``), its directory formatted with the cluster id first.
+* ``ContainerTarget`` — ``--target-image``: a container (testcontainers) on the host network with the
+  properties mounted at ``/etc/kraft/server.properties`` and the data directory at ``/var/lib/kraft``.
+
+Every adapter renders the same Kafka properties (``target_properties``), which ``kraft-tck profile``
+prints for people who start their node by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from kraft_tck.reference.config import render_properties
+
+
+class TargetError(RuntimeError):
+    """The target could not be launched or reached; the message says what to check."""
+
+
+class RestartUnsupported(TargetError):
+    """This adapter cannot restart its target (an address-only target)."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The target's protocol timeouts in milliseconds (Kafka names in ``target_properties``)."""
+
+    election_ms: int = 300
+    fetch_ms: int = 600
+    election_backoff_max_ms: int = 100
+    request_timeout_ms: int = 500
+    fetch_max_wait_ms: int = 150
+
+
+#: The embedded reference node's test timeouts: short enough for the whole catalog in well under a
+#: minute, long enough that a loaded 2-core CI machine does not trip elections by accident.
+EMBEDDED_TIMEOUTS = Timeouts()
+
+
+@dataclass(frozen=True)
+class QuorumLayout:
+    """Who is who: the target's id and address, and the virtual voters' ids and ports."""
+
+    target_id: int
+    target_host: str
+    target_port: int
+    harness_host: str
+    harness_ports: tuple[int, ...]
+
+    @property
+    def virtual_ids(self) -> list[int]:
+        """Virtual voter ids: the ids right after the target's, one per harness port (1 → 2, 3)."""
+        return [self.target_id + 1 + i for i in range(len(self.harness_ports))]
+
+    def voters(self) -> dict[int, tuple[str, int]]:
+        out = {self.target_id: (self.target_host, self.target_port)}
+        out.update({vid: (self.harness_host, port) for vid, port in zip(self.virtual_ids, self.harness_ports, strict=True)})
+        return dict(sorted(out.items()))
+
+
+def target_properties(layout: QuorumLayout, timeouts: Timeouts, data_dir: str | Path) -> dict[str, str]:
+    """The Kafka controller properties the target needs to join the harness's quorum."""
+    voters = ",".join(f"{vid}@{host}:{port}" for vid, (host, port) in layout.voters().items())
+    return {
+        "node.id": str(layout.target_id),
+        "process.roles": "controller",
+        "listeners": f"CONTROLLER://{layout.target_host}:{layout.target_port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": voters,
+        "log.dirs": str(data_dir),
+        "controller.quorum.election.timeout.ms": str(timeouts.election_ms),
+        "controller.quorum.fetch.timeout.ms": str(timeouts.fetch_ms),
+        "controller.quorum.election.backoff.max.ms": str(timeouts.election_backoff_max_ms),
+        "controller.quorum.request.timeout.ms": str(timeouts.request_timeout_ms),
+        "controller.quorum.fetch.max.wait.ms": str(timeouts.fetch_max_wait_ms),
+    }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None,
+                   log_path: Path | None = None) -> None:
+    """Poll until a TCP connect succeeds; fail early (with the process's output) if it exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-3000:] if log_path and log_path.exists() else ""
+            raise TargetError(f"the target exited with status {proc.returncode} before listening on "
+                              f"{host}:{port}; its output:\n{tail}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.02)
+    raise TargetError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s; is the target up?")
+
+
+@dataclass
+class Target:
+    layout: QuorumLayout
+    timeouts: Timeouts
+    cluster_id: str | None
+    can_restart: bool = False
+    trace_files: list[Path] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> int:
+        return self.layout.target_id
+
+    @property
+    def host(self) -> str:
+        return self.layout.target_host
+
+    @property
+    def port(self) -> int:
+        return self.layout.target_port
+
+    def describe(self) -> str:
+        return f"node {self.node_id} at {self.host}:{self.port}"
+
+    def start(self) -> None:
+        wait_listening(self.host, self.port, 10)
+
+    def stop(self) -> None:
+        """Leave the target as it is (address-only targets belong to someone else)."""
+
+    def kill(self) -> None:
+        raise RestartUnsupported(f"{self.describe()} was given by address; pass --target-cmd or "
+                                 "--target-image so the harness can kill -9 and restart it")
+
+    def restart(self, wipe: bool = False, formatted: bool = True) -> None:
+        self.kill()
+
+    def output_tail(self, chars: int = 2000) -> str:
+        return ""
+
+
+class AddressTarget(Target):
+    pass
+
+
+@dataclass
+class CommandTarget(Target):
+    """Launches ``template`` (placeholders {config} {data_dir} {trace_file}) and owns the process."""
+
+    template: str = ""
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kraft-tck-target-")))
+    start_timeout_s: float = 20.0
+    proc: subprocess.Popen[bytes] | None = None
+    _out: IO[bytes] | None = None
+    _launches: int = 0
+
+    def __post_init__(self) -> None:
+        self.can_restart = True
+        for name in ("{config}",):
+            if name not in self.template:
+                raise TargetError(f"--target-cmd {self.template!r} has no {name} placeholder; the harness "
+                                  "writes the node's properties there")
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "target.out"
+
+    def describe(self) -> str:
+        return f"node {self.node_id} at {self.host}:{self.port} launched by {self.template.split()[0]!r}"
+
+    def prepare(self, formatted: bool) -> None:
+        """Hook for adapters that format the data directory before launching."""
+
+    def write_config(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = target_properties(self.layout, self.timeouts, self.data_dir)
+        self.config_path.write_text(render_properties(props, header="kraft-tck conformance target"), "utf-8")
+
+    def start(self, formatted: bool = True) -> None:
+        self.write_config()
+        self.prepare(formatted)
+        trace = self.workdir / f"target-trace-{self._launches}.ndjson"
+        self._launches += 1
+        self.trace_files.append(trace)
+        cmd = self.template.format(config=shlex.quote(str(self.config_path)),
+                                   data_dir=shlex.quote(str(self.data_dir)), trace_file=shlex.quote(str(trace)))
+        self._out = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()/stop()
+        self.proc = subprocess.Popen(shlex.split(cmd), stdout=self._out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        wait_listening(self.host, self.port, self.start_timeout_s, self.proc, self.log_path)
+
+    def kill(self) -> None:
+        """kill -9: no graceful resignation, no flush beyond what the node already made durable."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def restart(self, wipe: bool = False, formatted: bool = True) -> None:
+        self.kill()
+        if wipe:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.start(formatted=formatted)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.kill()
+
+    def output_tail(self, chars: int = 2000) -> str:
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+@dataclass
+class EmbeddedTarget(CommandTarget):
+    """The reference node as a subprocess, its directory formatted with the session's cluster id.
+
+    ``launcher`` is the Python module run with ``-m``; tests point it at a fault-injecting launcher.
+    """
+
+    launcher: str = "kraft_tck.reference.cli"
+
+    def __post_init__(self) -> None:
+        if not self.template:
+            prefix = f"{shlex.quote(sys.executable)} -m {self.launcher}"
+            self.template = f"{prefix} node --config {{config}} --trace-file {{trace_file}}"
+        super().__post_init__()
+
+    def describe(self) -> str:
+        return f"embedded reference node {self.node_id} at {self.host}:{self.port} ({self.launcher})"
+
+    def prepare(self, formatted: bool) -> None:
+        if formatted and self.cluster_id is not None:
+            from kraft_tck.reference.storage import format_dir
+
+            format_dir(self.data_dir, self.node_id, self.cluster_id)
+
+
+@dataclass
+class ContainerTarget(Target):
+    """A container image started with testcontainers on the host network (loopback reaches the harness)."""
+
+    image: str = ""
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kraft-tck-container-")))
+    container: object | None = None
+
+    def __post_init__(self) -> None:
+        self.can_restart = True
+
+    @staticmethod
+    def docker_unavailable_reason() -> str | None:
+        try:
+            import docker  # type: ignore[import-untyped]
+
+            docker.from_env(timeout=3).ping()
+        except Exception as exc:  # noqa: BLE001 - any failure means the same thing: no usable daemon
+            return (f"--target-image needs a Docker daemon and none answered ({type(exc).__name__}: {exc}); "
+                    "start Docker or set DOCKER_HOST, or use --target-cmd / --target instead")
+        return None
+
+    def start(self, formatted: bool = True) -> None:
+        from testcontainers.core.container import DockerContainer
+
+        data = self.workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        props = target_properties(self.layout, self.timeouts, "/var/lib/kraft")
+        (self.workdir / "server.properties").write_text(render_properties(props), "utf-8")
+        c = DockerContainer(self.image)
+        c.with_kwargs(network_mode="host")
+        c.with_volume_mapping(str(self.workdir / "server.properties"), "/etc/kraft/server.properties", "ro")
+        c.with_volume_mapping(str(data), "/var/lib/kraft", "rw")
+        if self.cluster_id is not None and formatted:
+            c.with_env("KRAFT_CLUSTER_ID", self.cluster_id)
+        c.start()
+        self.container = c
+        wait_listening(self.host, self.port, 60)
+
+    def kill(self) -> None:
+        if self.container is not None:
+            self.container.get_wrapped_container().kill()  # type: ignore[attr-defined]  # SIGKILL
+            self.container.stop()  # type: ignore[attr-defined]
+            self.container = None
+
+    def restart(self, wipe: bool = False, formatted: bool = True) -> None:
+        self.kill()
+        if wipe:
+            shutil.rmtree(self.workdir / "data", ignore_errors=True)
+        self.start(formatted)
+
+    def stop(self) -> None:
+        self.kill()

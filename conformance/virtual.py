@@ -1,0 +1,546 @@
+"""Virtual voters: the harness's share of the target's quorum, speaking the real Kafka wire protocol.
+
+The target is one voter of a 3- (or 5-) voter quorum; every other voter is a ``VirtualVoter`` run here:
+an asyncio ``KafkaServer`` that answers the target's requests as scripted, plus a ``KafkaClient`` per
+voter through which the harness sends Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch /
+DescribeQuorum to the target. Because the virtual voters are a majority, the harness decides who leads.
+
+Every frame in both directions is recorded in the current scenario's ``FrameLog`` (what the report and
+the failure messages show, and what the per-scenario trace is written from).
+
+The virtual voters share one log, ``VLog``: the quorum's history as the harness knows it. A virtual
+leader serves it to the target (KIP-595 "Fetch Request Handling" 1-4, implemented independently of the
+reference node so a bug there cannot hide itself); a virtual follower mirrors the target's log into it.
+The harness never truncates it below what it has seen committed: scenarios may create uncommitted
+suffixes on the target that a later virtual leader makes it truncate, which is the protocol at work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft_tck.conformance import bodies as B
+from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.spec import codec
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import ControlType, Record, RecordBatch, control_batch, data_batch
+
+log = logging.getLogger("kraft_tck.conformance.virtual")
+
+#: A parked fetch (nothing new for the target) is answered after at most this long, even if the target
+#: asked for a longer MaxWaitMs: short parks keep scenario hand-overs fast.
+MAX_PARK_MS = 200
+#: The record key this kit's reference node uses for the bootstrap cluster id (KIP-595 "Cluster
+#: Bootstrapping" leaves the record's form to the implementation).
+CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
+
+
+class HarnessError(RuntimeError):
+    """The harness itself was asked to do something impossible (a bug in a scenario, not the target)."""
+
+
+# ---------------------------------------------------------------------------------------------- frames
+
+
+@dataclass
+class Frame:
+    """One message seen by a virtual voter. ``src``/``dst`` are node ids (-1: unknown, e.g. an observer)."""
+
+    seq: int
+    ts_ms: float  # monotonic, since the frame log started
+    wall_ms: int
+    src: int
+    dst: int
+    api: str
+    api_key: int
+    kind: str  # "request" | "response" | "note"
+    version: int
+    correlation_id: int
+    body: dict[str, Any]
+
+    @property
+    def part(self) -> dict[str, Any]:
+        return B.partition_or_none(self.body) or {}
+
+    def summary(self) -> str:
+        if self.kind == "note":
+            return str(self.body.get("text", ""))
+        return B.describe(self.api, self.kind, self.body)
+
+
+class FrameLog:
+    """The frames of one scenario, with waiting: ``await wait_for(pred, timeout)``."""
+
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+        self._t0 = time.monotonic()
+        self._changed = asyncio.Event()
+
+    def now_ms(self) -> float:
+        return (time.monotonic() - self._t0) * 1000
+
+    def add(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]) -> Frame:
+        api = codec.api_name(api_key) if api_key >= 0 else "note"
+        fr = Frame(len(self.frames), self.now_ms(), int(time.time() * 1000), src, dst, api, api_key, kind,
+                   version, corr, body)
+        self.frames.append(fr)
+        self._changed.set()
+        return fr
+
+    def note(self, node: int, text: str) -> None:
+        """A harness-side remark in the sequence (raw bytes sent, a restart, a kill -9)."""
+        self.add(node, node, -1, "note", 0, -1, {"text": text})
+
+    def mark(self) -> int:
+        return len(self.frames)
+
+    async def wait_for(self, pred: Callable[[Frame], bool], timeout_s: float, start: int = 0) -> Frame | None:
+        deadline = time.monotonic() + timeout_s
+        i = start
+        while True:
+            while i < len(self.frames):
+                fr = self.frames[i]
+                i += 1
+                if fr.kind != "note" and pred(fr):
+                    return fr
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    def select(self, pred: Callable[[Frame], bool], start: int = 0) -> list[Frame]:
+        return [f for f in self.frames[start:] if f.kind != "note" and pred(f)]
+
+
+# ---------------------------------------------------------------------------------------------- the log
+
+
+class VLog:
+    """The virtual voters' log: batches in offset order from 0, with Kafka's epoch-end-offset rule."""
+
+    def __init__(self) -> None:
+        self.batches: list[RecordBatch] = []
+        self.committed = 0  # the highest high watermark the harness announced or was told
+
+    @property
+    def end(self) -> int:
+        return self.batches[-1].last_offset + 1 if self.batches else 0
+
+    @property
+    def last_epoch(self) -> int:
+        return self.batches[-1].partition_leader_epoch if self.batches else -1
+
+    def epochs(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) per epoch, increasing."""
+        out: list[tuple[int, int]] = []
+        for b in self.batches:
+            if not out or b.partition_leader_epoch > out[-1][0]:
+                out.append((b.partition_leader_epoch, b.base_offset))
+        return out
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, the offset where it ends) — KIP-595 "Fetch Request Handling" 3.
+
+        As in Kafka's leader-epoch cache: when every epoch is larger, ``(epoch, first start offset)``;
+        an empty log gives ``(-1, 0)``.
+        """
+        eps = self.epochs()
+        if not eps:
+            return -1, 0
+        keys = [e for e, _ in eps]
+        i = bisect.bisect_right(keys, epoch)
+        if i == 0:
+            return epoch, eps[0][1]
+        end = eps[i][1] if i < len(eps) else self.end
+        return eps[i - 1][0], end
+
+    def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """The DivergingEpoch a correct leader with this log answers, or None when the fetch is consistent."""
+        epoch, end = self.epoch_end_offset(last_fetched_epoch)
+        if epoch == last_fetched_epoch and fetch_offset <= end:
+            return None
+        return epoch, end
+
+    def epoch_at(self, offset: int) -> int:
+        for b in self.batches:
+            if b.base_offset <= offset <= b.last_offset:
+                return b.partition_leader_epoch
+        return -1
+
+    def read(self, offset: int, limit: int = 64) -> list[RecordBatch]:
+        return [b for b in self.batches if b.last_offset >= offset][:limit]
+
+    def append_values(self, epoch: int, values: list[bytes], commit: bool = True) -> None:
+        """One single-record batch per value, so any offset is a batch boundary a follower can cut at."""
+        if epoch < self.last_epoch:
+            raise HarnessError(f"append in epoch {epoch} after epoch {self.last_epoch}")
+        for v in values:
+            self.batches.append(data_batch(self.end, epoch, [v], timestamp=int(time.time() * 1000)))
+        if commit:
+            self.committed = self.end
+
+    def append_leader_change(self, epoch: int, leader_id: int, voters: list[int]) -> None:
+        body = {"Version": 0, "LeaderId": leader_id, "Voters": [{"VoterId": v} for v in voters],
+                "GrantingVoters": [{"VoterId": v} for v in voters]}
+        self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body))
+
+    def append_cluster_id(self, epoch: int, cluster_id: str) -> None:
+        record = Record(0, cluster_id.encode(), CLUSTER_ID_KEY)
+        self.batches.append(RecordBatch(self.end, epoch, (record,)))
+
+    def append_batches(self, batches: list[RecordBatch]) -> int:
+        """Append fetched batches that continue the log; returns how many were taken."""
+        taken = 0
+        for b in batches:
+            if b.base_offset != self.end:
+                continue  # an overlap (already have it) or a gap (a later fetch fills it)
+            self.batches.append(b)
+            taken += 1
+        return taken
+
+    def truncate(self, offset: int) -> None:
+        if offset < self.committed:
+            raise HarnessError(f"truncate the harness log to {offset}, below its committed offset {self.committed}")
+        if offset >= self.end:
+            return
+        keep = [b for b in self.batches if b.last_offset < offset]
+        if (keep[-1].last_offset + 1 if keep else 0) != offset:
+            raise HarnessError(f"offset {offset} falls inside a batch of the harness log")
+        self.batches = keep
+
+
+# ---------------------------------------------------------------------------------------------- voters
+
+
+#: Decides a vote: (candidate id, candidate epoch, request partition) -> granted?
+VotePolicy = Callable[[int, int, dict[str, Any]], bool]
+#: Overrides a virtual leader's Fetch answer: (request body, version) -> response body, or None for the
+#: normal answer.
+FetchHook = Callable[[dict[str, Any], int], dict[str, Any] | None]
+
+
+def refuse_all(_candidate: int, _epoch: int, _part: dict[str, Any]) -> bool:
+    return False
+
+
+@dataclass
+class TargetAddress:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass
+class VirtualVoter:
+    node_id: int
+    quorum: Quorum
+    host: str
+    port: int
+    vote_policy: VotePolicy = refuse_all
+    partitioned: bool = False  # requests from the target are held, then the connection is closed
+    fetch_hook: FetchHook | None = None
+    votes: dict[int, int] = field(default_factory=dict)  # epoch -> candidate: a virtual voter votes once
+    server: KafkaServer | None = None
+    client: KafkaClient | None = None
+
+    async def start(self) -> None:
+        ranges = {k: codec.supported_versions(k) for k in B.KRAFT_APIS.values()}
+        lo, hi = ranges[B.FETCH]
+        ranges[B.FETCH] = (max(lo, B.MIN_FETCH_VERSION), hi)
+        self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server)
+        try:
+            await self.server.start()
+        except OSError as exc:
+            raise HarnessError(
+                f"virtual voter {self.node_id} cannot listen on {self.host}:{self.port}: {exc} "
+                "(choose free ports with --harness-ports)"
+            ) from exc
+        self.port = self.server.port
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        if self.server is not None:
+            await self.server.close()
+
+    # ---------------------------------------------------------------- frames
+
+    def _observe_server(self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any],
+                        _peer: str) -> None:
+        t = self.quorum.target.node_id
+        src, dst, kind = (t, self.node_id, "request") if direction == "recv" else (self.node_id, t, "response")
+        if direction == "recv" and api_key == B.FETCH:
+            src = B.fetch_replica_id(body)
+        self.quorum.record(src, dst, api_key, kind, version, corr, body)
+
+    def _observe_client(self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any],
+                        _peer: str) -> None:
+        t = self.quorum.target.node_id
+        src, dst, kind = (self.node_id, t, "request") if direction == "send" else (t, self.node_id, "response")
+        if api_key == B.FETCH and direction == "send" and B.fetch_replica_id(body) != self.node_id:
+            src = B.fetch_replica_id(body)  # an observer's fetch sent through this connection
+        self.quorum.record(src, dst, api_key, kind, version, corr, body)
+
+    # ---------------------------------------------------------------- serving the target
+
+    async def _handle(self, req: Request) -> dict[str, Any] | None:
+        q = self.quorum
+        if self.partitioned:
+            # A partition: nothing comes back. Hold the request, then drop the connection.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(q.wait_unpartitioned(self), 10)
+            return None
+        part = B.partition_or_none(req.body) or {}
+        if req.api_key == B.VOTE:
+            cand, epoch = int(part.get("CandidateId", -1)), int(part.get("CandidateEpoch", -1))
+            granted = False
+            if epoch > q.leader_epoch_of(self.node_id) and self.votes.get(epoch, cand) == cand:
+                granted = self.vote_policy(cand, epoch, part)
+            if granted:
+                self.votes[epoch] = cand
+            q.observe_epoch(epoch)
+            return B.election_response(B.VOTE, -1, max(epoch, q.known_epoch), granted=granted)
+        if req.api_key in (B.BEGIN_QUORUM_EPOCH, B.END_QUORUM_EPOCH):
+            epoch = int(part.get("LeaderEpoch", -1))
+            q.observe_epoch(epoch)
+            return B.election_response(req.api_key, int(part.get("LeaderId", -1)), epoch)
+        if req.api_key == B.FETCH:
+            return await self._serve_fetch(req.body, req.api_version)
+        if req.api_key == B.DESCRIBE_QUORUM:
+            return B.describe_quorum_response(q.leader_id, q.known_epoch, Errors.NOT_LEADER_OR_FOLLOWER)
+        return None
+
+    async def _serve_fetch(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        """KIP-595 "Fetch Request Handling" as a correct leader (or a NOT_LEADER_OR_FOLLOWER non-leader)."""
+        q = self.quorum
+        if self.fetch_hook is not None:
+            scripted = self.fetch_hook(body, version)
+            if scripted is not None:
+                return scripted
+        part = B.partition(body)
+        cid = body.get("ClusterId")
+        if cid is not None and cid != q.cluster_id:
+            return B.fetch_response(version, top_error=Errors.INCONSISTENT_CLUSTER_ID)
+        deadline = time.monotonic() + min(int(body.get("MaxWaitMs", 0)), MAX_PARK_MS) / 1000
+        while True:
+            if q.leader_id != self.node_id:
+                return B.fetch_response(version, error=Errors.NOT_LEADER_OR_FOLLOWER,
+                                        leader=(q.leader_id, q.known_epoch))
+            epoch = q.leader_epoch
+            req_epoch = int(part.get("CurrentLeaderEpoch", -1))
+            if req_epoch < epoch:
+                return B.fetch_response(version, error=Errors.FENCED_LEADER_EPOCH, leader=(self.node_id, epoch))
+            if req_epoch > epoch:
+                return B.fetch_response(version, error=Errors.UNKNOWN_LEADER_EPOCH, leader=(self.node_id, epoch))
+            offset, lfe = int(part["FetchOffset"]), int(part["LastFetchedEpoch"])
+            hw = min(q.log.committed, q.log.end)
+            div = q.log.diverging(offset, lfe)
+            if div is not None:
+                return B.fetch_response(version, high_watermark=hw, diverging=div, leader=(self.node_id, epoch))
+            batches = q.log.read(offset)
+            left = deadline - time.monotonic()
+            if batches or left <= 0 or offset < hw:
+                return B.fetch_response(version, high_watermark=hw, batches=batches, leader=(self.node_id, epoch))
+            await q.wait_change(left)
+
+    # ---------------------------------------------------------------- talking to the target
+
+    async def connect(self) -> KafkaClient:
+        if self.client is not None and self.client.connected:
+            return self.client
+        if self.client is not None:
+            await self.client.close()
+        t = self.quorum.target
+        client = KafkaClient(t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}",
+                             observer=self._observe_client)
+        await client.connect(timeout_s=self.quorum.request_timeout_s)
+        self.client = client
+        return client
+
+    async def request(self, api_key: int, build: Callable[[int], dict[str, Any]],
+                      timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
+        """Send a request at the highest common version; returns (version, response body)."""
+        client = await self.connect()
+        version = client.best_version(api_key)
+        body = build(version)
+        try:
+            resp = await client.request(api_key, version, body, timeout_s or self.quorum.request_timeout_s)
+        except RequestError:
+            await client.close()
+            raise
+        return version, resp
+
+    async def vote(self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default",
+                   candidate: int | None = None) -> dict[str, Any]:
+        cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        cand = self.node_id if candidate is None else candidate
+        t = self.quorum.target.node_id
+        _, resp = await self.request(B.VOTE, lambda _v: B.vote_request(cid, epoch, cand, last_epoch, last_offset, t))
+        return resp
+
+    async def begin_quorum_epoch(self, epoch: int, cluster_id: Any = "default") -> dict[str, Any]:
+        cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        t = self.quorum.target.node_id
+        _, resp = await self.request(B.BEGIN_QUORUM_EPOCH,
+                                     lambda _v: B.begin_quorum_epoch_request(cid, self.node_id, epoch, t))
+        return resp
+
+    async def end_quorum_epoch(self, epoch: int, successors: list[int], cluster_id: Any = "default") -> dict[str, Any]:
+        cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        _, resp = await self.request(
+            B.END_QUORUM_EPOCH, lambda v: B.end_quorum_epoch_request(cid, self.node_id, epoch, successors, v)
+        )
+        return resp
+
+    async def fetch(self, epoch: int, offset: int, last_fetched_epoch: int, *, max_wait_ms: int = 0,
+                    replica_id: int | None = None, cluster_id: Any = "default",
+                    timeout_s: float | None = None) -> dict[str, Any]:
+        cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        rid = self.node_id if replica_id is None else replica_id
+        if offset > self.quorum.log.end:
+            # Claiming records the harness does not hold would let the target commit what no virtual
+            # voter can later serve back.
+            raise HarnessError(f"fetch claims offset {offset} beyond the harness log end {self.quorum.log.end}")
+        _, resp = await self.request(
+            B.FETCH, lambda v: B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms),
+            timeout_s=timeout_s or (self.quorum.request_timeout_s + max_wait_ms / 1000),
+        )
+        return resp
+
+    async def describe_quorum(self) -> dict[str, Any]:
+        _, resp = await self.request(B.DESCRIBE_QUORUM, lambda _v: B.describe_quorum_request())
+        return resp
+
+    async def follow_once(self, epoch: int, max_wait_ms: int = 0) -> dict[str, Any]:
+        """One Fetch as a follower of the target at ``epoch``, applying the answer to the shared log
+        (KIP-595 "Fetch Response Handling": append records, truncate on DivergingEpoch, learn the HW)."""
+        q = self.quorum
+        resp = await self.fetch(epoch, q.log.end, q.log.last_epoch, max_wait_ms=max_wait_ms)
+        part = B.partition(resp)
+        if resp.get("ErrorCode", 0) or part.get("ErrorCode", 0):
+            return resp
+        div = B.diverging_of(part)
+        if div is not None:
+            own_epoch, own_end = q.log.epoch_end_offset(div[0])
+            cut = min(own_end, div[1]) if own_epoch == div[0] else own_end
+            q.log.truncate(cut)
+        q.log.append_batches(B.records_of(part))
+        hw = int(part.get("HighWatermark", -1))
+        if hw >= 0:
+            q.log.committed = max(q.log.committed, min(hw, q.log.end))
+        q.changed()
+        return resp
+
+
+# ---------------------------------------------------------------------------------------------- the quorum
+
+
+class Quorum:
+    """The target plus the virtual voters, alive for the whole session (the target keeps connections)."""
+
+    def __init__(self, target: TargetAddress, cluster_id: str | None, voter_ports: dict[int, int], host: str,
+                 request_timeout_s: float = 2.0) -> None:
+        self.target = target
+        self.cluster_id = cluster_id
+        self.request_timeout_s = request_timeout_s
+        self.log = VLog()
+        self.voters = {vid: VirtualVoter(vid, self, host, port) for vid, port in voter_ports.items()}
+        self.frames = FrameLog()
+        self.known_epoch = 0  # the highest epoch seen anywhere: new harness epochs go above it
+        self.leader_id = -1  # the virtual voter leading, or -1
+        self.leader_epoch = -1
+        self._change = asyncio.Event()
+        self._unpartitioned = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return sorted([self.target.node_id, *self.voters])
+
+    async def start(self) -> None:
+        for v in self.voters.values():
+            await v.start()
+
+    async def close(self) -> None:
+        await self.stop_tasks()
+        for v in self.voters.values():
+            await v.close()
+
+    def record(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int,
+               body: dict[str, Any]) -> None:
+        self.frames.add(src, dst, api_key, kind, version, corr, body)
+        part = B.partition_or_none(body) or {}
+        for key in ("CandidateEpoch", "LeaderEpoch", "CurrentLeaderEpoch"):
+            if isinstance(part.get(key), int):
+                self.observe_epoch(int(part[key]))
+
+    def observe_epoch(self, epoch: int) -> None:
+        self.known_epoch = max(self.known_epoch, epoch)
+
+    def next_epoch(self) -> int:
+        """A fresh epoch above everything seen (and above every epoch in the shared log)."""
+        self.known_epoch = max(self.known_epoch, self.log.last_epoch) + 1
+        return self.known_epoch
+
+    def leader_epoch_of(self, voter_id: int) -> int:
+        return self.leader_epoch if self.leader_id != -1 else self.known_epoch - 1
+
+    def set_leader(self, voter_id: int, epoch: int) -> None:
+        """Make a virtual voter leader of ``epoch`` (-1: no virtual leader)."""
+        self.leader_id, self.leader_epoch = voter_id, epoch
+        self.observe_epoch(epoch)
+        self.changed()
+
+    def changed(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def wait_change(self, timeout_s: float) -> None:
+        ev = self._change
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ev.wait(), timeout_s)
+
+    def partition(self, voter_id: int, on: bool = True) -> None:
+        self.voters[voter_id].partitioned = on
+        if not on:
+            self._unpartitioned.set()
+            self._unpartitioned = asyncio.Event()
+
+    async def wait_unpartitioned(self, voter: VirtualVoter) -> None:
+        while voter.partitioned:
+            await self._unpartitioned.wait()
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def reset(self) -> FrameLog:
+        """Between scenarios: every virtual voter passive (refuses votes, leads nothing), a new frame log."""
+        await self.stop_tasks()
+        for v in self.voters.values():
+            v.vote_policy = refuse_all
+            v.fetch_hook = None
+            if v.partitioned:
+                self.partition(v.node_id, False)
+        if self.leader_id != -1:
+            self.set_leader(-1, -1)
+        self.frames = FrameLog()
+        return self.frames

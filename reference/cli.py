@@ -1,0 +1,204 @@
+"""The one console script, ``kraft-tck``: every command of the kit hangs off this group.
+
+Each area owns its commands (``<area>/cli.py`` exports ``COMMANDS``); this module owns the reference
+node's commands and assembles the group. Heavy imports (pyspark, TLC) happen inside commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties, render_properties
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kraft-tck")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """kraft-tck: KRaft conformance test kit and reference node."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _load_config(path: str) -> NodeConfig:
+    try:
+        return NodeConfig.from_properties(load_properties(path), source=path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------------- format
+
+
+@main.command("format")
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--cluster-id", help="Cluster id to write (22-character base64 UUID, like kafka-storage).")
+@click.option("--random-cluster-id", is_flag=True, help="Generate a cluster id and print it.")
+def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool) -> None:
+    """Format a data directory with a cluster id (meta.properties), like kafka-storage format."""
+    from kraft_tck.reference.storage import StorageError, format_dir, new_uuid
+
+    cfg = _load_config(config_path)
+    if random_cluster_id == (cluster_id is not None):
+        raise click.UsageError("give exactly one of --cluster-id ID or --random-cluster-id")
+    cid = cluster_id or new_uuid()
+    try:
+        format_dir(cfg.log_dir, cfg.node_id, cid)
+    except StorageError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"Formatted {cfg.log_dir} for node {cfg.node_id} with cluster id {cid}")
+
+
+# ---------------------------------------------------------------------------------------------- node
+
+
+@main.command("node")
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--trace-file", type=click.Path(dir_okay=False), help="Write this node's trace (NDJSON).")
+@click.option("--throughput", type=int, default=0, help="Steady write workload on the leader, records/s.")
+@click.option("--record-size", type=int, default=100, show_default=True, help="Workload record size, bytes.")
+@click.option("--no-fsync", is_flag=True, help="Skip fsync (benchmarks only: loses the durability guarantees).")
+def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, no_fsync: bool) -> None:
+    """Run one reference KRaft node in the foreground until SIGTERM/SIGINT."""
+    from kraft_tck.reference.workload import run_node
+
+    cfg = _load_config(config_path)
+    asyncio.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
+                         fsync=not no_fsync))
+
+
+# ---------------------------------------------------------------------------------------------- cluster
+
+
+def cluster_configs(voters: int, base: Path, base_port: int, **timeouts: int) -> list[Path]:
+    """Write one server.properties per node: node i on port base_port+i-1, data in base/node-i."""
+    quorum = ",".join(f"{i}@127.0.0.1:{base_port + i - 1}" for i in range(1, voters + 1))
+    paths = []
+    for i in range(1, voters + 1):
+        node_dir = base / f"node-{i}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        props: dict[str, Any] = {
+            "process.roles": "controller",
+            "node.id": i,
+            "listeners": f"CONTROLLER://127.0.0.1:{base_port + i - 1}",
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": quorum,
+            "log.dirs": node_dir / "data",
+            **{k.replace("_", "."): v for k, v in timeouts.items()},
+        }
+        path = node_dir / "server.properties"
+        path.write_text(render_properties(props, header=f"kraft-tck cluster node {i}"), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+@main.command("cluster")
+@click.option("--voters", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True)
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True)
+@click.option("--trace", is_flag=True, help="Write node-i/trace.ndjson for every node.")
+def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool) -> None:
+    """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly)."""
+    from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
+
+    base = Path(base_dir).resolve()
+    paths = cluster_configs(voters, base, base_port)
+    existing = read_meta_file(base / "node-1" / "data" / "meta.properties")
+    cid = existing.cluster_id if existing else new_uuid()
+    for i, path in enumerate(paths, start=1):
+        cfg = _load_config(str(path))
+        if read_meta_file(cfg.log_dir / "meta.properties") is None:
+            format_dir(cfg.log_dir, i, cid)
+    procs = []
+    for i, path in enumerate(paths, start=1):
+        cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "node", "--config", str(path)]
+        if trace:
+            cmd += ["--trace-file", str(path.parent / "trace.ndjson")]
+        procs.append(subprocess.Popen(cmd))
+    click.echo(f"cluster {cid}: {voters} voters on 127.0.0.1:{base_port}..{base_port + voters - 1}, data in {base}")
+    click.echo(f"try: kraft-tck quorum --bootstrap-controller 127.0.0.1:{base_port} describe --status")
+    stop = {"now": False}
+
+    def _stop(*_: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    while not stop["now"] and all(p.poll() is None for p in procs):
+        time.sleep(0.2)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    bad = [i for i, p in enumerate(procs, start=1) if p.returncode not in (0, -signal.SIGTERM)]
+    if bad and not stop["now"]:
+        raise click.ClickException(f"node(s) {bad} exited unexpectedly")
+    click.echo("cluster stopped")
+
+
+# ---------------------------------------------------------------------------------------------- quorum
+
+
+@main.group("quorum")
+@click.option("--bootstrap-controller", required=True, help="host:port of any controller.")
+@click.option("--timeout-ms", type=int, default=5000, show_default=True)
+@click.pass_context
+def quorum_cmd(ctx: click.Context, bootstrap_controller: str, timeout_ms: int) -> None:
+    """Ask a quorum about itself (like kafka-metadata-quorum)."""
+    host, _, port = bootstrap_controller.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"expected host:port, got {bootstrap_controller!r}", param_hint="--bootstrap-controller")
+    ctx.obj = {"host": host.strip("[]"), "port": int(port), "timeout": timeout_ms / 1000}
+
+
+@quorum_cmd.command("describe")
+@click.option("--status", "mode", flag_value="status", default=True, help="Summary of the quorum.")
+@click.option("--replication", "mode", flag_value="replication", help="Per-replica replication table.")
+@click.pass_obj
+def describe_cmd(obj: dict[str, Any], mode: str) -> None:
+    """DescribeQuorum against any node that speaks it (KIP-595, KIP-836 fields)."""
+    from kraft_tck.reference.quorum_client import QuorumError, describe_quorum, render_replication, render_status
+
+    try:
+        info = asyncio.run(describe_quorum(obj["host"], obj["port"], obj["timeout"]))
+    except QuorumError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(render_status(info) if mode == "status" else render_replication(info, now_ms=int(time.time() * 1000)))
+
+
+# ---------------------------------------------------------------------------------------------- other areas
+
+
+def _register_area_commands() -> None:
+    # Each area's cli module is optional while the kit grows; a broken one must not hide the others.
+    for module in ("kraft_tck.conformance.cli", "kraft_tck.tla.cli", "kraft_tck.traces.cli"):
+        try:
+            mod = __import__(module, fromlist=["COMMANDS"])
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        for command in getattr(mod, "COMMANDS", []):
+            main.add_command(command)
+
+
+_register_area_commands()
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main(prog_name=os.environ.get("KRAFT_TCK_PROG", "kraft-tck"))

@@ -1,0 +1,1144 @@
+"""The reference KRaft node's protocol core: a pure, deterministic state machine (KIP-595, KIP-836).
+
+Role states and transitions (Kafka's QuorumState names). Every role change goes through ``_transition``;
+this table lists all of them, one line each, with the handler that makes it.
+
+    Unattached --election timeout (voters only)---------------> Candidate   start_election
+    Unattached --grants a vote---------------------------------> Voted       handle_vote_request
+    Unattached --learns the leader of its epoch----------------> Follower    _maybe_transition
+    Voted      --election timeout------------------------------> Candidate   start_election
+    Voted      --learns the leader of its epoch----------------> Follower    _maybe_transition
+    Candidate  --majority of votes-----------------------------> Leader      become_leader
+    Candidate  --lost or timed out, then election backoff------> Candidate   start_election (epoch + 1)
+    Candidate  --learns the leader of its epoch----------------> Follower    _maybe_transition
+    Leader     --no fetches from a majority (check quorum)-----> Resigned    leader_progress_timeout
+    Leader     --graceful shutdown-----------------------------> Resigned    resign
+    Follower   --fetch timeout (voter)-------------------------> Candidate   start_election
+    Follower   --fetch timeout (observer)----------------------> Unattached  _become_unattached
+    Follower   --EndQuorumEpoch from its leader, then backoff--> Candidate   start_election
+    Resigned   --election timeout------------------------------> Candidate   start_election
+    any        --sees a higher epoch with a known leader-------> Follower    _maybe_transition
+    any        --sees a higher epoch, leader unknown-----------> Unattached  _maybe_transition
+    (restart)  --quorum-state + log----------------------------> Unattached | Voted | Candidate
+                                                                 | Follower | Resigned          restart
+
+The shell contract (etcd-raft style). The shell feeds one input at a time, ``step(input, now_ms)``, or
+lets time pass, ``tick(now_ms)``, and gets a ``Ready`` bundle (``reference/io.py``). It must apply the
+bundle in order: persist ``persist`` and ``log_ops`` (fsync) BEFORE sending ``send`` and ``replies``,
+because a vote or an appended entry must be durable before anyone can learn of it (KIP-595 "the vote
+is persisted before the response is sent"). Then call ``tick`` again by ``next_deadline_ms``.
+
+Nothing in here touches a socket, a clock, a disk or global state: time is the ``now_ms`` argument and
+randomness (election jitter, the bootstrap cluster id) comes from the ``random.Random`` passed in, so
+the same inputs and seed give the same outputs.
+
+Fault injection: the conformance tests need broken nodes. Rather than flags in the product, a few rules
+are small named methods a test-only subclass can override: ``_cluster_id_ok``, ``_persist_vote``,
+``_truncation_point``, ``_guard_truncation``, ``_should_resign``, ``_counts_toward_hw``.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kraft_tck.reference.io import (
+    AppendBatches,
+    ClientAppendResult,
+    ClientWrite,
+    DurableState,
+    Input,
+    OutboundRequest,
+    QuorumStateSnapshot,
+    Ready,
+    Reply,
+    RequestFailed,
+    RequestReceived,
+    ResponseReceived,
+    Shutdown,
+    TruncateTo,
+)
+from kraft_tck.reference.log import Log
+from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    Request,
+    VoteRequest,
+    VoteResponse,
+)
+from kraft_tck.reference.roles import (
+    Candidate,
+    Follower,
+    Leader,
+    ReplicaProgress,
+    Resigned,
+    Role,
+    Unattached,
+    Voted,
+)
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import ControlType, Record, RecordBatch, batch_digest, control_batch, data_batch
+
+# KIP-595 "Cluster Bootstrapping" leaves the cluster-id record to the state machine above Raft. This
+# project's choice: one plain data record with this key and the id (Kafka's base64 uuid form) as value.
+CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
+
+# Kafka's unit for the randomised exponential election backoff (KafkaRaftClient.RETRY_BACKOFF_BASE_MS).
+ELECTION_BACKOFF_BASE_MS = 100
+
+
+class SafetyViolation(RuntimeError):
+    """The core was about to break a Raft safety property (named in the message). Always a bug."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    """The protocol settings, with Kafka's meaning (``controller.quorum.*`` in milliseconds).
+
+    ``cluster_id`` None means "not formatted": the node runs KIP-595's cluster bootstrap. The core
+    does not batch client writes; ``append_linger_ms`` is for the shell's write path.
+    """
+
+    node_id: int
+    voters: frozenset[int]
+    cluster_id: str | None = None
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    fetch_max_wait_ms: int = 500
+    append_linger_ms: int = 25
+    retry_backoff_ms: int = 20
+    fetch_max_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.node_id < 0:
+            raise ValueError(f"node_id must be >= 0, got {self.node_id}")
+        if not self.voters or any(v < 0 for v in self.voters):
+            raise ValueError(f"voters must be a non-empty set of ids >= 0, got {sorted(self.voters)}")
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "retry_backoff_ms", "append_linger_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.fetch_max_wait_ms >= self.request_timeout_ms:
+            raise ValueError(
+                f"fetch_max_wait_ms ({self.fetch_max_wait_ms}) must be below request_timeout_ms "
+                f"({self.request_timeout_ms}), or every long-poll fetch would time out"
+            )
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+
+@dataclass(frozen=True, slots=True)
+class _ParkedFetch:
+    """A caught-up fetch waiting for new data (KIP-595 long-poll), answered by ``deadline_ms``."""
+
+    reply_to: object
+    request: FetchRequest
+    deadline_ms: int
+
+
+class KRaftCore:
+    """One KRaft node's protocol logic. See the module docstring for the contract."""
+
+    def __init__(
+        self, config: CoreConfig, durable: DurableState, log: Log, rng: random.Random, now_ms: int
+    ) -> None:
+        self.config = config
+        self.log = log
+        self._rng = rng
+        self._now = now_ms
+        self._hw = 0  # volatile, like Kafka's: a restarted node relearns it
+        self._cluster_id = config.cluster_id
+        self._pending_cluster_id: tuple[int, str] | None = None  # (offset, id) of the log's first id record
+        self._note_cluster_id_records(log.batches)
+        self._ready_at: dict[int, int] = {}  # destination -> when it may get the next request
+        self._parked: list[_ParkedFetch] = []
+        self._probe_index = 0  # observers without a leader ask the voters in turn
+        self._shutting_down = False
+        self._out = Ready()
+        self._pending_log: dict[str, Any] = {}
+        self.role: Role = self._initial_role(durable)
+
+    @classmethod
+    def restart(
+        cls, config: CoreConfig, durable: DurableState, log: Log, rng: random.Random, now_ms: int
+    ) -> tuple[KRaftCore, Ready]:
+        """KIP-595 "Persistence": a node comes back with its quorum-state, log and meta.properties only."""
+        core = cls(config, durable, log, rng, now_ms)
+        core._begin(now_ms)
+        core._emit("Restart", note=f"restored as {core.role.name} from quorum-state {durable}")
+        core._poll()
+        return core, core._finish()
+
+    # ============================================================================ public interface
+
+    def step(self, inp: Input, now_ms: int) -> Ready:
+        """Handle one input at ``now_ms``; return everything it produced."""
+        self._begin(now_ms)
+        if isinstance(inp, RequestReceived):
+            self._on_request(inp)
+        elif isinstance(inp, ResponseReceived):
+            self._on_response(inp)
+        elif isinstance(inp, RequestFailed):
+            self._request_failed(inp.dest_id)
+        elif isinstance(inp, ClientWrite):
+            self._out.client_append = self.client_append(inp.values)
+        elif isinstance(inp, Shutdown):
+            self._shutting_down = True
+            if isinstance(self.role, Leader):
+                self.resign()
+        else:
+            raise TypeError(f"KRaftCore.step: unknown input {inp!r}")
+        self._poll()
+        return self._finish()
+
+    def tick(self, now_ms: int) -> Ready:
+        """Let time pass: fire due timers, send due requests, answer expired long-polls."""
+        self._begin(now_ms)
+        self._poll()
+        return self._finish()
+
+    def state_snapshot(self) -> dict[str, Any]:
+        """The trace's ``state`` object (names as in spec/README.md and tla/KRaft.tla)."""
+        return {
+            "role": self.role.name,
+            "epoch": self.epoch,
+            "votedId": self.voted_id,
+            "leaderId": self.leader_id,
+            "logEndOffset": self.log.end_offset,
+            "lastFetchedEpoch": self.log.last_fetched_epoch,
+            "highWatermark": self._hw,
+            "clusterId": self._cluster_id,
+        }
+
+    @property
+    def epoch(self) -> int:
+        return self.role.epoch
+
+    @property
+    def leader_id(self) -> int:
+        role = self.role
+        if isinstance(role, Leader | Resigned):
+            return self.config.node_id
+        if isinstance(role, Follower):
+            return role.leader_id
+        return -1
+
+    @property
+    def voted_id(self) -> int:
+        role = self.role
+        if isinstance(role, Candidate | Leader | Resigned):
+            return self.config.node_id  # a candidate votes for itself; leaders and resigned ones were one
+        if isinstance(role, Voted | Follower):
+            return role.voted_id
+        return -1
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self._cluster_id
+
+    @property
+    def resignation_pending(self) -> bool:
+        """True while a resigned leader still waits for EndQuorumEpoch acknowledgements (for shutdown)."""
+        return isinstance(self.role, Resigned) and bool(self.role.awaiting_end_epoch)
+
+    # ============================================================================ dispatch
+
+    def _on_request(self, inp: RequestReceived) -> None:
+        req = inp.request
+        resp: Any
+        if isinstance(req, VoteRequest):
+            resp = self.handle_vote_request(req)
+        elif isinstance(req, BeginQuorumEpochRequest):
+            resp = self.handle_begin_quorum_epoch_request(req)
+        elif isinstance(req, EndQuorumEpochRequest):
+            resp = self.handle_end_quorum_epoch_request(req)
+        elif isinstance(req, FetchRequest):
+            resp = self.handle_fetch_request(req, inp.reply_to)
+            if resp is None:
+                return  # parked: answered later
+        elif isinstance(req, DescribeQuorumRequest):
+            resp = self.handle_describe_quorum_request(req)
+        else:
+            raise TypeError(f"KRaftCore: unknown request {req!r}")
+        self._out.replies.append(Reply(inp.reply_to, resp))
+
+    def _on_response(self, inp: ResponseReceived) -> None:
+        self._ready_at[inp.sender_id] = self._now  # that destination is free for the next request
+        resp = inp.response
+        if isinstance(resp, VoteResponse):
+            self.handle_vote_response(inp.sender_id, resp)
+        elif isinstance(resp, BeginQuorumEpochResponse):
+            self.handle_begin_quorum_epoch_response(inp.sender_id, resp)
+        elif isinstance(resp, EndQuorumEpochResponse):
+            self.handle_end_quorum_epoch_response(inp.sender_id, resp)
+        elif isinstance(resp, FetchResponse):
+            self.handle_fetch_response(inp.sender_id, resp)
+        else:
+            raise TypeError(f"KRaftCore: unexpected response {resp!r} (the core never sends that request)")
+
+    # ============================================================================ Leader Election
+
+    def start_election(self, cause: str) -> None:
+        """KIP-595 "Leader Election": bump the epoch, vote for yourself (persisted), ask every voter.
+
+        ``cause``: ElectionTimeout, FetchTimeout, ElectionBackoff or EndQuorumEpoch.
+        """
+        retries = self.role.retries + 1 if isinstance(self.role, Candidate) else 1
+        me = self.config.node_id
+        self._transition(
+            Candidate(
+                epoch=self.epoch + 1,
+                granted=frozenset({me}),
+                rejected=frozenset(),
+                retries=retries,
+                election_deadline_ms=self._random_election_deadline(),
+            )
+        )
+        self._persist()  # the self-vote is on disk before any VoteRequest leaves (sent by _poll)
+        self._emit("StartElection", cause=cause)
+        if len(self.config.voters) == 1:
+            self.become_leader()  # a one-voter quorum: its own vote is the majority
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        """KIP-595 "Vote Request Handling"."""
+        # Step 1: the cluster id, when given, must be ours (a null one is always accepted).
+        if not self._cluster_id_ok(req.cluster_id):
+            self._emit("HandleVoteRequest", note=f"refused: cluster id {req.cluster_id!r}")
+            return VoteResponse(self.leader_id, self.epoch, False, error=Errors.INCONSISTENT_CLUSTER_ID)
+        # A candidate epoch below ours is fenced; only voters may ask, and only voters vote.
+        error = self._validate_voter_only_request(req.candidate_id, req.candidate_epoch)
+        if error is not None:
+            self._emit("HandleVoteRequest", note=f"refused: {error.name}")
+            return VoteResponse(self.leader_id, self.epoch, False, partition_error=error)
+        # A higher epoch: forget the old leader/vote first (persisted as Unattached in that epoch).
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(req.candidate_epoch)
+        granted = self._can_grant_vote(req.candidate_id, req.last_offset_epoch, req.last_offset)
+        if granted and isinstance(self.role, Unattached):
+            self._transition(Voted(self.epoch, req.candidate_id, self._random_election_deadline()))
+            self._persist_vote()  # persisted before the response leaves (the shell's ordering)
+        self._emit("HandleVoteRequest", note=f"{'granted' if granted else 'refused'} {req.candidate_id}")
+        return VoteResponse(self.leader_id, self.epoch, granted)
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        """At most one vote per epoch; only for a log at least as up-to-date as ours."""
+        role = self.role
+        if isinstance(role, Voted):
+            return role.voted_id == candidate_id  # the same candidate may ask again (lost response)
+        if isinstance(role, Unattached):
+            # Raft's election restriction: compare the last epoch first, then the log end offset.
+            return (last_epoch, end_offset) >= (self.log.last_fetched_epoch, self.log.end_offset)
+        # A candidate voted for itself; a leader, follower or resigned leader of this epoch knows the
+        # leader already (KIP-595: "leader and follower of the same epoch reject").
+        return False
+
+    def handle_vote_response(self, sender_id: int, resp: VoteResponse) -> None:
+        """KIP-595 "Vote Response Handling"."""
+        if resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleVoteResponse", note=f"top-level error {resp.error.name}")
+            return
+        if self._handle_common_response(sender_id, resp.partition_error, resp.leader_id, resp.leader_epoch):
+            self._emit("HandleVoteResponse", note="newer epoch or stale response")
+            return
+        role = self.role
+        if resp.partition_error != Errors.NONE or not isinstance(role, Candidate):
+            if resp.partition_error != Errors.NONE:
+                self._request_failed(sender_id)
+            self._emit("HandleVoteResponse", note=f"ignored ({resp.partition_error.name}, {role.name})")
+            return
+        if sender_id not in self.config.voters:
+            self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter")
+            return
+        if resp.vote_granted:
+            role = replace(role, granted=role.granted | {sender_id})
+        else:
+            role = replace(role, rejected=role.rejected | {sender_id})
+        self.role = role  # same role and epoch: a tally, not a transition
+        verdict = "granted" if resp.vote_granted else "rejected"
+        self._emit("HandleVoteResponse", note=f"{verdict} by {sender_id}")
+        if len(role.granted) >= self.config.majority:
+            self.become_leader()
+        elif self._election_lost(role) and role.backoff_until_ms is None:
+            self.role = replace(role, backoff_until_ms=self._now + self._election_backoff_ms(role.retries))
+
+    def _election_lost(self, role: Candidate) -> bool:
+        return len(self.config.voters) - len(role.rejected) < self.config.majority
+
+    def become_leader(self) -> None:
+        """KIP-595 "Vote Response Handling" 2: with a majority, lead; start the epoch with LeaderChange.
+
+        The LeaderChange control record is the first entry of the new epoch: once it is on a majority
+        the high watermark may move (Fetch Request Handling step 4). Voters learn of the leader from
+        BeginQuorumEpoch, resent by ``_poll`` until each one acknowledges it or fetches.
+        """
+        cand = self.role
+        assert isinstance(cand, Candidate), f"become_leader from {cand.name}"
+        me = self.config.node_id
+        voters = self.config.voters
+        start = self.log.end_offset
+        self._transition(
+            Leader(
+                epoch=cand.epoch,
+                epoch_start_offset=start,
+                granting_voters=cand.granted,
+                replicas={v: ReplicaProgress(v) for v in sorted(voters)},
+                awaiting_begin_epoch=voters - {me},
+                progress_deadline_ms=self._now + self.config.fetch_timeout_ms,
+            )
+        )
+        self._persist()
+        body = {
+            "Version": 0,
+            "LeaderId": me,
+            "Voters": [{"VoterId": v} for v in sorted(voters)],
+            "GrantingVoters": [{"VoterId": v} for v in sorted(cand.granted)],
+        }
+        batches = [control_batch(start, cand.epoch, ControlType.LEADER_CHANGE, body, timestamp=self._now)]
+        if self._cluster_id is None and self._pending_cluster_id is None:
+            # KIP-595 "Cluster Bootstrapping": the first elected leader generates the cluster id.
+            batches.append(self._cluster_id_batch(start + 1, cand.epoch))
+        self._append_as_leader(batches)
+        self._emit("BecomeLeader")
+
+    # ============================================================================ BeginQuorumEpoch
+
+    def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        """KIP-595 "BeginQuorumEpoch Request Handling": follow the announced leader."""
+        if not self._cluster_id_ok(req.cluster_id):
+            self._emit("HandleBeginQuorumEpochRequest", note=f"refused: cluster id {req.cluster_id!r}")
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INCONSISTENT_CLUSTER_ID)
+        error = self._validate_voter_only_request(req.leader_id, req.leader_epoch)
+        if error is not None:
+            self._emit("HandleBeginQuorumEpochRequest", note=f"refused: {error.name}")
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch, partition_error=error)
+        self._maybe_transition(req.leader_id, req.leader_epoch)
+        self._emit("HandleBeginQuorumEpochRequest")
+        return BeginQuorumEpochResponse(self.leader_id, self.epoch)
+
+    def handle_begin_quorum_epoch_response(self, sender_id: int, resp: BeginQuorumEpochResponse) -> None:
+        """KIP-595 "BeginQuorumEpoch Response Handling": stop resending to a voter that acknowledged."""
+        if resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleBeginQuorumEpochResponse", note=f"top-level error {resp.error.name}")
+            return
+        if self._handle_common_response(sender_id, resp.partition_error, resp.leader_id, resp.leader_epoch):
+            self._emit("HandleBeginQuorumEpochResponse", note="newer epoch or stale response")
+            return
+        role = self.role
+        if isinstance(role, Leader) and resp.partition_error == Errors.NONE:
+            self.role = replace(role, awaiting_begin_epoch=role.awaiting_begin_epoch - {sender_id})
+        elif resp.partition_error != Errors.NONE:
+            self._request_failed(sender_id)
+        self._emit("HandleBeginQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
+
+    # ============================================================================ Fetch: leader side
+
+    def handle_fetch_request(self, req: FetchRequest, reply_to: object = None) -> FetchResponse | None:
+        """KIP-595 "Fetch Request Handling" 1-4. Returns None when the fetch is parked (long-poll)."""
+        early = self._validate_fetch_request(req)
+        if early is not None:
+            note = early.error.name if early.error != Errors.NONE else early.partition_error.name
+            self._emit("HandleFetchRequest", note=f"refused {req.replica_id}: {note}")
+            return early
+        leader = self.role
+        assert isinstance(leader, Leader)
+        self._note_fetch_from(req.replica_id)
+        # Step 3: LastFetchedEpoch/FetchOffset must agree with our epoch cache.
+        diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
+        if diverging is not None:
+            self._emit("HandleFetchRequest", note=f"{req.replica_id} diverges: {diverging}")
+            return FetchResponse(self._hw, (), diverging, self._current_leader())
+        # Step 4: the fetch offset is what the replica has; voters' offsets may move the high watermark.
+        self._update_replica_progress(req.replica_id, req.fetch_offset)
+        batches = self.log.read(req.fetch_offset, req.max_bytes)
+        if not batches and req.max_wait_ms > 0:
+            # Caught up: wait (up to MaxWaitMs) for new data instead of answering empty at once.
+            self._parked.append(_ParkedFetch(reply_to, req, self._now + req.max_wait_ms))
+            self._emit("HandleFetchRequest", note=f"{req.replica_id} caught up: parked")
+            return None
+        self._emit("HandleFetchRequest", note=f"{req.replica_id} @{req.fetch_offset}: {len(batches)} batches")
+        return FetchResponse(self._hw, batches, None, self._current_leader())
+
+    def _validate_fetch_request(self, req: FetchRequest) -> FetchResponse | None:
+        """Steps 1-2 and the request's own sanity; an error response, or None when the fetch may proceed."""
+        # Step 1: cluster id (top-level error, like Kafka).
+        if not self._cluster_id_ok(req.cluster_id):
+            return FetchResponse(error=Errors.INCONSISTENT_CLUSTER_ID, current_leader=self._current_leader())
+        if (
+            req.fetch_offset < 0
+            or req.max_wait_ms < 0
+            or (req.last_fetched_epoch < 0 and req.fetch_offset > 0)
+            or req.last_fetched_epoch > req.current_leader_epoch
+        ):
+            return self._fetch_error(Errors.INVALID_REQUEST)
+        # Step 2: the request's leader epoch must be ours, and we must lead it.
+        error = self._validate_leader_only_request(req.current_leader_epoch)
+        return None if error is None else self._fetch_error(error)
+
+    def _fetch_error(self, error: Errors) -> FetchResponse:
+        return FetchResponse(self._hw, partition_error=error, current_leader=self._current_leader())
+
+    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """KIP-595 "Fetch Request Handling" step 3, as a function.
+
+        The leader assumes LastFetchedEpoch is the epoch of the record before FetchOffset. That holds
+        when our log has that epoch and FetchOffset is within it or at its end. Otherwise answer the
+        largest epoch not greater than the follower's, with its end offset: everything the follower has
+        past that point may diverge.
+        """
+        if fetch_offset == 0 and last_fetched_epoch < 0:
+            return None  # an empty follower log agrees with every log
+        epoch, end_offset = self.log.epoch_end_offset(last_fetched_epoch)
+        if epoch != last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def _update_replica_progress(self, replica_id: int, fetch_offset: int) -> None:
+        """Record a valid fetch; KIP-836 LastFetchTimestamp / LastCaughtUpTimestamp bookkeeping."""
+        leader = self.role
+        if replica_id < 0 or not isinstance(leader, Leader):
+            return
+        old = leader.replicas.get(replica_id, ReplicaProgress(replica_id))
+        leader_end = self.log.end_offset
+        caught_up = old.last_caught_up_ms
+        if fetch_offset >= leader_end:
+            caught_up = max(caught_up, self._now)  # has everything we have right now
+        elif old.last_fetch_leader_end_offset > 0 and fetch_offset >= old.last_fetch_leader_end_offset:
+            caught_up = max(caught_up, old.last_fetch_ms)  # had, by now, all we had at its previous fetch
+        new = ReplicaProgress(
+            replica_id,
+            end_offset=fetch_offset,
+            last_fetch_ms=max(old.last_fetch_ms, self._now),
+            last_caught_up_ms=caught_up,
+            last_fetch_leader_end_offset=leader_end,
+        )
+        self.role = replace(leader, replicas={**leader.replicas, replica_id: new})
+        self._maybe_advance_high_watermark()
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        """A valid-epoch fetch from a voter: it knows the leader (no more BeginQuorumEpoch) and it is
+        alive for the leader's check-quorum timer (KIP-595 "Leader Progress Timeout")."""
+        leader = self.role
+        if not isinstance(leader, Leader) or replica_id not in self.config.voters:
+            return
+        if replica_id == self.config.node_id:
+            return
+        fetched = leader.fetched_voters | {replica_id}
+        deadline = leader.progress_deadline_ms
+        if len(fetched) + 1 >= self.config.majority:  # +1: the leader itself
+            fetched, deadline = frozenset(), self._now + self.config.fetch_timeout_ms
+        self.role = replace(
+            leader,
+            awaiting_begin_epoch=leader.awaiting_begin_epoch - {replica_id},
+            fetched_voters=fetched,
+            progress_deadline_ms=deadline,
+        )
+
+    def _maybe_advance_high_watermark(self) -> None:
+        """KIP-595 "Fetch Request Handling" step 4.
+
+        The high watermark is the largest offset on a majority of voters (the leader included), but it
+        only moves once that offset is past ``epoch_start_offset``, i.e. an entry of the current epoch is
+        on a majority: entries of older epochs are committed only indirectly (Raft's Figure 8 rule).
+        Observers never count.
+        """
+        leader = self.role
+        if not isinstance(leader, Leader):
+            return
+        offsets = sorted(
+            (p.end_offset for rid, p in leader.replicas.items() if self._counts_toward_hw(rid)),
+            reverse=True,
+        )
+        majority = self.config.majority
+        if len(offsets) < majority:
+            return
+        candidate = offsets[majority - 1]
+        if candidate > leader.epoch_start_offset:
+            self._set_high_watermark(candidate)
+
+    def _answer_parked(self, parked: _ParkedFetch) -> None:
+        """Answer a long-poll with whatever is there now (or an error if we no longer lead)."""
+        error = self._validate_leader_only_request(parked.request.current_leader_epoch)
+        if error is not None:
+            resp = self._fetch_error(error)
+        else:
+            batches = self.log.read(parked.request.fetch_offset, parked.request.max_bytes)
+            resp = FetchResponse(self._hw, batches, None, self._current_leader())
+        self._out.replies.append(Reply(parked.reply_to, resp))
+
+    def _complete_parked_fetches(self) -> None:
+        """New data, a new high watermark or a lost leadership: every parked fetch has an answer now."""
+        parked, self._parked = self._parked, []
+        for p in parked:
+            self._answer_parked(p)
+
+    # ============================================================================ Fetch: follower side
+
+    def send_fetch_request(self, dest_id: int, max_wait_ms: int | None = None) -> None:
+        """KIP-595 "Fetch": ask from our log end, naming the epoch of our last record."""
+        req = FetchRequest(
+            cluster_id=self._cluster_id,
+            replica_id=self.config.node_id,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.log.last_fetched_epoch,
+            max_wait_ms=self.config.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms,
+            max_bytes=self.config.fetch_max_bytes,
+        )
+        self._send(dest_id, req)
+        self._emit("SendFetchRequest", note=f"to {dest_id} at {req.fetch_offset}/{req.last_fetched_epoch}")
+
+    def handle_fetch_response(self, sender_id: int, resp: FetchResponse) -> None:
+        """KIP-595 "Fetch Response Handling" 1-2."""
+        if resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleFetchResponse", note=f"top-level error {resp.error.name}")
+            return
+        current = resp.current_leader
+        # Step 1: FENCED_LEADER_EPOCH (or a newer epoch) with a known leader: follow it.
+        error = resp.partition_error
+        if self._handle_common_response(sender_id, error, current.leader_id, current.leader_epoch):
+            self._emit("HandleFetchResponse", note=f"{resp.partition_error.name}: leader {current}")
+            return
+        if resp.partition_error == Errors.NONE and current.leader_id >= 0 and self.leader_id < 0:
+            self._maybe_transition(current.leader_id, current.leader_epoch)  # an observer found the leader
+        role = self.role
+        if not (isinstance(role, Follower) and role.leader_id == sender_id):
+            self._emit("HandleFetchResponse", note=f"ignored: {sender_id} is not our leader")
+            return
+        if resp.partition_error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleFetchResponse", note=f"error {resp.partition_error.name}")
+            return
+        self.role = replace(
+            role, fetch_deadline_ms=self._now + self.config.fetch_timeout_ms, deadline_cause="FetchTimeout"
+        )
+        # Step 2: DivergingEpoch: truncate, then refetch (``_poll``) from the new end and last epoch.
+        if resp.diverging_epoch is not None:
+            epoch, end_offset = resp.diverging_epoch
+            self._truncate(self._truncation_point(epoch, end_offset))
+            self._emit("HandleFetchResponse", note=f"diverging epoch {resp.diverging_epoch}")
+            return
+        if resp.batches and resp.batches[0].base_offset != self.log.end_offset:
+            self._emit("HandleFetchResponse", note="ignored: records do not continue our log (stale)")
+            return
+        if resp.batches:
+            self._append(resp.batches)
+        self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))
+        self._emit("HandleFetchResponse", note=f"{len(resp.batches)} batches, HW {resp.high_watermark}")
+
+    def _truncation_point(self, diverging_epoch: int, diverging_end_offset: int) -> int:
+        """Where to cut the log for a DivergingEpoch (KIP-595 "Fetch Response Handling" step 2).
+
+        If our log has the leader's epoch, we agree up to the smaller end of it; otherwise our records
+        diverge from the end of our largest epoch below it. Several rounds may be needed when the
+        follower's log holds several epochs the leader never saw.
+        """
+        local_epoch, local_end = self.log.epoch_end_offset(diverging_epoch)
+        if local_epoch == diverging_epoch:
+            return min(local_end, diverging_end_offset)
+        return local_end
+
+    def _truncate(self, offset: int) -> None:
+        self._guard_truncation(offset)
+        if offset >= self.log.end_offset:
+            return
+        self.log.truncate_to(offset)
+        self._out.log_ops.append(TruncateTo(offset))
+        self._pending_log["truncatedTo"] = offset
+        if self._pending_cluster_id is not None and self._pending_cluster_id[0] >= offset:
+            self._pending_cluster_id = None
+
+    def _guard_truncation(self, offset: int) -> None:
+        """Committed entries are never removed (Raft's Leader Completeness): say so loudly if asked to."""
+        if offset < self._hw:
+            raise SafetyViolation(
+                f"CommittedNeverTruncated: node {self.config.node_id} was asked to truncate to offset "
+                f"{offset}, below its high watermark {self._hw}"
+            )
+
+    # ============================================================================ client writes
+
+    def client_append(self, values: tuple[bytes, ...]) -> ClientAppendResult:
+        """Append client records in the current epoch (leader only)."""
+        if not values:
+            raise ValueError("client_append needs at least one record value")
+        if not isinstance(self.role, Leader) or self._shutting_down:
+            return ClientAppendResult(False, leader_id=self.leader_id)
+        batch = data_batch(self.log.end_offset, self.epoch, list(values), timestamp=self._now)
+        self._append_as_leader([batch])
+        self._emit("ClientAppend")
+        return ClientAppendResult(True, batch.base_offset, batch.last_offset, self.epoch)
+
+    # ============================================================================ resigning
+
+    def leader_progress_timeout(self) -> None:
+        """KIP-595 "Leader Progress Timeout": no fetches from a majority within the fetch timeout.
+
+        The KIP says the leader begins a new election at once. Kafka (and this core) first resigns:
+        it becomes Resigned, tells the voters with EndQuorumEpoch, and becomes a candidate only after
+        its election timeout. A caught-up follower that still sees a quorum can then win without the
+        old leader's higher epoch disrupting it. (Kafka also waits 1.5x the fetch timeout; this core
+        uses the KIP's fetch timeout.)
+        """
+        self._become_resigned("LeaderProgressTimeout")
+        self._emit("LeaderProgressTimeout")
+
+    def resign(self) -> None:
+        """Graceful shutdown (KIP-595 "EndQuorumEpoch"): step down and name preferred successors."""
+        self._become_resigned("Resign")
+        self._emit("Resign")
+
+    def _become_resigned(self, cause: str) -> None:
+        leader = self.role
+        assert isinstance(leader, Leader), f"resign from {leader.name}"
+        me = self.config.node_id
+        # The most caught-up voters first: they are the ones that can win the next election.
+        others = [leader.replicas.get(v, ReplicaProgress(v)) for v in self.config.voters if v != me]
+        successors = tuple(p.replica_id for p in sorted(others, key=lambda p: (-p.end_offset, p.replica_id)))
+        self._transition(
+            Resigned(
+                epoch=leader.epoch,
+                preferred_successors=successors,
+                awaiting_end_epoch=frozenset(successors),
+                election_deadline_ms=self._random_election_deadline(),
+                cause=cause,
+            )
+        )
+
+    def handle_end_quorum_epoch_request(self, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+        """KIP-595 "EndQuorumEpoch Request Handling".
+
+        A follower of the resigning leader named first in PreferredSuccessors starts its election at
+        once; the one at position p waits ``_successor_backoff_ms(p)``; a follower not named waits a
+        (randomised) election timeout instead of the longer fetch timeout.
+        """
+        if not self._cluster_id_ok(req.cluster_id):
+            self._emit("HandleEndQuorumEpochRequest", note=f"refused: cluster id {req.cluster_id!r}")
+            return EndQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INCONSISTENT_CLUSTER_ID)
+        error = self._validate_voter_only_request(req.leader_id, req.leader_epoch)
+        if error is not None:
+            self._emit("HandleEndQuorumEpochRequest", note=f"refused: {error.name}")
+            return EndQuorumEpochResponse(self.leader_id, self.epoch, partition_error=error)
+        self._maybe_transition(req.leader_id, req.leader_epoch)
+        resp = EndQuorumEpochResponse(self.leader_id, self.epoch)  # answered in the resigned epoch
+        role = self.role
+        start_now = False
+        if isinstance(role, Follower) and role.leader_id == req.leader_id:
+            successors = req.preferred_successors
+            me = self.config.node_id
+            if successors[:1] == (me,):
+                start_now = True
+                deadline = self._now
+            elif me in successors:
+                deadline = self._now + self._successor_backoff_ms(successors.index(me), len(successors))
+            else:
+                deadline = self._random_election_deadline()
+            self.role = replace(role, fetch_deadline_ms=deadline, deadline_cause="EndQuorumEpoch")
+        self._emit("HandleEndQuorumEpochRequest")
+        if start_now and not self._shutting_down:
+            self.start_election("EndQuorumEpoch")
+        return resp
+
+    def handle_end_quorum_epoch_response(self, sender_id: int, resp: EndQuorumEpochResponse) -> None:
+        """KIP-595 "EndQuorumEpoch Response Handling": stop resending to a voter that acknowledged."""
+        if resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleEndQuorumEpochResponse", note=f"top-level error {resp.error.name}")
+            return
+        if self._handle_common_response(sender_id, resp.partition_error, resp.leader_id, resp.leader_epoch):
+            self._emit("HandleEndQuorumEpochResponse", note="newer epoch or stale response")
+            return
+        role = self.role
+        if isinstance(role, Resigned) and resp.partition_error == Errors.NONE:
+            self.role = replace(role, awaiting_end_epoch=role.awaiting_end_epoch - {sender_id})
+        elif resp.partition_error != Errors.NONE:
+            self._request_failed(sender_id)
+        self._emit("HandleEndQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
+
+    # ============================================================================ DescribeQuorum
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        """KIP-595 "DescribeQuorum Request Handling" with KIP-836's timestamps (v1+)."""
+        leader = self.role
+        if not isinstance(leader, Leader):
+            # Step 1: not the leader: say so, and who is when we know.
+            self._emit("HandleDescribeQuorumRequest", note="not leader")
+            return DescribeQuorumResponse(
+                self.leader_id, self.epoch, partition_error=Errors.NOT_LEADER_OR_FOLLOWER
+            )
+        me = self.config.node_id
+        voters: list[ReplicaState] = []
+        observers: list[ReplicaState] = []
+        for rid in sorted(set(leader.replicas) | self.config.voters):
+            p = leader.replicas.get(rid, ReplicaProgress(rid))
+            if rid == me:
+                # KIP-836: the leader is always caught up with itself; its table shows "now" for both.
+                row = ReplicaState(rid, self.log.end_offset, self._now, self._now)
+            else:
+                row = ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+            (voters if rid in self.config.voters else observers).append(row)
+        self._emit("HandleDescribeQuorumRequest")
+        return DescribeQuorumResponse(me, self.epoch, self._hw, tuple(voters), tuple(observers))
+
+    # ============================================================================ shared rules
+
+    def _validate_voter_only_request(self, remote_id: int, remote_epoch: int) -> Errors | None:
+        """Vote, BeginQuorumEpoch, EndQuorumEpoch: fenced epochs, and voters only on both ends."""
+        if remote_epoch < self.epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if remote_id < 0:
+            return Errors.INVALID_REQUEST
+        if not self.config.is_voter or remote_id not in self.config.voters:
+            return Errors.INCONSISTENT_VOTER_SET
+        return None
+
+    def _validate_leader_only_request(self, request_epoch: int) -> Errors | None:
+        """KIP-595 "Fetch Request Handling" step 2."""
+        if request_epoch < self.epoch:
+            return Errors.FENCED_LEADER_EPOCH  # the fetcher will learn the new epoch from CurrentLeader
+        if request_epoch > self.epoch:
+            return Errors.UNKNOWN_LEADER_EPOCH  # we will learn it ourselves soon
+        if not isinstance(self.role, Leader):
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    def _handle_common_response(self, sender_id: int, error: Errors, leader_id: int, epoch: int) -> bool:
+        """What every response says about epochs. True when the response needs no further handling."""
+        if epoch < self.epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
+            return True  # stale: we have moved on (or the responder has not caught up yet)
+        if epoch > self.epoch or error in (Errors.FENCED_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
+            before = self.role
+            self._maybe_transition(leader_id, epoch)
+            if self.role is before:
+                self._request_failed(sender_id)  # nothing learnt: do not ask the same node again at once
+            return True
+        return False
+
+    def _maybe_transition(self, leader_id: int, epoch: int) -> None:
+        """Follow a leader (or just an epoch) learnt from a request or response."""
+        if epoch == self.epoch and leader_id >= 0 and self.leader_id >= 0 and leader_id != self.leader_id:
+            raise SafetyViolation(
+                f"ElectionSafety: node {self.config.node_id} knows leader {self.leader_id} for epoch {epoch} "
+                f"but was told the leader is {leader_id}"
+            )
+        if epoch > self.epoch:
+            if leader_id >= 0:
+                self._become_follower(epoch, leader_id)
+            else:
+                self._become_unattached(epoch)
+        elif epoch == self.epoch and leader_id >= 0 and self.leader_id < 0:
+            self._become_follower(epoch, leader_id)
+
+    # ============================================================================ transitions
+
+    def _transition(self, role: Role) -> None:
+        """Every role change goes through here (see the table at the top of this module)."""
+        was_leader = isinstance(self.role, Leader)
+        self.role = role
+        self._ready_at.clear()  # like Kafka: requests of the old role no longer matter
+        if was_leader and not isinstance(role, Leader):
+            self._complete_parked_fetches()  # they now get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
+
+    def _become_unattached(self, epoch: int) -> None:
+        deadline = self._random_election_deadline() if self.config.is_voter else None
+        self._transition(Unattached(epoch, deadline))
+        self._persist()
+
+    def _become_follower(self, epoch: int, leader_id: int) -> None:
+        voted = self.voted_id if epoch == self.epoch else -1
+        self._transition(Follower(epoch, leader_id, self._now + self.config.fetch_timeout_ms, voted_id=voted))
+        self._persist()
+
+    def _initial_role(self, durable: DurableState) -> Role:
+        """Kafka's QuorumState.initialize: the role a restarted node resumes in."""
+        me, voters, is_voter = self.config.node_id, self.config.voters, self.config.is_voter
+        epoch = durable.leader_epoch
+        election = self._random_election_deadline() if is_voter else None
+        if self.log.last_fetched_epoch > epoch:
+            # The log saw a later epoch than quorum-state (possible only if quorum-state was lost).
+            return Unattached(self.log.last_fetched_epoch, election)
+        if durable.leader_id == me and is_voter:
+            # A leader cannot lead again after a restart (its unflushed tail may be gone, and another
+            # vote in this epoch would break VoteOnce): resign and let the voters know.
+            assert election is not None
+            return Resigned(epoch, (), voters - {me}, election, cause="Restart")
+        if durable.leader_id < 0 and durable.voted_id == me and is_voter:
+            assert election is not None
+            return Candidate(epoch, frozenset({me}), frozenset(), 1, election)
+        if durable.leader_id < 0 and durable.voted_id >= 0 and is_voter:
+            assert election is not None
+            return Voted(epoch, durable.voted_id, election)
+        if durable.leader_id >= 0 and durable.leader_id in voters:
+            deadline = self._now + self.config.fetch_timeout_ms
+            return Follower(epoch, durable.leader_id, deadline, durable.voted_id)
+        return Unattached(epoch, election)
+
+    # ============================================================================ fault-injection points
+
+    def _cluster_id_ok(self, cluster_id: str | None) -> bool:
+        """KIP-595 step 1 of every handler: a null id is accepted; a node without an id yet (bootstrap)
+        accepts any; otherwise the ids must match."""
+        return cluster_id is None or self._cluster_id is None or cluster_id == self._cluster_id
+
+    def _persist_vote(self) -> None:
+        """A granted vote is written to quorum-state before the response is sent."""
+        self._persist()
+
+    def _should_resign(self) -> bool:
+        """Check quorum: has the leader gone ``fetch_timeout_ms`` without fetches from a majority?"""
+        return isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
+
+    def _counts_toward_hw(self, replica_id: int) -> bool:
+        """Only voters' offsets commit entries; observers fetch but never count."""
+        return replica_id in self.config.voters
+
+    # ============================================================================ timers and sending
+
+    def _poll(self) -> None:
+        """After every input: fire due timers, then send whatever requests are due (Kafka's poll)."""
+        now = self._now
+        for parked in [p for p in self._parked if p.deadline_ms <= now]:
+            self._parked.remove(parked)
+            self._answer_parked(parked)
+        self._fire_timers()
+        for dest in self._due_destinations():
+            if self._ready_at.get(dest, 0) <= now:
+                self._send_role_request(dest)
+
+    def _fire_timers(self) -> None:
+        role, now, electing = self.role, self._now, self.config.is_voter and not self._shutting_down
+        if isinstance(role, Unattached | Voted):
+            if electing and role.election_deadline_ms is not None and now >= role.election_deadline_ms:
+                self.start_election("ElectionTimeout")
+        elif isinstance(role, Candidate):
+            if len(role.granted) >= self.config.majority:
+                self.become_leader()
+            elif role.backoff_until_ms is not None:
+                if electing and now >= role.backoff_until_ms:
+                    self.start_election("ElectionBackoff")
+            elif now >= role.election_deadline_ms:
+                self.role = replace(role, backoff_until_ms=now + self._election_backoff_ms(role.retries))
+        elif isinstance(role, Follower):
+            if now >= role.fetch_deadline_ms:
+                if self.config.is_voter:
+                    if electing:
+                        self.start_election(role.deadline_cause)
+                else:
+                    self._become_unattached(role.epoch)  # an observer looks for the leader again
+        elif isinstance(role, Leader):
+            if self._should_resign():
+                self.leader_progress_timeout()
+        elif isinstance(role, Resigned) and electing and now >= role.election_deadline_ms:
+            self.start_election("ElectionTimeout")
+
+    def _due_destinations(self) -> list[int]:
+        """Who the current role still has to ask something (sent as soon as that peer is free)."""
+        role, me = self.role, self.config.node_id
+        if isinstance(role, Candidate) and role.backoff_until_ms is None:
+            return sorted(self.config.voters - role.granted - role.rejected - {me})
+        if isinstance(role, Leader):
+            return sorted(role.awaiting_begin_epoch)
+        if isinstance(role, Resigned):
+            return sorted(role.awaiting_end_epoch)
+        if isinstance(role, Follower):
+            return [role.leader_id]
+        if isinstance(role, Unattached) and not self.config.is_voter:
+            voters = sorted(self.config.voters)
+            return [voters[self._probe_index % len(voters)]]
+        return []
+
+    def _send_role_request(self, dest: int) -> None:
+        role = self.role
+        if isinstance(role, Candidate):
+            self._send(
+                dest,
+                VoteRequest(
+                    self._cluster_id, role.epoch, self.config.node_id, self.log.last_fetched_epoch,
+                    self.log.end_offset, voter_id=dest,
+                ),
+            )
+        elif isinstance(role, Leader):
+            self._send(dest, BeginQuorumEpochRequest(self._cluster_id, self.config.node_id, role.epoch, dest))
+        elif isinstance(role, Resigned):
+            self._send(
+                dest,
+                EndQuorumEpochRequest(
+                    self._cluster_id, self.config.node_id, role.epoch, role.preferred_successors
+                ),
+            )
+        elif isinstance(role, Follower):
+            self.send_fetch_request(dest)
+        elif isinstance(role, Unattached):
+            self.send_fetch_request(dest, max_wait_ms=0)  # a probe: who leads?
+
+    def _send(self, dest: int, req: Request) -> None:
+        self._out.send.append(OutboundRequest(dest, req))
+        self._ready_at[dest] = self._now + self.config.request_timeout_ms  # in flight until answered
+
+    def _request_failed(self, dest: int) -> None:
+        self._ready_at[dest] = self._now + self.config.retry_backoff_ms
+        if isinstance(self.role, Unattached) and not self.config.is_voter:
+            self._probe_index += 1  # an observer tries the next voter
+
+    def _next_deadline(self) -> int | None:
+        role = self.role
+        times = [p.deadline_ms for p in self._parked]
+        if isinstance(role, Unattached | Voted) and role.election_deadline_ms is not None:
+            times.append(role.election_deadline_ms)
+        elif isinstance(role, Candidate):
+            backoff = role.backoff_until_ms
+            times.append(backoff if backoff is not None else role.election_deadline_ms)
+        elif isinstance(role, Follower):
+            times.append(role.fetch_deadline_ms)
+        elif isinstance(role, Leader):
+            times.append(role.progress_deadline_ms)
+        elif isinstance(role, Resigned):
+            times.append(role.election_deadline_ms)
+        times.extend(self._ready_at.get(d, 0) for d in self._due_destinations())
+        return min(times) if times else None
+
+    def _random_election_deadline(self) -> int:
+        """Election timeout with jitter: Kafka draws uniformly from [timeout, 2 * timeout)."""
+        timeout = self.config.election_timeout_ms
+        return self._now + timeout + self._rng.randrange(timeout)
+
+    def _election_backoff_ms(self, retries: int) -> int:
+        """Randomised exponential backoff after a lost election, bounded by election.backoff.max.ms."""
+        span = 2 << min(20, retries - 1)
+        return min(ELECTION_BACKOFF_BASE_MS * self._rng.randrange(span), self.config.election_backoff_max_ms)
+
+    def _successor_backoff_ms(self, position: int, count: int) -> int:
+        """Kafka's strict exponential backoff for the successor at ``position`` (>= 1) of ``count``."""
+        cap = self.config.election_backoff_max_ms
+        base = cap >> (count - 1)
+        return min(cap, base << (position - 1))
+
+    # ============================================================================ log and state helpers
+
+    def _append(self, batches: tuple[RecordBatch, ...] | list[RecordBatch]) -> None:
+        self.log.append(batches)
+        self._out.log_ops.append(AppendBatches(tuple(batches)))
+        self._pending_log.setdefault("appended", []).extend(
+            {
+                "baseOffset": b.base_offset,
+                "lastOffset": b.last_offset,
+                "epoch": b.partition_leader_epoch,
+                "control": b.is_control,
+                "digest": batch_digest(b),
+            }
+            for b in batches
+        )
+        self._note_cluster_id_records(batches)
+
+    def _append_as_leader(self, batches: list[RecordBatch]) -> None:
+        self._append(batches)
+        leader = self.role
+        assert isinstance(leader, Leader)
+        me = self.config.node_id
+        own = replace(leader.replicas.get(me, ReplicaProgress(me)), end_offset=self.log.end_offset)
+        self.role = replace(leader, replicas={**leader.replicas, me: own})
+        self._maybe_advance_high_watermark()
+        self._complete_parked_fetches()  # long-polls waiting for new data get it now
+
+    def _set_high_watermark(self, offset: int) -> None:
+        """The high watermark only moves forward (HighWatermarkMonotonic)."""
+        if offset <= self._hw:
+            return
+        self._hw = offset
+        self._out.high_watermark = offset
+        if self._pending_cluster_id is not None and self._pending_cluster_id[0] < offset:
+            self._cluster_id = self._pending_cluster_id[1]  # committed: adopt it (KIP-595 bootstrap)
+            self._out.cluster_id_adopted = self._cluster_id
+            self._pending_cluster_id = None
+        # Followers waiting in a long-poll learn the new high watermark without waiting MaxWaitMs.
+        self._complete_parked_fetches()
+
+    def _note_cluster_id_records(self, batches: Any) -> None:
+        if self._cluster_id is not None or self._pending_cluster_id is not None:
+            return
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for rec in batch.records:
+                if rec.key == CLUSTER_ID_KEY and rec.value is not None:
+                    self._pending_cluster_id = (batch.base_offset + rec.offset_delta, rec.value.decode())
+                    return
+
+    def _cluster_id_batch(self, base_offset: int, epoch: int) -> RecordBatch:
+        """A fresh cluster id from the seeded rng, in Kafka's form (base64url of a v4 uuid, no '-' first)."""
+        while True:
+            raw = uuid.UUID(int=self._rng.getrandbits(128), version=4).bytes
+            cluster_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+            if not cluster_id.startswith("-"):
+                break
+        record = Record(0, cluster_id.encode(), CLUSTER_ID_KEY)
+        return RecordBatch(base_offset, epoch, (record,), base_timestamp=self._now, max_timestamp=self._now)
+
+    def _current_leader(self) -> LeaderIdAndEpoch:
+        return LeaderIdAndEpoch(self.leader_id, self.epoch)
+
+    def _persist(self) -> None:
+        self._out.persist = QuorumStateSnapshot(
+            self.epoch, self.leader_id, self.voted_id, tuple(sorted(self.config.voters))
+        )
+        self._pending_log["persisted"] = True
+
+    # ============================================================================ step bookkeeping
+
+    def _begin(self, now_ms: int) -> None:
+        if now_ms < self._now:
+            raise ValueError(f"time went backwards: now_ms {now_ms} < previous {self._now}")
+        self._now = now_ms
+        self._out = Ready()
+        self._pending_log = {}
+
+    def _emit(self, event: str, cause: str | None = None, note: str | None = None) -> None:
+        ev: dict[str, Any] = {
+            "type": "event",
+            "ts": self._now,
+            "node": self.config.node_id,
+            "event": event,
+            "state": self.state_snapshot(),
+        }
+        if cause is not None:
+            ev["cause"] = cause
+        if self._pending_log:
+            ev["log"], self._pending_log = self._pending_log, {}
+        if note is not None:
+            ev["note"] = note
+        self._out.trace.append(ev)
+
+    def _finish(self) -> Ready:
+        if self._pending_log and self._out.trace:
+            self._out.trace[-1].setdefault("log", {}).update(self._pending_log)
+            self._pending_log = {}
+        self._out.next_deadline_ms = self._next_deadline()
+        out, self._out = self._out, Ready()
+        return out

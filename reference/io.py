@@ -1,0 +1,140 @@
+"""What goes into the core and what comes out of it (etcd-style: inputs in, one ``Ready`` bundle back).
+
+Inputs: ``RequestReceived``, ``ResponseReceived``, ``RequestFailed``, ``ClientWrite``, ``Shutdown``
+(passed to ``KRaftCore.step``) and the passage of time (``KRaftCore.tick(now_ms)``).
+
+Output: ``Ready``. The shell must apply it in this order — the durability rule of KIP-595 "the vote is
+on disk before it is announced", and Raft's "entries are durable before they are acknowledged":
+
+1. ``persist`` (quorum-state, fsync) and ``log_ops`` (append/truncate the log, fsync),
+2. ``cluster_id_adopted`` (write meta.properties),
+3. then ``send`` and ``replies``.
+
+``trace`` holds the trace events of this step without ``seq`` (the trace writer numbers them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft_tck.reference.messages import Request, Response
+from kraft_tck.spec.records import RecordBatch
+
+# ---------------------------------------------------------------------------------------------- durable state
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStateSnapshot:
+    """The election state the shell writes to ``quorum-state`` (Kafka's QuorumStateData names).
+
+    The same value, read back at start-up, is the core's ``DurableState``. The cluster id is not here:
+    it lives in meta.properties (``Ready.cluster_id_adopted`` / ``CoreConfig.cluster_id``).
+    """
+
+    leader_epoch: int = 0
+    leader_id: int = -1
+    voted_id: int = -1
+    voters: tuple[int, ...] = ()
+
+
+DurableState = QuorumStateSnapshot
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReceived:
+    """A request from a peer. ``reply_to`` is the shell's opaque token for the connection/correlation
+    id; the core hands it back unchanged in a ``Reply``. Ids inside the request body are authoritative;
+    ``sender_id`` is informational (-1 when the shell cannot tell)."""
+
+    sender_id: int
+    reply_to: object
+    request: Request
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseReceived:
+    """The response to a request this core asked the shell to send to ``sender_id``."""
+
+    sender_id: int
+    response: Response
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A request to ``dest_id`` got no response (connection failure or request timeout)."""
+
+    dest_id: int
+    api: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClientWrite:
+    """Append these record values on the leader (one batch)."""
+
+    values: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Graceful shutdown: a leader resigns (KIP-595 "EndQuorumEpoch"); nobody starts new elections."""
+
+
+Input = RequestReceived | ResponseReceived | RequestFailed | ClientWrite | Shutdown
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, slots=True)
+class AppendBatches:
+    batches: tuple[RecordBatch, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTo:
+    """Remove every record at ``offset`` and beyond."""
+
+    offset: int
+
+
+LogOp = AppendBatches | TruncateTo
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundRequest:
+    dest_id: int
+    request: Request
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    reply_to: object
+    response: Response
+
+
+@dataclass(frozen=True, slots=True)
+class ClientAppendResult:
+    """The answer to a ``ClientWrite``: the offsets it got, or why it was refused."""
+
+    accepted: bool
+    base_offset: int = -1
+    last_offset: int = -1
+    epoch: int = -1
+    leader_id: int = -1  # when refused: where to go instead (-1 unknown)
+
+
+@dataclass(slots=True)
+class Ready:
+    """Everything one step produced. Apply in the order given in this module's docstring."""
+
+    persist: QuorumStateSnapshot | None = None
+    log_ops: list[LogOp] = field(default_factory=list)
+    high_watermark: int | None = None  # the new high watermark when it moved
+    cluster_id_adopted: str | None = None
+    send: list[OutboundRequest] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    client_append: ClientAppendResult | None = None
+    next_deadline_ms: int | None = None  # call ``tick`` no later than this

@@ -1,0 +1,167 @@
+"""The RPC payloads as the core sees them: one flat, typed value per request or response.
+
+Kafka's bodies nest a single partition (``__cluster_metadata-0``) inside ``Topics[].Partitions[]``;
+the core only ever talks about that one partition, so these types keep the partition's fields at the
+top and say which error is which: ``error`` is Kafka's *top-level* ``ErrorCode`` (whole request refused:
+INCONSISTENT_CLUSTER_ID, INVALID_REQUEST), ``partition_error`` the partition-level one (FENCED_LEADER_EPOCH,
+NOT_LEADER_OR_FOLLOWER, INCONSISTENT_VOTER_SET, ...). ``reference/wire.py`` converts to and from the
+Kafka bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import RecordBatch
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIdAndEpoch:
+    """Fetch's tagged ``CurrentLeader``: who the responder believes leads, in which epoch."""
+
+    leader_id: int = NO_LEADER
+    leader_epoch: int = -1
+
+
+# ---------------------------------------------------------------------------------------------- Vote
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    cluster_id: str | None
+    candidate_epoch: int
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int  # the candidate's log end offset (Kafka sends its LEO here)
+    voter_id: int = -1  # v1+: the receiver the candidate meant
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+
+
+# ------------------------------------------------------------------------------ BeginQuorumEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    voter_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    leader_id: int
+    leader_epoch: int
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+
+
+# ------------------------------------------------------------------------------ EndQuorumEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    leader_id: int
+    leader_epoch: int
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+
+
+# ---------------------------------------------------------------------------------------------- Fetch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int = 0
+    max_bytes: int = 0x7FFFFFFF
+    replica_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    high_watermark: int = -1
+    batches: tuple[RecordBatch, ...] = ()
+    diverging_epoch: tuple[int, int] | None = None  # (Epoch, EndOffset), KIP-595 DivergingEpoch
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+    log_start_offset: int = 0
+
+
+# ------------------------------------------------------------------------------ DescribeQuorum
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeQuorumRequest:
+    """No fields of its own: the one partition is checked by ``wire.py`` before the core sees it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """One row of DescribeQuorum (KIP-595 ReplicaState, timestamps from KIP-836; -1 = unknown)."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeQuorumResponse:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int = -1
+    voters: tuple[ReplicaState, ...] = ()
+    observers: tuple[ReplicaState, ...] = ()
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+
+
+Request = (
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest
+)
+Response = (
+    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
+)
+
+API_NAMES: dict[type, str] = {
+    VoteRequest: "Vote",
+    VoteResponse: "Vote",
+    BeginQuorumEpochRequest: "BeginQuorumEpoch",
+    BeginQuorumEpochResponse: "BeginQuorumEpoch",
+    EndQuorumEpochRequest: "EndQuorumEpoch",
+    EndQuorumEpochResponse: "EndQuorumEpoch",
+    FetchRequest: "Fetch",
+    FetchResponse: "Fetch",
+    DescribeQuorumRequest: "DescribeQuorum",
+    DescribeQuorumResponse: "DescribeQuorum",
+}
+
+
+def api_name(message: Request | Response) -> str:
+    """Kafka's API name of a message ("Vote", "Fetch", ...)."""
+    return API_NAMES[type(message)]

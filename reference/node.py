@@ -1,0 +1,443 @@
+"""The imperative shell around the pure core: sockets, files, timers. No protocol logic lives here.
+
+Every input (a request, a response, a failed request, a timer, a client write) goes through
+``KRaftCore.step``/``tick``; every ``Ready`` bundle is applied in the order ``reference/io.py`` demands:
+quorum-state and log first (fsync), meta.properties next, messages last — so a vote is on disk before
+it is announced (KIP-595 "Vote Request Handling") and records are durable before they are acknowledged.
+
+Core calls happen only on the event loop thread, one at a time, so the core needs no locking. Disk
+writes block the loop briefly; that is deliberate: the ordering rule above is then trivially true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraft_tck.reference import wire
+from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.io import (
+    AppendBatches,
+    ClientAppendResult,
+    ClientWrite,
+    Input,
+    QuorumStateSnapshot,
+    Ready,
+    RequestFailed,
+    RequestReceived,
+    ResponseReceived,
+    Shutdown,
+    TruncateTo,
+)
+from kraft_tck.reference.log import Log
+from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    VoteRequest,
+)
+from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
+from kraft_tck.spec import codec
+from kraft_tck.spec.errors import Errors
+from kraft_tck.traces.trace import TraceWriter, to_jsonable
+
+log = logging.getLogger("kraft_tck.reference.node")
+
+IMPLEMENTATION = "kraft-tck-reference/0.1.0"
+
+#: A factory for the core; tests inject faults by passing a subclass (never a flag in the product).
+CoreFactory = type[KRaftCore]
+
+#: What this node serves and advertises in ApiVersions. Fetch starts at v12, the first version that
+#: carries LastFetchedEpoch / DivergingEpoch (KIP-595).
+SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
+    wire.FETCH: (wire.MIN_FETCH_VERSION, codec.supported_versions(wire.FETCH)[1]),
+    wire.VOTE: codec.supported_versions(wire.VOTE),
+    wire.BEGIN_QUORUM_EPOCH: codec.supported_versions(wire.BEGIN_QUORUM_EPOCH),
+    wire.END_QUORUM_EPOCH: codec.supported_versions(wire.END_QUORUM_EPOCH),
+    wire.DESCRIBE_QUORUM: codec.supported_versions(wire.DESCRIBE_QUORUM),
+}
+
+
+class StartupError(Exception):
+    """The node cannot start; the message names the file or setting at fault."""
+
+
+def sender_of(request: object) -> int:
+    """The node id a request says it comes from (informational for the core; -1 when it names none)."""
+    if isinstance(request, VoteRequest):
+        return request.candidate_id
+    if isinstance(request, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+        return request.leader_id
+    if isinstance(request, FetchRequest):
+        return request.replica_id
+    return -1
+
+
+class Clock:
+    """Wall-aligned milliseconds that never go backwards (DescribeQuorum reports wall-clock timestamps,
+    KIP-836, while timers need monotonic time)."""
+
+    def __init__(self) -> None:
+        self._wall0 = time.time()
+        self._mono0 = time.monotonic()
+
+    def now_ms(self) -> int:
+        return int((self._wall0 + (time.monotonic() - self._mono0)) * 1000)
+
+
+@dataclass
+class _Peer:
+    """Outbound connection to one voter, with reconnect backoff (Kafka's reconnect.backoff.ms)."""
+
+    node_id: int
+    host: str
+    port: int
+    client: KafkaClient | None = None
+    backoff_until: float = 0.0
+    backoff_s: float = 0.05
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Node:
+    """One reference KRaft voter (or observer) process: the shell that drives a ``KRaftCore``."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        trace_file: str | Path | None = None,
+        fsync: bool = True,
+        core_factory: CoreFactory = KRaftCore,
+        seed: int | None = None,
+    ) -> None:
+        self.config = config
+        self._trace_path = Path(trace_file) if trace_file else None
+        self._fsync = fsync
+        self._core_factory = core_factory
+        self._rng = random.Random(seed)
+        self.clock = Clock()
+        self._replies: dict[int, asyncio.Future[Any]] = {}
+        self._reply_ids = itertools.count()
+        self._peers: dict[int, _Peer] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.high_watermark = 0
+        self.trace: TraceWriter | None = None
+        self.storage: LogDir | None = None
+        self.core: KRaftCore | None = None
+        self.server: KafkaServer | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._deadline: int | None = None  # when the core wants its next tick
+        self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        cfg = self.config
+        try:
+            self.storage = LogDir.open(cfg.log_dir, fsync=self._fsync)
+            meta = self.storage.read_meta()
+            qs = self.storage.read_quorum_state()
+        except StorageError as exc:
+            raise StartupError(str(exc)) from exc
+        if meta is not None and meta.node_id != cfg.node_id:
+            raise StartupError(
+                f"{cfg.log_dir}/meta.properties: node.id={meta.node_id} but the config says node.id={cfg.node_id}"
+            )
+        durable = QuorumStateSnapshot(
+            leader_epoch=qs.leader_epoch if qs else 0,
+            leader_id=qs.leader_id if qs else -1,
+            voted_id=qs.voted_id if qs else -1,
+            voters=tuple(sorted(cfg.voter_ids)),
+        )
+        core_log = Log(self.storage.read_all())
+        core_cfg = CoreConfig(
+            node_id=cfg.node_id,
+            voters=cfg.voter_ids,
+            cluster_id=meta.cluster_id if meta else None,
+            election_timeout_ms=cfg.election_timeout_ms,
+            fetch_timeout_ms=cfg.fetch_timeout_ms,
+            election_backoff_max_ms=cfg.election_backoff_max_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+            fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            append_linger_ms=cfg.append_linger_ms,
+        )
+        if self._trace_path is not None:
+            self.trace = TraceWriter(
+                self._trace_path,
+                {
+                    "source": "node",
+                    "run": f"node-{cfg.node_id}-{int(time.time())}",
+                    "implementation": IMPLEMENTATION,
+                    "clusterId": core_cfg.cluster_id,
+                    "voters": sorted(cfg.voter_ids),
+                    "config": {
+                        "controller.quorum.election.timeout.ms": cfg.election_timeout_ms,
+                        "controller.quorum.fetch.timeout.ms": cfg.fetch_timeout_ms,
+                        "controller.quorum.election.backoff.max.ms": cfg.election_backoff_max_ms,
+                        "controller.quorum.request.timeout.ms": cfg.request_timeout_ms,
+                    },
+                },
+                validate=True,
+            )
+        now = self.clock.now_ms()
+        # KIP-595 "Persistence": the core comes back from quorum-state and the log only.
+        self.core, first = self._core_factory.restart(core_cfg, durable, core_log, self._rng, now)
+        for voter in cfg.voters:
+            if voter.node_id != cfg.node_id:
+                self._peers[voter.node_id] = _Peer(voter.node_id, voter.endpoint.host or "127.0.0.1", voter.endpoint.port)
+        self.server = KafkaServer(
+            self._handle,
+            SERVED_API_VERSIONS,
+            host=cfg.listener.endpoint.host or "0.0.0.0",
+            port=cfg.listener.endpoint.port,
+            max_frame_bytes=cfg.socket_request_max_bytes,
+            observer=self._observe_server,
+        )
+        await self.server.start()
+        self._apply(first)
+        self._timer = asyncio.create_task(self._timer_loop())
+        log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(cfg.voter_ids))
+
+    async def stop(self, graceful: bool = True, grace_s: float = 1.0) -> None:
+        """Graceful stop resigns leadership first (KIP-595 EndQuorumEpoch) and gives it a moment to leave."""
+        if self._stopping:
+            return
+        if graceful and self.core is not None:
+            self._step(Shutdown())
+            await asyncio.sleep(0)
+            pending = [t for t in self._tasks if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=grace_s)
+        self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.server is not None:
+            await self.server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for peer in self._peers.values():
+            if peer.client is not None:
+                await peer.client.close()
+        for fut in self._replies.values():
+            if not fut.done():
+                fut.cancel()
+        for _, fut in self._commit_waiters:
+            if not fut.done():
+                fut.set_exception(RuntimeError("node stopped"))
+        if self.trace is not None:
+            self.trace.close()
+        if self.storage is not None:
+            self.storage.close()
+
+    # ------------------------------------------------------------------ the core loop
+
+    def _step(self, inp: Input) -> Ready:
+        assert self.core is not None
+        ready = self.core.step(inp, self.clock.now_ms())
+        self._apply(ready)
+        return ready
+
+    def _apply(self, ready: Ready) -> None:
+        """Apply one bundle: durable state first, then the messages (reference/io.py's order)."""
+        assert self.storage is not None and self.core is not None
+        if ready.persist is not None:
+            p = ready.persist
+            self.storage.write_quorum_state(
+                QuorumState(leader_epoch=p.leader_epoch, leader_id=p.leader_id, voted_id=p.voted_id,
+                            current_voters=tuple(sorted(self.config.voter_ids)))
+            )
+        for op in ready.log_ops:
+            if isinstance(op, AppendBatches):
+                self.storage.append(op.batches)
+            elif isinstance(op, TruncateTo):
+                self.storage.truncate_to(op.offset)
+        if ready.log_ops:
+            self.storage.flush()
+        if ready.cluster_id_adopted is not None:
+            self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
+        for event in ready.trace:
+            self._emit(event)
+        for out in ready.send:
+            self._spawn(self._send(out.dest_id, out.request))
+        for rep in ready.replies:
+            fut = self._replies.pop(rep.reply_to, None)  # type: ignore[call-overload]
+            if fut is not None and not fut.done():
+                fut.set_result(rep.response)
+        if ready.high_watermark is not None:
+            self.high_watermark = ready.high_watermark
+            self._release_commits()
+        if ready.next_deadline_ms is not None:
+            self._deadline = ready.next_deadline_ms
+            self._wake.set()
+
+    async def _timer_loop(self) -> None:
+        assert self.core is not None
+        while not self._stopping:
+            deadline = self._deadline
+            delay = 0.5 if deadline is None else max(0.0, (deadline - self.clock.now_ms()) / 1000)
+            self._wake.clear()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 0.5))
+            if self._stopping:
+                return
+            now = self.clock.now_ms()
+            if self._deadline is not None and now >= self._deadline:
+                self._apply(self.core.tick(now))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ inbound requests
+
+    async def _handle(self, req: Request) -> dict[str, Any] | None:
+        if self._stopping:
+            return None
+        try:
+            core_req = wire.request_from_body(req.api_key, req.api_version, req.body)
+        except wire.InvalidTopicPartition as exc:
+            log.warning("refusing request from %s: %s", req.peer, exc)
+            return wire.error_response_body(req.api_key, req.api_version, Errors.INVALID_REQUEST)
+        token = next(self._reply_ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._replies[token] = fut
+        self._step(RequestReceived(sender_id=sender_of(core_req), reply_to=token, request=core_req))
+        try:
+            response = await fut
+        except asyncio.CancelledError:
+            return None
+        return wire.response_to_body(response, req.api_version)
+
+    # ------------------------------------------------------------------ outbound requests
+
+    async def _client(self, peer: _Peer) -> KafkaClient:
+        async with peer.lock:
+            if peer.client is not None and peer.client.connected:
+                return peer.client
+            if time.monotonic() < peer.backoff_until:
+                raise RequestError(f"node {peer.node_id}: reconnect backoff")
+            client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
+                                 observer=self._observe_client(peer.node_id))
+            try:
+                await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
+            except RequestError:
+                peer.backoff_until = time.monotonic() + peer.backoff_s
+                peer.backoff_s = min(peer.backoff_s * 2, 1.0)
+                await client.close()
+                raise
+            peer.backoff_s = 0.05
+            peer.client = client
+            return client
+
+    async def _send(self, dest: int, request: Any) -> None:
+        peer = self._peers.get(dest)
+        api_key = wire.api_key(request)
+        api = codec.api_name(api_key)
+        if peer is None:
+            log.error("core asked to send %s to unknown node %d", api, dest)
+            return
+        try:
+            client = await self._client(peer)
+            version = client.best_version(api_key)
+            body = wire.request_to_body(request, version)
+            # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
+            max_wait = request.max_wait_ms if isinstance(request, FetchRequest) else 0
+            timeout = (self.config.request_timeout_ms + max_wait) / 1000
+            resp_body = await client.request(api_key, version, body, timeout)
+            response = wire.response_from_body(api_key, version, resp_body)
+        except (RequestError, ValueError) as exc:
+            if self._stopping:
+                return
+            log.debug("%s to node %d failed: %s", api, dest, exc)
+            if peer.client is not None and not peer.client.connected:
+                await peer.client.close()
+                peer.client = None
+            self._step(RequestFailed(dest_id=dest, api=api))
+            return
+        if not self._stopping:
+            self._step(ResponseReceived(sender_id=dest, response=response))
+
+    # ------------------------------------------------------------------ client writes
+
+    async def write(self, values: list[bytes], wait_commit: bool = True) -> ClientAppendResult:
+        """Append values on the leader; with ``wait_commit`` return once the high watermark passes them."""
+        ready = self._step(ClientWrite(tuple(values)))
+        result = ready.client_append
+        assert result is not None, "the core answers every ClientWrite"
+        if result.accepted and wait_commit and self.high_watermark <= result.last_offset:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._commit_waiters.append((result.last_offset, fut))
+            await fut
+        return result
+
+    def _release_commits(self) -> None:
+        keep = []
+        for offset, fut in self._commit_waiters:
+            if self.high_watermark > offset:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        self._commit_waiters = keep
+
+    # ------------------------------------------------------------------ tracing
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if self.trace is not None:
+            self.trace.emit(event)
+
+    def _message_event(self, kind: str, direction: str, api_key: int, version: int, corr: int,
+                       body: dict[str, Any], src: int, dst: int) -> None:
+        if self.trace is None:
+            return
+        self._emit({
+            "ts": self.clock.now_ms(),
+            "node": self.config.node_id,
+            "event": "Receive" if direction == "recv" else "Send",
+            "msg": {"api": codec.api_name(api_key), "apiKey": api_key, "kind": kind, "version": version,
+                    "correlationId": corr, "from": src, "to": dst, "body": to_jsonable(body)},
+        })
+
+    def _observe_server(self, direction: str, api_key: int, version: int, corr: int,
+                        body: dict[str, Any], peer: str) -> None:
+        # The wire does not say who a connection belongs to; the request body does (CandidateId, ...).
+        me = self.config.node_id
+        if direction == "recv":
+            try:
+                other = sender_of(wire.request_from_body(api_key, version, body))
+            except ValueError:
+                other = -1
+            self._peer_of_corr[(peer, corr)] = other
+            self._message_event("request", "recv", api_key, version, corr, body, other, me)
+        else:
+            other = self._peer_of_corr.pop((peer, corr), -1)
+            self._message_event("response", "send", api_key, version, corr, body, me, other)
+
+    def _observe_client(self, dest: int) -> Callable[[str, int, int, int, dict[str, Any], str], None]:
+        me = self.config.node_id
+
+        def observe(direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], _peer: str) -> None:
+            if api_key == 18:  # ApiVersions is transport negotiation, not protocol
+                return
+            if direction == "send":
+                self._message_event("request", "send", api_key, version, corr, body, me, dest)
+            else:
+                self._message_event("response", "recv", api_key, version, corr, body, dest, me)
+
+        return observe

@@ -1,0 +1,108 @@
+"""The six role states of a KRaft node (Kafka's QuorumState names), one frozen type each.
+
+Each type holds only what that role needs; a transition replaces the whole value (see the table at the
+top of ``core.py``). Timers are absolute deadlines in the core's milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Unattached:
+    """Knows the epoch but neither a leader nor a vote. ``election_deadline_ms`` is None for observers,
+    which never elect themselves and instead ask voters who leads."""
+
+    name: ClassVar[str] = "Unattached"
+    epoch: int
+    election_deadline_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Voted:
+    """Voted for ``voted_id`` in ``epoch`` (persisted before the vote was sent)."""
+
+    name: ClassVar[str] = "Voted"
+    epoch: int
+    voted_id: int
+    election_deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Asking for votes in ``epoch``; it voted for itself. After a lost or timed-out election it waits
+    ``backoff_until_ms`` before trying again with a higher epoch; ``retries`` grows the backoff."""
+
+    name: ClassVar[str] = "Candidate"
+    epoch: int
+    granted: frozenset[int]
+    rejected: frozenset[int]
+    retries: int
+    election_deadline_ms: int
+    backoff_until_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaProgress:
+    """The leader's view of one replica (voter or observer): KIP-595 fetch state plus KIP-836 times.
+
+    ``last_fetch_leader_end_offset`` is the leader's log end offset at that replica's previous fetch;
+    it lets ``LastCaughtUpTimestamp`` credit a fetch that reached what the leader had back then.
+    """
+
+    replica_id: int
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Leads ``epoch``. ``epoch_start_offset`` is the log end offset when it won: the high watermark
+    may only move past it (an entry of this epoch on a majority). ``awaiting_begin_epoch`` are voters
+    that have neither acknowledged BeginQuorumEpoch nor fetched. ``fetched_voters`` collects voters
+    seen since the check-quorum timer (``progress_deadline_ms``) was last reset."""
+
+    name: ClassVar[str] = "Leader"
+    epoch: int
+    epoch_start_offset: int
+    granting_voters: frozenset[int]
+    replicas: Mapping[int, ReplicaProgress]
+    awaiting_begin_epoch: frozenset[int]
+    progress_deadline_ms: int
+    fetched_voters: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Follower:
+    """Follows ``leader_id`` in ``epoch`` and fetches from it. When ``fetch_deadline_ms`` passes
+    without a successful fetch a voter starts an election with ``deadline_cause`` ("FetchTimeout", or
+    "EndQuorumEpoch" when a resigning leader shortened the wait). ``voted_id`` keeps the vote this node
+    cast in the epoch, if any (one vote per epoch survives restarts)."""
+
+    name: ClassVar[str] = "Follower"
+    epoch: int
+    leader_id: int
+    fetch_deadline_ms: int
+    voted_id: int = -1
+    deadline_cause: str = "FetchTimeout"
+
+
+@dataclass(frozen=True, slots=True)
+class Resigned:
+    """A former leader of ``epoch`` that gave up (shutdown or lost quorum). It tells the voters still in
+    ``awaiting_end_epoch`` with EndQuorumEpoch and becomes a candidate at ``election_deadline_ms``."""
+
+    name: ClassVar[str] = "Resigned"
+    epoch: int
+    preferred_successors: tuple[int, ...]
+    awaiting_end_epoch: frozenset[int]
+    election_deadline_ms: int
+    cause: str = field(default="Resign")
+
+
+Role = Unattached | Voted | Candidate | Leader | Follower | Resigned

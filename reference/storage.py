@@ -1,0 +1,864 @@
+"""Durable storage of one KRaft data directory, in Kafka's on-disk layout.
+
+::
+
+    <log.dirs>/meta.properties                      version=1, node.id, cluster.id[, directory.id]
+    <log.dirs>/__cluster_metadata-0/
+        00000000000000000000.log                    RecordBatch v2, back to back (one segment)
+        00000000000000000000.index                  sparse offset index: int32 relative offset, int32 position
+        00000000000000004711.log ...                next segment, named by its base offset
+        leader-epoch-checkpoint                     "0", count, then "epoch startOffset" lines
+        quorum-state                                QuorumStateData JSON (leader, epoch, vote)
+
+Durability
+    ``append`` writes batches to the active segment; ``flush`` makes them durable with one fsync of the
+    segment (plus one of the directory when a segment was created since the last flush). The small
+    files (``quorum-state``, ``meta.properties``, ``leader-epoch-checkpoint``, rebuilt indexes) are
+    replaced atomically: temp file, fsync, rename, fsync of the directory — so a crash leaves either the
+    old or the new content, never a mix. ``truncate_to`` is durable when it returns. ``fsync=False``
+    (benchmarks only) skips every fsync and with it every crash-safety promise.
+
+Derived files
+    The offset index and the leader-epoch checkpoint are caches of what the segments say. Recovery
+    recomputes both from the segments and rewrites a file that is missing or disagrees, so index
+    entries are appended without fsync; the checkpoint is rewritten (atomically) only when an append
+    starts a new epoch or a truncation removes one.
+
+Recovery policy (at :meth:`LogDir.open`)
+    Every segment is scanned batch by batch (length, CRC32C, contiguous offsets, non-decreasing leader
+    epochs) — Kafka scans only segments after its recovery point; a metadata log is small enough, and
+    the node reads all of it at start anyway. At the first batch that fails, the log is cut at that
+    batch's start position and every later segment is deleted; nothing before it is touched.
+
+    * If the bad batch is the *tail* — its declared end reaches or passes the end of the log, or only
+      zero bytes follow it, as after a crash mid-write (torn), or before the page cache reached the disk
+      (bad CRC, zero-filled blocks) — the cut is logged at WARNING: such bytes were never flushed, so
+      nothing acknowledged after a ``flush`` is lost.
+    * If bytes follow the bad batch (corruption in the *middle* of the log), the cut is logged at ERROR
+      as DATA LOSS with the number of bytes and segments dropped. The log is still cut there rather
+      than skipping the bad batch: Raft logs must stay gap-free, and the lost suffix is re-fetched
+      from the leader.
+
+    Each log line names the file, byte position, offset and the reason (with expected/actual CRC).
+
+A :class:`LogDir` has one owner and is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import re
+import struct
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraft_tck.reference.config import ConfigError, parse_properties, render_properties
+from kraft_tck.spec.errors import CorruptRecordError, DecodeError
+from kraft_tck.spec.records import LOG_OVERHEAD, RecordBatch, decode_batch, decode_batches, encode_batch
+
+log = logging.getLogger("kraft_tck.reference.storage")
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+META_PROPERTIES = "meta.properties"
+QUORUM_STATE = "quorum-state"
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+TMP_SUFFIX = ".tmp"
+DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+# Kafka's index.interval.bytes default: one index entry per 4 KiB of log.
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
+_INDEX_ENTRY = struct.Struct(">ii")  # relative (last) offset of a batch, file position of its start
+_LENGTH_AT = struct.Struct(">qi")  # baseOffset, batchLength
+
+
+class StorageError(Exception):
+    """A storage operation that cannot be done, or an on-disk file that cannot be read."""
+
+
+class CorruptFileError(StorageError):
+    """``quorum-state``, ``meta.properties`` or ``leader-epoch-checkpoint`` with unreadable content."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class FormatError(StorageError):
+    """``format`` refused: the directory already belongs to another cluster or node."""
+
+
+# ---------------------------------------------------------------------------------------------- small files
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so that file creations, renames and deletions in it are durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, fsync: bool = True) -> int:
+    """Replace ``path`` with ``data`` atomically; return the number of fsyncs done.
+
+    The temp file is removed if anything fails before the rename, so the old file stays intact and no
+    temp file is left behind.
+    """
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(path.parent)
+        return 2
+    return 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumState:
+    """Kafka's QuorumStateData (quorum-state file). ``leader_id``/``voted_id`` are -1 when unknown/none.
+
+    Kafka writes data_version 0 with ClusterId (always ""), AppliedOffset and CurrentVoters; data_version
+    1 (KIP-853) drops those and may carry VotedDirectoryId. Both are read; version 1 is written only when
+    ``voted_directory_id`` is set.
+    """
+
+    leader_epoch: int = 0
+    leader_id: int = -1
+    voted_id: int = -1
+    applied_offset: int = 0
+    current_voters: tuple[int, ...] | None = ()
+    cluster_id: str = ""
+    voted_directory_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.voted_directory_id is not None:
+            return {
+                "leaderId": self.leader_id,
+                "leaderEpoch": self.leader_epoch,
+                "votedId": self.voted_id,
+                "votedDirectoryId": self.voted_directory_id,
+                "data_version": 1,
+            }
+        # Field order and names as Kafka's QuorumStateDataJsonConverter writes them.
+        return {
+            "clusterId": self.cluster_id,
+            "leaderId": self.leader_id,
+            "leaderEpoch": self.leader_epoch,
+            "votedId": self.voted_id,
+            "appliedOffset": self.applied_offset,
+            "currentVoters": None
+            if self.current_voters is None
+            else [{"voterId": v} for v in self.current_voters],
+            "data_version": 0,
+        }
+
+    @classmethod
+    def from_json(cls, path: Path, doc: object) -> QuorumState:
+        if not isinstance(doc, dict):
+            raise CorruptFileError(path, f"expected a JSON object, got {type(doc).__name__}")
+
+        def get_int(name: str, default: int | None) -> int:
+            value = doc.get(name, default)
+            if type(value) is not int:
+                raise CorruptFileError(path, f"field {name!r} must be an integer, got {value!r}")
+            return value
+
+        if "data_version" not in doc:
+            raise CorruptFileError(path, "missing field 'data_version'")
+        version = get_int("data_version", None)
+        if version not in (0, 1):
+            raise CorruptFileError(path, f"field 'data_version' must be 0 or 1, got {version}")
+        epoch = get_int("leaderEpoch", -1)
+        leader, voted = get_int("leaderId", -1), get_int("votedId", -1)
+        if version == 1:
+            vdir = doc.get("votedDirectoryId")
+            if vdir is not None and not isinstance(vdir, str):
+                raise CorruptFileError(path, f"field 'votedDirectoryId' must be a string, got {vdir!r}")
+            return cls(
+                leader_epoch=epoch,
+                leader_id=leader,
+                voted_id=voted,
+                current_voters=None,
+                voted_directory_id=vdir,
+            )
+        cluster_id = doc.get("clusterId", "")
+        if not isinstance(cluster_id, str):
+            raise CorruptFileError(path, f"field 'clusterId' must be a string, got {cluster_id!r}")
+        raw_voters = doc.get("currentVoters")
+        voters: tuple[int, ...] | None = None
+        if raw_voters is not None:
+            if not isinstance(raw_voters, list) or not all(
+                isinstance(v, dict) and type(v.get("voterId")) is int for v in raw_voters
+            ):
+                raise CorruptFileError(
+                    path, f"field 'currentVoters' must be a list of {{\"voterId\": int}}, got {raw_voters!r}"
+                )
+            voters = tuple(v["voterId"] for v in raw_voters)
+        return cls(
+            leader_epoch=epoch,
+            leader_id=leader,
+            voted_id=voted,
+            applied_offset=get_int("appliedOffset", 0),
+            current_voters=voters,
+            cluster_id=cluster_id,
+        )
+
+
+def read_quorum_state_file(path: Path) -> QuorumState | None:
+    """The quorum state in ``path``, or None when the file does not exist (a fresh node)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorruptFileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(
+            path, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    return QuorumState.from_json(path, doc)
+
+
+@dataclass(frozen=True, slots=True)
+class MetaProperties:
+    """Kafka's meta.properties, version 1 (KRaft). KIP-595 Fetch Request Handling step 1 checks a
+    request's clusterId against "the cached value in meta.properties"."""
+
+    node_id: int
+    cluster_id: str
+    directory_id: str | None = None
+    version: int = 1
+
+    def to_properties(self) -> dict[str, str]:
+        props = {"cluster.id": self.cluster_id}
+        if self.directory_id is not None:
+            props["directory.id"] = self.directory_id
+        props["node.id"] = str(self.node_id)
+        props["version"] = str(self.version)
+        return props
+
+
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def new_uuid() -> str:
+    """A random id in Kafka's Uuid string form (URL-safe base64 of 16 bytes, no padding), like
+    ``kafka-storage random-uuid``."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def read_meta_file(path: Path) -> MetaProperties | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise CorruptFileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        props = parse_properties(text, source=str(path))
+    except ConfigError as exc:
+        raise CorruptFileError(path, str(exc)) from None
+    if props.get("version") != "1":
+        raise CorruptFileError(
+            path, f"expected version=1 (a KRaft meta.properties), got version={props.get('version')!r}"
+        )
+    node_id = props.get("node.id", "")
+    if not node_id.isdigit():
+        raise CorruptFileError(path, f"expected node.id=<non-negative integer>, got {props.get('node.id')!r}")
+    cluster_id = props.get("cluster.id", "")
+    if not _CLUSTER_ID.match(cluster_id):
+        raise CorruptFileError(
+            path, f"expected cluster.id=<id of [A-Za-z0-9_-]>, got {props.get('cluster.id')!r}"
+        )
+    return MetaProperties(int(node_id), cluster_id, props.get("directory.id"))
+
+
+def write_meta_file(path: Path, meta: MetaProperties, fsync: bool = True) -> int:
+    if not _CLUSTER_ID.match(meta.cluster_id):
+        raise StorageError(f"{path}: cluster id {meta.cluster_id!r} must be non-empty [A-Za-z0-9_-]")
+    text = render_properties(meta.to_properties(), header="Written by kraft-tck (Kafka meta.properties v1)")
+    return atomic_write(path, text.encode("utf-8"), fsync)
+
+
+def format_dir(
+    data_dir: str | Path, node_id: int, cluster_id: str, directory_id: str | None = None
+) -> MetaProperties:
+    """Prepare ``data_dir`` like ``kafka-storage format``: write ``meta.properties``.
+
+    Formatting again with the same node id and cluster id is a no-op; a different cluster id or node id
+    is refused, since that would make the node join a cluster its log does not belong to.
+    """
+    path = Path(data_dir)
+    if node_id < 0:
+        raise FormatError(f"{path}: node id must be ≥ 0, got {node_id}")
+    if not _CLUSTER_ID.match(cluster_id):
+        raise FormatError(
+            f"{path}: cluster id {cluster_id!r} must be non-empty [A-Za-z0-9_-] (e.g. {new_uuid()})"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    existing = read_meta_file(path / META_PROPERTIES)
+    if existing is not None:
+        if existing.cluster_id != cluster_id:
+            raise FormatError(
+                f"{path / META_PROPERTIES}: already formatted for cluster.id {existing.cluster_id!r}; "
+                f"refusing to re-format for cluster.id {cluster_id!r} (remove the directory to start over)"
+            )
+        if existing.node_id != node_id:
+            raise FormatError(
+                f"{path / META_PROPERTIES}: already formatted for node.id {existing.node_id}; "
+                f"refusing to re-format for node.id {node_id}"
+            )
+        return existing
+    meta = MetaProperties(node_id, cluster_id, directory_id or new_uuid())
+    write_meta_file(path / META_PROPERTIES, meta)
+    return meta
+
+
+format = format_dir  # the name kafka-storage uses; format_dir inside this module avoids the builtin
+
+
+# ---------------------------------------------------------------------------------------------- the log
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    """One leader-epoch-checkpoint line: the first offset written in ``epoch``."""
+
+    epoch: int
+    start_offset: int
+
+
+def render_epoch_checkpoint(entries: Sequence[EpochEntry]) -> str:
+    return "".join(["0\n", f"{len(entries)}\n", *(f"{e.epoch} {e.start_offset}\n" for e in entries)])
+
+
+def parse_epoch_checkpoint(path: Path, text: str) -> list[EpochEntry]:
+    lines = text.splitlines()
+    if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
+        raise CorruptFileError(path, "expected a version line '0' and a count line")
+    count = int(lines[1])
+    if len(lines) - 2 != count:
+        raise CorruptFileError(path, f"count line says {count} entries, found {len(lines) - 2}")
+    entries = []
+    for i, line in enumerate(lines[2:], start=3):
+        parts = line.split()
+        if len(parts) != 2 or not all(p.lstrip("-").isdigit() for p in parts):
+            raise CorruptFileError(path, f"line {i}: expected 'epoch startOffset', got {line!r}")
+        entries.append(EpochEntry(int(parts[0]), int(parts[1])))
+    return entries
+
+
+def _segment_name(base_offset: int, ext: str) -> str:
+    return f"{base_offset:020d}.{ext}"
+
+
+@dataclass(slots=True)
+class _Segment:
+    base_offset: int
+    log_path: Path
+    size: int = 0
+    end_offset: int = 0  # offset after the last batch; == base_offset when empty
+    index: list[tuple[int, int]] = field(default_factory=list)  # (absolute last offset, position)
+    bytes_since_index: int = 0
+
+    @property
+    def index_path(self) -> Path:
+        return self.log_path.with_suffix(".index")
+
+    def index_bytes(self) -> bytes:
+        return b"".join(_INDEX_ENTRY.pack(off - self.base_offset, pos) for off, pos in self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class _BadBatch:
+    segment: int  # index in the segment list
+    position: int
+    offset: int
+    reason: str
+    is_tail: bool
+
+
+class LogDir:
+    """The metadata log, epoch cache and state files of one data directory. Use :meth:`open`."""
+
+    def __init__(self, data_dir: Path, segment_bytes: int, index_interval_bytes: int, fsync: bool) -> None:
+        self.data_dir = data_dir
+        self.partition_dir = data_dir / METADATA_PARTITION_DIR
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.fsync = fsync
+        self.fsync_count = 0  # every fsync done through this object (benchmarks report it)
+        self._segments: list[_Segment] = []
+        self._epochs: list[EpochEntry] = []
+        self._fd: int | None = None  # active segment, O_APPEND
+        self._unsynced = False  # appended bytes not yet fsynced
+        self._dir_unsynced = False  # a segment file created since the last directory fsync
+
+    # ------------------------------------------------------------------ open / recovery
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        fsync: bool = True,
+    ) -> LogDir:
+        """Open (creating if needed) the log under ``data_dir`` and recover it (see the module docstring)."""
+        if segment_bytes < 1 or index_interval_bytes < 1:
+            raise ValueError("segment_bytes and index_interval_bytes must be positive")
+        self = cls(Path(data_dir), segment_bytes, index_interval_bytes, fsync)
+        self.partition_dir.mkdir(parents=True, exist_ok=True)
+        self._recover()
+        return self
+
+    def _recover(self) -> None:
+        for d in (self.data_dir, self.partition_dir):
+            for stale in d.glob("*" + TMP_SUFFIX):
+                # A crash between writing a temp file and renaming it: the real file is intact.
+                log.info("%s: removing temp file left by an interrupted write", stale)
+                stale.unlink()
+        logs: dict[int, Path] = {}
+        for p in self.partition_dir.iterdir():
+            m = _SEGMENT_NAME.match(p.name)
+            if m and m.group(2) == "log":
+                logs[int(m.group(1))] = p
+        for p in self.partition_dir.glob("*.index"):
+            m = _SEGMENT_NAME.match(p.name)
+            if m and int(m.group(1)) not in logs:
+                log.info("%s: removing index without a segment", p)
+                p.unlink()
+        self._segments = [_Segment(base, logs[base]) for base in sorted(logs)]
+        if not self._segments:
+            self._segments.append(self._create_segment(0))
+
+        bad = self._scan()
+        if bad is not None:
+            self._cut(bad)
+        for seg in self._segments:
+            self._check_index(seg)
+        self._check_epoch_checkpoint()
+        self._open_active()
+        self._sync_dir_if_needed()
+
+    def _scan(self) -> _BadBatch | None:
+        """Validate every batch, filling sizes, indexes and the epoch cache; return the first bad batch."""
+        expected = self._segments[0].base_offset
+        epochs: list[EpochEntry] = []
+        self._epochs = epochs  # filled as batches validate, so a cut keeps the epochs before it
+        for si, seg in enumerate(self._segments):
+            if seg.base_offset != expected:
+                # Only the newest segment may be empty, so a segment not starting where its predecessor
+                # ends is a gap: cut at the end of the predecessor (si > 0 since expected starts there).
+                prev = self._segments[si - 1]
+                gap = f"next segment {seg.log_path.name} does not start at offset {expected}"
+                return self._bad(si - 1, prev.size, expected, gap, declared_end=prev.size)
+            data = seg.log_path.read_bytes()
+            seg.end_offset = expected
+            pos = 0
+            while pos < len(data):
+                reason: str | None = None
+                declared_end = len(data)  # unknown length: treat the rest as the bad batch
+                if len(data) - pos >= LOG_OVERHEAD:
+                    declared_end = pos + LOG_OVERHEAD + _LENGTH_AT.unpack_from(data, pos)[1]
+                try:
+                    batch, nxt = decode_batch(data, pos)
+                except CorruptRecordError as exc:
+                    reason = (
+                        f"CRC mismatch (expected {exc.expected_crc:#010x} as stored in the batch, "
+                        f"actual {exc.actual_crc:#010x} computed over its contents)"
+                    )
+                except DecodeError as exc:
+                    torn = declared_end > len(data) or len(data) - pos < LOG_OVERHEAD
+                    reason = f"{'torn (truncated) batch' if torn else 'malformed batch'}: {exc}"
+                else:
+                    if batch.base_offset != expected:
+                        reason = f"batch base offset {batch.base_offset} is not the expected {expected}"
+                    elif epochs and batch.partition_leader_epoch < epochs[-1].epoch:
+                        reason = (
+                            f"leader epoch {batch.partition_leader_epoch} is below the previous "
+                            f"batch's epoch {epochs[-1].epoch}"
+                        )
+                if reason is not None:
+                    if data.count(0, pos) == len(data) - pos:
+                        # A file extended by the crash but whose blocks never got written reads as zeros.
+                        declared_end = len(data)
+                        reason = f"zero-filled tail of {len(data) - pos} bytes ({reason})"
+                    seg.size = pos
+                    return self._bad(si, pos, expected, reason, declared_end)
+                self._note_batch(seg, batch, pos, nxt - pos, epochs)
+                expected = batch.last_offset + 1
+                pos = nxt
+            seg.size = len(data)
+        return None
+
+    def _bad(self, si: int, pos: int, offset: int, reason: str, declared_end: int) -> _BadBatch:
+        later_data = any(s.log_path.stat().st_size > 0 for s in self._segments[si + 1 :])
+        is_tail = declared_end >= self._segments[si].log_path.stat().st_size and not later_data
+        return _BadBatch(si, pos, offset, reason, is_tail)
+
+    def _cut(self, bad: _BadBatch) -> None:
+        seg = self._segments[bad.segment]
+        dropped_here = seg.log_path.stat().st_size - bad.position
+        later = self._segments[bad.segment + 1 :]
+        dropped_later = sum(s.log_path.stat().st_size for s in later)
+        if bad.is_tail:
+            log.warning(
+                "%s: truncating the log at byte %d (offset %d): %s; %d tail byte(s) dropped",
+                seg.log_path,
+                bad.position,
+                bad.offset,
+                bad.reason,
+                dropped_here,
+            )
+        else:
+            log.error(
+                "DATA LOSS %s: bad batch at byte %d (offset %d) followed by more data: %s; "
+                "truncating the log there, dropping %d byte(s) of this segment and %d later segment(s) "
+                "(%d bytes); the suffix must be re-fetched from the leader",
+                seg.log_path,
+                bad.position,
+                bad.offset,
+                bad.reason,
+                dropped_here,
+                len(later),
+                dropped_later,
+            )
+        self._truncate_segments(bad.segment, bad.position)
+
+    def _truncate_segments(self, si: int, position: int) -> None:
+        """Cut segment ``si`` at ``position`` and delete every later segment, durably."""
+        # Delete from the newest so that a crash midway still leaves a gap-free prefix of the log.
+        for seg in reversed(self._segments[si + 1 :]):
+            seg.index_path.unlink(missing_ok=True)
+            seg.log_path.unlink()
+            self._dir_unsynced = True
+        del self._segments[si + 1 :]
+        seg = self._segments[si]
+        with open(seg.log_path, "r+b") as fh:
+            fh.truncate(position)
+            self._fsync(fh.fileno())
+        seg.size = position
+        self._sync_dir_if_needed()
+
+    def _check_index(self, seg: _Segment) -> None:
+        want = seg.index_bytes()
+        try:
+            have: bytes | None = seg.index_path.read_bytes()
+        except FileNotFoundError:
+            have = None
+        if have == want:
+            return
+        if have is None:
+            log.info(
+                "%s: offset index missing; rebuilt from the segment (%d entries)",
+                seg.index_path,
+                len(seg.index),
+            )
+        else:
+            log.warning(
+                "%s: offset index does not match the segment (%d bytes, expected %d); rebuilt",
+                seg.index_path,
+                len(have),
+                len(want),
+            )
+        self._atomic_write(seg.index_path, want)
+
+    def _check_epoch_checkpoint(self) -> None:
+        path = self.partition_dir / EPOCH_CHECKPOINT
+        try:
+            on_disk: list[EpochEntry] | None = parse_epoch_checkpoint(path, path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            on_disk = None
+        except (CorruptFileError, UnicodeDecodeError) as exc:
+            log.warning("%s: unreadable (%s); rebuilt from the log", path, exc)
+            on_disk = None
+        if on_disk != self._epochs:
+            if on_disk is not None:
+                log.info("%s: did not match the log (%s); rewritten", path, on_disk)
+            self._write_epoch_checkpoint()
+
+    # ------------------------------------------------------------------ segments
+
+    def _create_segment(self, base_offset: int) -> _Segment:
+        path = self.partition_dir / _segment_name(base_offset, "log")
+        for p in (path, path.with_suffix(".index")):
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        self._dir_unsynced = True
+        return _Segment(base_offset, path, 0, base_offset)
+
+    def _open_active(self) -> None:
+        self._close_active()
+        self._fd = os.open(self._segments[-1].log_path, os.O_WRONLY | os.O_APPEND)
+
+    def _close_active(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _roll(self, base_offset: int) -> None:
+        # Make the full segment durable now: later flushes only sync the active segment.
+        self.flush()
+        self._segments.append(self._create_segment(base_offset))
+        self._open_active()
+
+    def _note_batch(
+        self, seg: _Segment, batch: RecordBatch, position: int, size: int, epochs: list[EpochEntry]
+    ) -> bool:
+        """Account for a batch written at ``position``; return True when it added an index entry."""
+        if not epochs or batch.partition_leader_epoch > epochs[-1].epoch:
+            epochs.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
+        seg.end_offset = batch.last_offset + 1
+        seg.bytes_since_index += size
+        if seg.bytes_since_index >= self.index_interval_bytes:
+            # Kafka indexes a batch by its last offset and the position where the batch starts.
+            seg.index.append((batch.last_offset, position))
+            seg.bytes_since_index = 0
+            return True
+        return False
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The log end offset: the offset the next appended record gets."""
+        return self._segments[-1].end_offset
+
+    @property
+    def epoch_entries(self) -> list[EpochEntry]:
+        return list(self._epochs)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def append(self, batches: Iterable[RecordBatch]) -> None:
+        """Write ``batches`` after the log end (not yet durable: call :meth:`flush`).
+
+        Refused as a whole, before anything is written, unless offsets continue exactly from the log
+        end and leader epochs never decrease.
+        """
+        batches = list(batches)
+        expected, last_epoch = self.end_offset, self._epochs[-1].epoch if self._epochs else -1
+        for b in batches:
+            if not b.records:
+                raise StorageError(f"append: batch at offset {b.base_offset} has no records")
+            if b.base_offset != expected:
+                raise StorageError(
+                    f"append: batch base offset {b.base_offset} is not the log end offset {expected} "
+                    "(offsets must be contiguous)"
+                )
+            if b.partition_leader_epoch < last_epoch:
+                raise StorageError(
+                    f"append: batch at offset {b.base_offset} has leader epoch {b.partition_leader_epoch}, "
+                    f"below the log's last epoch {last_epoch}"
+                )
+            expected, last_epoch = b.last_offset + 1, b.partition_leader_epoch
+        n_epochs = len(self._epochs)
+        # Encoded batches are gathered and written with one write() per segment (or index entry).
+        pending: list[bytes] = []
+        pending_len = 0
+        for b in batches:
+            data = encode_batch(b)
+            seg = self._segments[-1]
+            position = seg.size + pending_len
+            if position > 0 and position + len(data) > self.segment_bytes:
+                self._write(pending)
+                pending, pending_len = [], 0
+                self._roll(b.base_offset)
+                seg, position = self._segments[-1], 0
+            pending.append(data)
+            pending_len += len(data)
+            if self._note_batch(seg, b, position, len(data), self._epochs):
+                self._write(pending)
+                pending, pending_len = [], 0
+                with open(seg.index_path, "ab") as fh:
+                    fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
+        self._write(pending)
+        if len(self._epochs) != n_epochs:
+            self._write_epoch_checkpoint()
+
+    def _write(self, chunks: list[bytes]) -> None:
+        if not chunks:
+            return
+        assert self._fd is not None
+        data = memoryview(b"".join(chunks))
+        while data:
+            data = data[os.write(self._fd, data) :]
+        self._segments[-1].size += sum(map(len, chunks))
+        self._unsynced = True
+
+    def flush(self) -> None:
+        """Make every appended batch durable (one fsync of the active segment, plus the directory if a
+        segment was created)."""
+        if self._unsynced and self._fd is not None:
+            self._fsync(self._fd)
+            self._unsynced = False
+        self._sync_dir_if_needed()
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch that ends at or after ``offset``, durably; return the new log end offset.
+
+        KIP-595 Fetch Response Handling step 2: on DivergingEpoch the follower truncates "all of the
+        offsets greater than or equal to" the divergence end offset; a restart must not bring them back.
+
+        As in Kafka, truncation works on whole batches: a batch containing ``offset`` goes entirely, so
+        the new end is ``offset`` whenever ``offset`` is a batch boundary (Raft's divergence points are:
+        they are epoch starts). Truncating at or beyond the end is a no-op.
+        """
+        if offset < self.start_offset:
+            raise StorageError(
+                f"truncate_to: offset {offset} is below the log start offset {self.start_offset}"
+            )
+        if offset >= self.end_offset:
+            return self.end_offset
+        si = max(i for i, s in enumerate(self._segments) if s.base_offset <= offset)
+        seg = self._segments[si]
+        position, new_end = self._locate(seg, offset)
+        if position == 0 and si > 0:
+            si -= 1  # the whole segment goes; cut the previous one at its end (a no-op cut)
+            seg = self._segments[si]
+            position, new_end = seg.size, seg.end_offset
+        self._close_active()
+        self._truncate_segments(si, position)  # its fsync also covers bytes appended before the cut
+        self._unsynced = False
+        seg.end_offset = new_end
+        seg.index = [(off, pos) for off, pos in seg.index if pos < position]
+        seg.bytes_since_index = self._bytes_since_last_index(seg)
+        self._atomic_write(seg.index_path, seg.index_bytes())
+        kept = [e for e in self._epochs if e.start_offset < new_end]
+        if kept != self._epochs:
+            self._epochs = kept
+            self._write_epoch_checkpoint()
+        self._open_active()
+        return new_end
+
+    def _bytes_since_last_index(self, seg: _Segment) -> int:
+        """Bytes from the start of the last indexed batch's successor to the segment end."""
+        if not seg.index:
+            return seg.size
+        last_pos = seg.index[-1][1]
+        with open(seg.log_path, "rb") as fh:
+            fh.seek(last_pos + 8)
+            (length,) = struct.unpack(">i", fh.read(4))
+        return seg.size - (last_pos + LOG_OVERHEAD + length)
+
+    def _locate(self, seg: _Segment, offset: int) -> tuple[int, int]:
+        """Position of the first batch in ``seg`` whose last offset is ≥ ``offset``, and its base offset."""
+        start = 0
+        for last, pos in seg.index:  # the sparse index narrows the scan to one index interval
+            if last >= offset:
+                break
+            start = pos
+        for pos, batch in self._iter_segment(seg, start):
+            if batch.last_offset >= offset:
+                return pos, batch.base_offset
+        return seg.size, seg.end_offset
+
+    def _iter_segment(self, seg: _Segment, start: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        with open(seg.log_path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(seg.size - start)
+        pos = 0
+        while pos < len(data):
+            batch, nxt = decode_batch(data, pos)
+            yield start + pos, batch
+            pos = nxt
+
+    def read_all(self) -> list[RecordBatch]:
+        """Every batch in the log, in offset order (the core's in-memory log at start-up)."""
+        out: list[RecordBatch] = []
+        for seg in self._segments:
+            with open(seg.log_path, "rb") as fh:
+                out.extend(decode_batches(fh.read(seg.size)))
+        return out
+
+    def read_from(self, offset: int) -> list[RecordBatch]:
+        """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead)."""
+        out: list[RecordBatch] = []
+        for seg in self._segments:
+            if seg.end_offset <= offset:
+                continue
+            start = 0 if seg.base_offset >= offset else self._locate(seg, offset)[0]
+            out.extend(batch for _pos, batch in self._iter_segment(seg, start))
+        return out
+
+    def read_quorum_state(self) -> QuorumState | None:
+        return read_quorum_state_file(self.partition_dir / QUORUM_STATE)
+
+    def write_quorum_state(self, state: QuorumState) -> None:
+        """Persist ``state`` atomically; when this returns (with fsync on) the vote survives a crash.
+
+        KIP-595 Fetch Response Handling step 1 ("update the quorum-state file" on a new leader) and Vote
+        Request Handling (the vote is on disk before the response is sent) both go through here.
+        """
+        data = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8")
+        self._atomic_write(self.partition_dir / QUORUM_STATE, data)
+
+    def read_meta(self) -> MetaProperties | None:
+        return read_meta_file(self.data_dir / META_PROPERTIES)
+
+    def write_meta(self, meta: MetaProperties) -> None:
+        self.fsync_count += write_meta_file(self.data_dir / META_PROPERTIES, meta, self.fsync)
+
+    def close(self) -> None:
+        self.flush()
+        self._close_active()
+
+    def __enter__(self) -> LogDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _fsync(self, fd: int) -> None:
+        if self.fsync:
+            os.fsync(fd)
+            self.fsync_count += 1
+
+    def _sync_dir_if_needed(self) -> None:
+        if self._dir_unsynced:
+            if self.fsync:
+                fsync_dir(self.partition_dir)
+                self.fsync_count += 1
+            self._dir_unsynced = False
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        self.fsync_count += atomic_write(path, data, self.fsync)
+
+    def _write_epoch_checkpoint(self) -> None:
+        self._atomic_write(
+            self.partition_dir / EPOCH_CHECKPOINT, render_epoch_checkpoint(self._epochs).encode()
+        )

@@ -1,0 +1,462 @@
+"""Conversions between the core's message types (``messages.py``) and Kafka message bodies.
+
+Bodies are the codec's dicts, keyed by the field names of Kafka's JSON definitions
+(``spec/messages/*.json``). Every KRaft RPC addresses one partition, ``__cluster_metadata-0``; Fetch
+v13+ names it by topic id (Kafka's ``Uuid.METADATA_TOPIC_ID``). A request for any other partition is
+refused before the core sees it: ``request_from_body`` raises ``InvalidTopicPartition`` and the shell
+answers ``error_response_body(api_key, version, Errors.INVALID_REQUEST)`` — a top-level error, as Kafka
+does. Other top-level errors (INCONSISTENT_CLUSTER_ID) and partition-level ones (FENCED_LEADER_EPOCH,
+NOT_LEADER_OR_FOLLOWER, INCONSISTENT_VOTER_SET, ...) come from the core's ``error`` /
+``partition_error`` fields and land at the same two levels here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+    api_name,
+)
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import decode_batches, encode_batches
+
+Body = dict[str, Any]
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")  # Kafka's Uuid.METADATA_TOPIC_ID
+ZERO_UUID = uuid.UUID(int=0)
+
+FETCH, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM = 1, 52, 53, 54, 55
+MIN_FETCH_VERSION = 12  # LastFetchedEpoch, DivergingEpoch and CurrentLeader start at v12 (KIP-595)
+
+_API_KEYS: dict[type, int] = {
+    VoteRequest: VOTE,
+    VoteResponse: VOTE,
+    BeginQuorumEpochRequest: BEGIN_QUORUM_EPOCH,
+    BeginQuorumEpochResponse: BEGIN_QUORUM_EPOCH,
+    EndQuorumEpochRequest: END_QUORUM_EPOCH,
+    EndQuorumEpochResponse: END_QUORUM_EPOCH,
+    FetchRequest: FETCH,
+    FetchResponse: FETCH,
+    DescribeQuorumRequest: DESCRIBE_QUORUM,
+    DescribeQuorumResponse: DESCRIBE_QUORUM,
+}
+
+
+#: What the reference node serves (ApiVersions, KIP-511). Fetch starts at v12, the first with KRaft's
+#: LastFetchedEpoch / DivergingEpoch / CurrentLeader.
+SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
+    FETCH: (12, 17),
+    VOTE: (0, 1),
+    BEGIN_QUORUM_EPOCH: (0, 1),
+    END_QUORUM_EPOCH: (0, 1),
+    DESCRIBE_QUORUM: (0, 2),
+}
+
+
+class WireError(ValueError):
+    """A body the core cannot take (or a version it cannot speak); ``error`` is the top-level answer."""
+
+    def __init__(self, message: str, error: Errors = Errors.INVALID_REQUEST) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class InvalidTopicPartition(WireError):
+    """The request is not for ``__cluster_metadata-0`` (answer: top-level INVALID_REQUEST)."""
+
+
+def api_key(message: Request | Response) -> int:
+    return _API_KEYS[type(message)]
+
+
+# ============================================================================================ requests
+
+
+def request_to_body(req: Request, version: int) -> Body:
+    """The Kafka body of ``req`` at ``version``."""
+    if isinstance(req, VoteRequest):
+        part: Body = {
+            "PartitionIndex": METADATA_PARTITION,
+            "CandidateEpoch": req.candidate_epoch,
+            "CandidateId": req.candidate_id,
+            "LastOffsetEpoch": req.last_offset_epoch,
+            "LastOffset": req.last_offset,
+        }
+        body: Body = {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
+        if version >= 1:
+            body["VoterId"] = req.voter_id
+        return body
+    if isinstance(req, BeginQuorumEpochRequest):
+        part = {
+            "PartitionIndex": METADATA_PARTITION,
+            "LeaderId": req.leader_id,
+            "LeaderEpoch": req.leader_epoch,
+        }
+        body = {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
+        if version >= 1:
+            body["VoterId"] = req.voter_id
+        return body
+    if isinstance(req, EndQuorumEpochRequest):
+        part = {
+            "PartitionIndex": METADATA_PARTITION,
+            "LeaderId": req.leader_id,
+            "LeaderEpoch": req.leader_epoch,
+        }
+        if version == 0:
+            part["PreferredSuccessors"] = list(req.preferred_successors)
+        else:
+            part["PreferredCandidates"] = [
+                {"CandidateId": c, "CandidateDirectoryId": ZERO_UUID} for c in req.preferred_successors
+            ]
+        return {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
+    if isinstance(req, FetchRequest):
+        _check_fetch_version(version)
+        fpart: Body = {
+            "Partition": METADATA_PARTITION,
+            "CurrentLeaderEpoch": req.current_leader_epoch,
+            "FetchOffset": req.fetch_offset,
+            "LastFetchedEpoch": req.last_fetched_epoch,
+            "LogStartOffset": 0,
+            "PartitionMaxBytes": req.max_bytes,
+        }
+        topic: Body = {"Partitions": [fpart]}
+        if version >= 13:
+            topic["TopicId"] = METADATA_TOPIC_ID
+        else:
+            topic["Topic"] = METADATA_TOPIC
+        body = {
+            "ClusterId": req.cluster_id,
+            "MaxWaitMs": req.max_wait_ms,
+            "MinBytes": 0,
+            "MaxBytes": req.max_bytes,
+            "Topics": [topic],
+        }
+        if version >= 15:
+            body["ReplicaState"] = {"ReplicaId": req.replica_id, "ReplicaEpoch": req.replica_epoch}
+        else:
+            body["ReplicaId"] = req.replica_id
+        return body
+    if isinstance(req, DescribeQuorumRequest):
+        return {"Topics": _named_topic({"PartitionIndex": METADATA_PARTITION})}
+    raise TypeError(f"request_to_body: not a KRaft request: {req!r}")
+
+
+def request_from_body(key: int, version: int, body: Body) -> Request:
+    """The core's view of a decoded request body (raises ``InvalidTopicPartition``)."""
+    if key == VOTE:
+        p = _named_partition(body, "Vote")
+        return VoteRequest(
+            body.get("ClusterId"),
+            p["CandidateEpoch"],
+            p["CandidateId"],
+            p["LastOffsetEpoch"],
+            p["LastOffset"],
+            voter_id=body.get("VoterId", -1),
+        )
+    if key == BEGIN_QUORUM_EPOCH:
+        p = _named_partition(body, "BeginQuorumEpoch")
+        return BeginQuorumEpochRequest(
+            body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], body.get("VoterId", -1)
+        )
+    if key == END_QUORUM_EPOCH:
+        p = _named_partition(body, "EndQuorumEpoch")
+        if version == 0:
+            successors = tuple(p.get("PreferredSuccessors") or ())
+        else:
+            successors = tuple(c["CandidateId"] for c in p.get("PreferredCandidates") or ())
+        return EndQuorumEpochRequest(body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], successors)
+    if key == FETCH:
+        _check_fetch_version(version)
+        topics = body.get("Topics") or []
+        if len(topics) != 1 or len(topics[0].get("Partitions") or []) != 1:
+            raise InvalidTopicPartition(f"Fetch must name exactly one partition, got {topics!r}")
+        topic = topics[0]
+        ok_topic = (
+            topic.get("TopicId") == METADATA_TOPIC_ID
+            if version >= 13
+            else topic.get("Topic") == METADATA_TOPIC
+        )
+        p = topic["Partitions"][0]
+        if not ok_topic or p["Partition"] != METADATA_PARTITION:
+            raise InvalidTopicPartition(
+                f"Fetch for {topic.get('TopicId') or topic.get('Topic')}-{p['Partition']}"
+            )
+        if version >= 15:
+            state = body.get("ReplicaState") or {}
+            replica_id, replica_epoch = state.get("ReplicaId", -1), state.get("ReplicaEpoch", -1)
+        else:
+            replica_id, replica_epoch = body.get("ReplicaId", -1), -1
+        return FetchRequest(
+            body.get("ClusterId"),
+            replica_id,
+            p.get("CurrentLeaderEpoch", -1),
+            p["FetchOffset"],
+            p.get("LastFetchedEpoch", -1),
+            body["MaxWaitMs"],
+            min(body.get("MaxBytes", 0x7FFFFFFF), p.get("PartitionMaxBytes", 0x7FFFFFFF)),
+            replica_epoch,
+        )
+    if key == DESCRIBE_QUORUM:
+        _named_partition(body, "DescribeQuorum")
+        return DescribeQuorumRequest()
+    raise WireError(f"request_from_body: api key {key} is not a KRaft RPC")
+
+
+# ============================================================================================ responses
+
+
+def response_to_body(resp: Response, version: int) -> Body:
+    """The Kafka body of ``resp`` at ``version``."""
+    if isinstance(resp, VoteResponse):
+        part: Body = {
+            "PartitionIndex": METADATA_PARTITION,
+            "ErrorCode": int(resp.partition_error),
+            "LeaderId": resp.leader_id,
+            "LeaderEpoch": resp.leader_epoch,
+            "VoteGranted": resp.vote_granted,
+        }
+        return {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+    if isinstance(resp, BeginQuorumEpochResponse | EndQuorumEpochResponse):
+        part = {
+            "PartitionIndex": METADATA_PARTITION,
+            "ErrorCode": int(resp.partition_error),
+            "LeaderId": resp.leader_id,
+            "LeaderEpoch": resp.leader_epoch,
+        }
+        return {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+    if isinstance(resp, FetchResponse):
+        _check_fetch_version(version)
+        fpart: Body = {
+            "PartitionIndex": METADATA_PARTITION,
+            "ErrorCode": int(resp.partition_error),
+            "HighWatermark": resp.high_watermark,
+            "LogStartOffset": resp.log_start_offset,
+            "CurrentLeader": {
+                "LeaderId": resp.current_leader.leader_id,
+                "LeaderEpoch": resp.current_leader.leader_epoch,
+            },
+            "Records": encode_batches(resp.batches),
+        }
+        if resp.diverging_epoch is not None:
+            fpart["DivergingEpoch"] = {"Epoch": resp.diverging_epoch[0], "EndOffset": resp.diverging_epoch[1]}
+        topic: Body = {"Partitions": [fpart]}
+        if version >= 13:
+            topic["TopicId"] = METADATA_TOPIC_ID
+        else:
+            topic["Topic"] = METADATA_TOPIC
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "SessionId": 0, "Responses": [topic]}
+    if isinstance(resp, DescribeQuorumResponse):
+        dpart: Body = {
+            "PartitionIndex": METADATA_PARTITION,
+            "ErrorCode": int(resp.partition_error),
+            "LeaderId": resp.leader_id,
+            "LeaderEpoch": resp.leader_epoch,
+            "HighWatermark": resp.high_watermark,
+            "CurrentVoters": [_replica_state_body(r, version) for r in resp.voters],
+            "Observers": [_replica_state_body(r, version) for r in resp.observers],
+        }
+        body: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(dpart)}
+        if version >= 2:
+            body["Nodes"] = []
+        return body
+    raise TypeError(f"response_to_body: not a KRaft response: {resp!r}")
+
+
+def response_from_body(key: int, version: int, body: Body) -> Response:
+    """The core's view of a decoded response body. A top-level error may come without partitions."""
+    error = Errors(body.get("ErrorCode", 0))
+    if key == FETCH:
+        topics = body.get("Responses") or []
+        parts = topics[0].get("Partitions") or [] if topics else []
+        if not parts:
+            return FetchResponse(error=error)
+        p = parts[0]
+        div = p.get("DivergingEpoch") or {}
+        diverging = None
+        if div and (div.get("Epoch", -1) != -1 or div.get("EndOffset", -1) != -1):
+            diverging = (div["Epoch"], div["EndOffset"])  # Kafka: set when either differs from -1
+        leader = p.get("CurrentLeader") or {}
+        records = p.get("Records")
+        return FetchResponse(
+            high_watermark=p.get("HighWatermark", -1),
+            batches=tuple(decode_batches(records)) if records else (),
+            diverging_epoch=diverging,
+            current_leader=LeaderIdAndEpoch(leader.get("LeaderId", -1), leader.get("LeaderEpoch", -1)),
+            partition_error=Errors(p.get("ErrorCode", 0)),
+            error=error,
+            log_start_offset=p.get("LogStartOffset", 0),
+        )
+    topics = body.get("Topics") or []
+    parts = topics[0].get("Partitions") or [] if topics else []
+    p = parts[0] if parts else {}
+    leader_id, leader_epoch = p.get("LeaderId", -1), p.get("LeaderEpoch", -1)
+    perror = Errors(p.get("ErrorCode", 0))
+    if key == VOTE:
+        return VoteResponse(leader_id, leader_epoch, bool(p.get("VoteGranted", False)), perror, error)
+    if key == BEGIN_QUORUM_EPOCH:
+        return BeginQuorumEpochResponse(leader_id, leader_epoch, perror, error)
+    if key == END_QUORUM_EPOCH:
+        return EndQuorumEpochResponse(leader_id, leader_epoch, perror, error)
+    if key == DESCRIBE_QUORUM:
+        return DescribeQuorumResponse(
+            leader_id,
+            leader_epoch,
+            p.get("HighWatermark", -1),
+            tuple(_replica_state(r) for r in p.get("CurrentVoters") or ()),
+            tuple(_replica_state(r) for r in p.get("Observers") or ()),
+            perror,
+            error,
+        )
+    raise WireError(f"response_from_body: api key {key} is not a KRaft RPC")
+
+
+def error_response_body(key: int, version: int, error: Errors) -> Body:
+    """A response carrying only a top-level error (e.g. INVALID_REQUEST for a foreign partition)."""
+    if key == FETCH:
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(error), "SessionId": 0, "Responses": []}
+    if key in (VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM):
+        body: Body = {"ErrorCode": int(error), "Topics": []}
+        if key == DESCRIBE_QUORUM and version >= 2:
+            body["Nodes"] = []
+        return body
+    raise ValueError(f"error_response_body: api key {key} is not a KRaft RPC")
+
+
+# ============================================================================================ helpers
+
+
+def _named_topic(partition: Body) -> list[Body]:
+    return [{"TopicName": METADATA_TOPIC, "Partitions": [partition]}]
+
+
+def _named_partition(body: Body, api: str) -> Body:
+    topics = body.get("Topics") or []
+    if len(topics) != 1 or len(topics[0].get("Partitions") or []) != 1:
+        raise InvalidTopicPartition(f"{api} must name exactly one partition, got {topics!r}")
+    topic = topics[0]
+    p: Body = topic["Partitions"][0]
+    if topic.get("TopicName") != METADATA_TOPIC or p.get("PartitionIndex") != METADATA_PARTITION:
+        raise InvalidTopicPartition(f"{api} for {topic.get('TopicName')}-{p.get('PartitionIndex')}")
+    return p
+
+
+def _check_fetch_version(version: int) -> None:
+    if version < MIN_FETCH_VERSION:
+        raise WireError(
+            f"Fetch v{version} cannot carry KRaft fields (LastFetchedEpoch needs v12+)",
+            Errors.UNSUPPORTED_VERSION,
+        )
+
+
+def _replica_state_body(r: ReplicaState, version: int) -> Body:
+    row: Body = {"ReplicaId": r.replica_id, "LogEndOffset": r.log_end_offset}
+    if version >= 1:  # KIP-836
+        row["LastFetchTimestamp"] = r.last_fetch_timestamp
+        row["LastCaughtUpTimestamp"] = r.last_caught_up_timestamp
+    if version >= 2:
+        row["ReplicaDirectoryId"] = ZERO_UUID
+    return row
+
+
+def _replica_state(row: Body) -> ReplicaState:
+    return ReplicaState(
+        row["ReplicaId"],
+        row["LogEndOffset"],
+        row.get("LastFetchTimestamp", -1),
+        row.get("LastCaughtUpTimestamp", -1),
+    )
+
+
+# ============================================================================================ the shell's API
+# What reference/node.py calls: the conversions above under the shell's names, with any malformed body
+# turned into a ``WireError`` that carries the error to answer with.
+
+
+def request_from_kafka(key: int, version: int, body: Body) -> Request:
+    try:
+        return request_from_body(key, version, body)
+    except WireError:
+        raise
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise WireError(f"malformed {api_name_of_key(key)} v{version} request: {exc!r}") from exc
+
+
+def response_from_kafka(key: int, version: int, body: Body) -> Response:
+    try:
+        return response_from_body(key, version, body)
+    except WireError:
+        raise
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise WireError(f"malformed {api_name_of_key(key)} v{version} response: {exc!r}") from exc
+
+
+request_to_kafka = request_to_body
+response_to_kafka = response_to_body
+error_response = error_response_body
+api_key_of = api_key
+
+
+def api_name_of(message: Request | Response) -> str:
+    return api_name(message)
+
+
+def api_name_of_key(key: int) -> str:
+    names = {
+        FETCH: "Fetch",
+        VOTE: "Vote",
+        BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+        END_QUORUM_EPOCH: "EndQuorumEpoch",
+        DESCRIBE_QUORUM: "DescribeQuorum",
+    }
+    return names.get(key, f"api {key}")
+
+
+def max_wait_ms(req: Request) -> int:
+    """How long the receiver may hold ``req`` before answering (a Fetch's long-poll)."""
+    return req.max_wait_ms if isinstance(req, FetchRequest) else 0
+
+
+def sender_of(req: Request) -> int:
+    """The replica a request says it comes from (-1 for an admin client's DescribeQuorum)."""
+    if isinstance(req, VoteRequest):
+        return req.candidate_id
+    if isinstance(req, BeginQuorumEpochRequest | EndQuorumEpochRequest):
+        return req.leader_id
+    if isinstance(req, FetchRequest):
+        return req.replica_id
+    return -1
+
+
+def sender_of_body(key: int, body: Body) -> int:
+    """``sender_of`` on a raw request body, for traces; -1 when it cannot tell."""
+    try:
+        return sender_of(request_from_body(key, _version_for_body(key, body), body))
+    except (WireError, KeyError, TypeError, IndexError, ValueError):
+        return -1
+
+
+def _version_for_body(key: int, body: Body) -> int:
+    # Only Fetch bodies differ in a way that matters here (TopicId from v13, ReplicaState from v15).
+    if key != FETCH:
+        return 1 if "VoterId" in body else 0
+    topics = body.get("Topics") or [{}]
+    if "ReplicaState" in body:
+        return 15
+    return 13 if "TopicId" in topics[0] else 12

@@ -1,0 +1,1 @@
+"""kraft_tck.spec"""

@@ -1,0 +1,900 @@
+"""The wire codec: interprets ``spec/messages/*.json`` and encodes/decodes every message at every version.
+
+Each (message, version) is compiled once, on first use, into a pair of closures (a "plan"): runs of
+fixed-width fields are fused into one :class:`struct.Struct`, every other field gets a specialised
+reader/writer, and tagged fields get a tag table. Nothing about the schema is looked up while bytes
+are being read or written.
+
+Bodies are plain dicts keyed by the JSON field names. Arrays are lists (of dicts for struct elements),
+``uuid`` is :class:`uuid.UUID`, ``records`` and ``bytes`` are :class:`bytes`. Absent fields take their
+defaults on encode. Unknown tagged fields met on decode are kept under ``_unknown_tagged_fields``
+({tag: raw bytes}) and written back on encode.
+
+Public API (used by the node, the harness and outside checks): :func:`encode_request`,
+:func:`encode_response`, :func:`decode_request`, :func:`decode_response`, :func:`encode_data`,
+:func:`decode_data`, :func:`api_key_of`, :func:`api_name`, :func:`supported_versions`,
+:func:`request_header_version`, :func:`response_header_version`, :func:`unsupported_version_response`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kraft_tck.spec.errors import DecodeError, Errors, UnsupportedVersionError
+from kraft_tck.spec.schema import INT_RANGES, FieldDef, MessageDef, load_all
+from kraft_tck.spec.wire import INT16, INT32, read_uvarint, uvarint_bytes, write_uvarint
+
+UNKNOWN_TAGGED = "_unknown_tagged_fields"
+API_VERSIONS_KEY = 18
+
+Body = dict[str, Any]
+Encoder = Callable[[bytearray, Any], None]
+Decoder = Callable[[bytes, int], tuple[Any, int]]
+
+
+class EncodeError(ValueError):
+    """A body that cannot be encoded (wrong type, out of range, a field missing at this version...)."""
+
+
+# --------------------------------------------------------------------------------------------- primitives
+
+_FIXED_FORMAT = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+}
+_FIXED_SIZE = {k: struct.calcsize(">" + v) for k, v in _FIXED_FORMAT.items()}
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _truncated(field: str, pos: int, need: int, have: int) -> DecodeError:
+    return DecodeError(field, pos, f"needs {need} bytes but only {max(have, 0)} are left")
+
+
+def _string_codec(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Decoder, int]:
+    def enc(out: bytearray, v: Any) -> None:
+        if v is None:
+            if not nullable:
+                raise EncodeError(f"{name}: null is not allowed here")
+            out += b"\x00" if compact else b"\xff\xff"
+            return
+        b = v.encode("utf-8")
+        n = len(b)
+        if compact:
+            out += uvarint_bytes(n + 1)
+        else:
+            if n > 0x7FFF:
+                raise EncodeError(f"{name}: string of {n} bytes is longer than int16 allows")
+            out += INT16.pack(n)
+        out += b
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        start = pos
+        if compact:
+            n, pos = read_uvarint(buf, pos, name)
+            n -= 1
+        else:
+            if pos + 2 > len(buf):
+                raise _truncated(name, pos, 2, len(buf) - pos)
+            n = (buf[pos] << 8 | buf[pos + 1]) - ((buf[pos] & 0x80) << 9)
+            pos += 2
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(name, start, "null string where none is allowed" if n == -1 else f"length {n}")
+        end = pos + n
+        if end > len(buf):
+            raise _truncated(name, pos, n, len(buf) - pos)
+        try:
+            return str(buf[pos:end], "utf-8"), end
+        except UnicodeDecodeError as exc:
+            raise DecodeError(name, pos, f"invalid UTF-8: {exc.reason}") from None
+
+    return enc, dec, 1 if compact else 2
+
+
+def _bytes_codec(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Decoder, int]:
+    def enc(out: bytearray, v: Any) -> None:
+        if v is None:
+            if not nullable:
+                raise EncodeError(f"{name}: null is not allowed here")
+            out += b"\x00" if compact else b"\xff\xff\xff\xff"
+            return
+        n = len(v)
+        out += uvarint_bytes(n + 1) if compact else INT32.pack(n)
+        out += v
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        start = pos
+        if compact:
+            n, pos = read_uvarint(buf, pos, name)
+            n -= 1
+        else:
+            if pos + 4 > len(buf):
+                raise _truncated(name, pos, 4, len(buf) - pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(name, start, "null bytes where none are allowed" if n == -1 else f"length {n}")
+        end = pos + n
+        if end > len(buf):
+            raise _truncated(name, pos, n, len(buf) - pos)
+        return bytes(buf[pos:end]), end
+
+    return enc, dec, 1 if compact else 4
+
+
+def _uuid_codec(name: str) -> tuple[Encoder, Decoder, int]:
+    def enc(out: bytearray, v: Any) -> None:
+        out += v.bytes
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        end = pos + 16
+        if end > len(buf):
+            raise _truncated(name, pos, 16, len(buf) - pos)
+        return _new_uuid(buf[pos:end]), end
+
+    return enc, dec, 16
+
+
+def _fixed_codec(name: str, ftype: str) -> tuple[Encoder, Decoder, int]:
+    s = struct.Struct(">" + _FIXED_FORMAT[ftype])
+    pack, unpack_from, size = s.pack, s.unpack_from, s.size
+
+    def enc(out: bytearray, v: Any) -> None:
+        out += pack(v)
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        if pos + size > len(buf):
+            raise _truncated(name, pos, size, len(buf) - pos)
+        return unpack_from(buf, pos)[0], pos + size
+
+    return enc, dec, size
+
+
+# --------------------------------------------------------------------------------------------- compile
+
+
+@dataclass(slots=True)
+class _Plan:
+    enc: Encoder
+    dec: Decoder
+    min_size: int
+
+
+def _field_codec(fd: FieldDef, version: int, flexible: bool, path: str) -> tuple[Encoder, Decoder, int]:
+    """Reader/writer for one field's value at ``version`` (not including any tag wrapper)."""
+    compact = flexible and (fd.flexible_override is None or version in fd.flexible_override)
+    nullable = version in fd.nullable
+    name = f"{path}.{fd.name}" if path else fd.name
+    if fd.is_array:
+        elem_type = fd.element_type
+        if fd.is_struct:
+            assert fd.fields is not None
+            sub = _struct_plan(tuple(fd.fields), version, flexible, name + "[]")
+            e_enc, e_dec, e_min = sub.enc, sub.dec, sub.min_size
+        else:
+            e_enc, e_dec, e_min = _primitive_codec(name + "[]", elem_type, compact, False)
+        return _array_codec(name, e_enc, e_dec, max(e_min, 1), compact, nullable)
+    if fd.is_struct:
+        assert fd.fields is not None
+        sub = _struct_plan(tuple(fd.fields), version, flexible, name)
+        if not nullable:
+            return sub.enc, sub.dec, sub.min_size
+        return _nullable_struct_codec(name, sub)
+    return _primitive_codec(name, fd.type, compact, nullable)
+
+
+def _primitive_codec(name: str, ftype: str, compact: bool, nullable: bool) -> tuple[Encoder, Decoder, int]:
+    if ftype in _FIXED_FORMAT:
+        return _fixed_codec(name, ftype)
+    if ftype == "uuid":
+        return _uuid_codec(name)
+    if ftype == "string":
+        return _string_codec(name, compact, nullable)
+    if ftype in ("bytes", "records"):
+        return _bytes_codec(name, compact, nullable)
+    raise AssertionError(f"unhandled primitive {ftype}")  # schema.py admits no other type
+
+
+def _nullable_struct_codec(name: str, sub: _Plan) -> tuple[Encoder, Decoder, int]:
+    # Kafka marks a nullable struct with an int8: -1 absent, 1 present.
+    def enc(out: bytearray, v: Any) -> None:
+        if v is None:
+            out.append(0xFF)
+        else:
+            out.append(1)
+            sub.enc(out, v)
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        if pos >= len(buf):
+            raise _truncated(name, pos, 1, 0)
+        marker = buf[pos]
+        if marker == 0xFF:
+            return None, pos + 1
+        if marker != 1:
+            raise DecodeError(name, pos, f"bad nullable-struct marker {marker}")
+        return sub.dec(buf, pos + 1)
+
+    return enc, dec, 1
+
+
+def _array_codec(
+    name: str, e_enc: Encoder, e_dec: Decoder, e_min: int, compact: bool, nullable: bool
+) -> tuple[Encoder, Decoder, int]:
+    def enc(out: bytearray, v: Any) -> None:
+        if v is None:
+            if not nullable:
+                raise EncodeError(f"{name}: null is not allowed here")
+            out += b"\x00" if compact else b"\xff\xff\xff\xff"
+            return
+        n = len(v)
+        out += uvarint_bytes(n + 1) if compact else INT32.pack(n)
+        for i, item in enumerate(v):
+            try:
+                e_enc(out, item)
+            except EncodeError as exc:
+                raise EncodeError(f"{name}[{i}]: {exc}") from None
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        start = pos
+        if compact:
+            n, pos = read_uvarint(buf, pos, name)
+            n -= 1
+        else:
+            if pos + 4 > len(buf):
+                raise _truncated(name, pos, 4, len(buf) - pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(name, start, "null array where none is allowed" if n == -1 else f"count {n}")
+        # Refuse a count the remaining bytes cannot hold before building anything.
+        if n * e_min > len(buf) - pos:
+            raise DecodeError(
+                name, start, f"count {n} needs at least {n * e_min} bytes, {len(buf) - pos} left"
+            )
+        items: list[Any] = []
+        append = items.append
+        for _ in range(n):
+            item, pos = e_dec(buf, pos)
+            append(item)
+        return items, pos
+
+    return enc, dec, 1 if compact else 4
+
+
+def _check_value(fd: FieldDef, name: str) -> Callable[[Any], None] | None:
+    """A cheap type/range guard for primitive values, so bad input fails with the field's name."""
+    if fd.is_array or fd.is_struct:
+        return None
+    t = fd.type
+    if t in INT_RANGES:
+        lo, hi = INT_RANGES[t]
+
+        def check_int(v: Any) -> None:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise EncodeError(f"{name}: expected {t}, got {type(v).__name__}")
+            if not lo <= v <= hi:
+                raise EncodeError(f"{name}: {v} is out of range for {t}")
+
+        return check_int
+    return None
+
+
+def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, path: str) -> _Plan:
+    present = [f for f in fields if version in f.versions]
+    regular = [f for f in present if version not in f.tagged]
+    tagged = sorted((f for f in present if version in f.tagged), key=lambda f: f.tag or 0)
+
+    enc_steps: list[Callable[[bytearray, Body], None]] = []
+    dec_steps: list[Callable[[bytes, int, Body], int]] = []
+    min_size = 0
+
+    # Group consecutive fixed-width fields into one struct.Struct call each way.
+    groups: list[list[FieldDef] | FieldDef] = []
+    for f in regular:
+        if not f.is_array and (f.type in _FIXED_FORMAT or f.type == "uuid"):
+            if groups and isinstance(groups[-1], list):
+                groups[-1].append(f)
+            else:
+                groups.append([f])
+        else:
+            groups.append(f)
+
+    for g in groups:
+        if isinstance(g, list):
+            enc_s, dec_s, size = _fused_steps(g, version, path)
+        else:
+            enc_s, dec_s, size = _single_steps(g, version, flexible, path)
+        enc_steps.append(enc_s)
+        dec_steps.append(dec_s)
+        min_size += size
+
+    known_names = frozenset(f.name for f in present)
+    all_fields = {f.name: f for f in fields}
+    defaults_for_tagged = {f.name: f.default_value(version) for f in tagged}
+
+    if flexible:
+        min_size += 1
+        tag_enc: list[tuple[int, str, Any, Encoder]] = []
+        tag_dec: dict[int, tuple[str, Decoder]] = {}
+        for f in tagged:
+            fe, fdec, _ = _field_codec(f, version, True, path)
+            assert f.tag is not None
+            tag_enc.append((f.tag, f.name, defaults_for_tagged[f.name], fe))
+            tag_dec[f.tag] = (f.name, fdec)
+        tag_name = f"{path}._tagged_fields" if path else "_tagged_fields"
+
+        def enc_tags(out: bytearray, body: Body) -> None:
+            if not tag_enc and UNKNOWN_TAGGED not in body:
+                out.append(0)  # the common case: no tagged fields at all
+                return
+            items: list[tuple[int, bytes]] = []
+            for tag, fname, default, fe in tag_enc:
+                v = body.get(fname, default)
+                if v is None or v == default:
+                    continue
+                tmp = bytearray()
+                try:
+                    fe(tmp, v)
+                except EncodeError:
+                    raise
+                except Exception as exc:
+                    raise EncodeError(f"{path}.{fname}: cannot encode {v!r}: {exc}") from None
+                items.append((tag, bytes(tmp)))
+            unknown = body.get(UNKNOWN_TAGGED)
+            if unknown:
+                for tag, raw in unknown.items():
+                    if tag in tag_dec:
+                        raise EncodeError(f"{tag_name}: unknown tag {tag} collides with a known field")
+                    items.append((int(tag), bytes(raw)))
+                items.sort(key=lambda kv: kv[0])
+            out += uvarint_bytes(len(items))
+            for tag, raw in items:
+                write_uvarint(out, tag)
+                write_uvarint(out, len(raw))
+                out += raw
+
+        def dec_tags(buf: bytes, pos: int, d: Body) -> int:
+            if not tag_dec and pos < len(buf) and buf[pos] == 0:
+                return pos + 1  # the common case: no tagged fields at all
+            start = pos
+            n, pos = read_uvarint(buf, pos, tag_name)
+            if n * 2 > len(buf) - pos:
+                raise DecodeError(tag_name, start, f"{n} tagged fields cannot fit in {len(buf) - pos} bytes")
+            for k, v in defaults_for_tagged.items():
+                d[k] = v if not isinstance(v, list | dict) else _copy_default(v)
+            last = -1
+            for _ in range(n):
+                tstart = pos
+                tag, pos = read_uvarint(buf, pos, tag_name)
+                size, pos = read_uvarint(buf, pos, f"{tag_name}[{tag}].size")
+                end = pos + size
+                if end > len(buf):
+                    raise _truncated(f"{tag_name}[{tag}]", pos, size, len(buf) - pos)
+                if tag <= last:
+                    raise DecodeError(tag_name, tstart, f"tag {tag} out of order or repeated (after {last})")
+                last = tag
+                known = tag_dec.get(tag)
+                if known is None:
+                    d.setdefault(UNKNOWN_TAGGED, {})[tag] = bytes(buf[pos:end])
+                else:
+                    fname, fdec = known
+                    v, p2 = fdec(buf, pos)
+                    if p2 != end:
+                        raise DecodeError(
+                            f"{path}.{fname}" if path else fname, pos, f"used {p2 - pos} of its {size} bytes"
+                        )
+                    d[fname] = v
+                pos = end
+            return pos
+
+        enc_steps.append(enc_tags)
+        dec_steps.append(dec_tags)
+
+    field_count = len(known_names)
+
+    def check_extra(body: Body) -> None:
+        for k, v in body.items():
+            if k in known_names or k == UNKNOWN_TAGGED:
+                continue
+            f = all_fields.get(k)
+            where = f"{path}.{k}" if path else k
+            if f is None:
+                raise EncodeError(f"{where}: no such field in this message")
+            if version in f.versions:
+                continue
+            if f.ignorable or v == f.default_value(version) or v is None:
+                continue
+            raise EncodeError(f"{where}: field does not exist at version {version} and is not ignorable")
+
+    def enc_struct(out: bytearray, body: Any) -> None:
+        if type(body) is not dict:
+            raise EncodeError(f"{path or 'body'}: expected a dict, got {type(body).__name__}")
+        if len(body) > field_count or not known_names.issuperset(body):
+            check_extra(body)
+        for step in enc_steps:
+            step(out, body)
+
+    n_steps = len(dec_steps)
+    if n_steps == 1:
+        only = dec_steps[0]
+
+        def dec_struct(buf: bytes, pos: int) -> tuple[Any, int]:
+            d: Body = {}
+            pos = only(buf, pos, d)
+            return d, pos
+    else:
+
+        def dec_struct(buf: bytes, pos: int) -> tuple[Any, int]:
+            d: Body = {}
+            for step in dec_steps:
+                pos = step(buf, pos, d)
+            return d, pos
+
+    return _Plan(enc_struct, dec_struct, min_size)
+
+
+def _copy_default(v: Any) -> Any:
+    if isinstance(v, list):
+        return []
+    if isinstance(v, dict):
+        return {k: _copy_default(x) for k, x in v.items()}
+    return v
+
+
+def _fused_steps(
+    group: list[FieldDef], version: int, path: str
+) -> tuple[Callable[[bytearray, Body], None], Callable[[bytes, int, Body], int], int]:
+    fmt = ">" + "".join(_FIXED_FORMAT.get(f.type, "16s") for f in group)
+    s = struct.Struct(fmt)
+    pack, unpack_from, size = s.pack, s.unpack_from, s.size
+    names = tuple(f.name for f in group)
+    pairs = tuple((f.name, f.default_value(version)) for f in group)
+    checks = [(f.name, _check_value(f, f"{path}.{f.name}" if path else f.name)) for f in group]
+    first = f"{path}.{names[0]}" if path else names[0]
+    uuid_at = tuple(i for i, f in enumerate(group) if f.type == "uuid")
+
+    if uuid_at:
+        plain = _fused_steps_plain(group, names, pairs, checks, first, fmt, pack, unpack_from, size, uuid_at)
+        return plain[0], plain[1], size
+
+    def enc(out: bytearray, body: Body) -> None:
+        get = body.get
+        try:
+            out += pack(*[get(n, d) for n, d in pairs])
+        except struct.error:
+            # Find which field is wrong for a precise message (slow path only).
+            for n, chk in checks:
+                if chk is not None:
+                    chk(get(n, dict(pairs)[n]))
+            raise EncodeError(f"{first}: values {[get(n, d) for n, d in pairs]!r} do not fit {fmt}") from None
+
+    if len(names) == 1:
+        only = names[0]
+
+        def dec1(buf: bytes, pos: int, d: Body) -> int:
+            try:
+                d[only] = unpack_from(buf, pos)[0]
+            except struct.error:
+                raise _truncated(first, pos, size, len(buf) - pos) from None
+            return pos + size
+
+        return enc, dec1, size
+
+    def dec(buf: bytes, pos: int, d: Body) -> int:
+        try:
+            vals = unpack_from(buf, pos)
+        except struct.error:
+            raise _truncated(first, pos, size, len(buf) - pos) from None
+        d.update(zip(names, vals, strict=True))
+        return pos + size
+
+    return enc, dec, size
+
+
+def _new_uuid(raw: bytes, _new: Any = object.__new__, _set: Any = object.__setattr__) -> uuid.UUID:
+    # uuid.UUID(bytes=...) validates its arguments at length; 16 bytes from the wire are always valid.
+    u = _new(uuid.UUID)
+    _set(u, "int", int.from_bytes(raw, "big"))
+    _set(u, "is_safe", uuid.SafeUUID.unknown)
+    return u
+
+
+def _fused_steps_plain(
+    group: list[FieldDef],
+    names: tuple[str, ...],
+    pairs: tuple[tuple[str, Any], ...],
+    checks: list[tuple[str, Callable[[Any], None] | None]],
+    first: str,
+    fmt: str,
+    pack: Any,
+    unpack_from: Any,
+    size: int,
+    uuid_at: tuple[int, ...],
+) -> tuple[Callable[[bytearray, Body], None], Callable[[bytes, int, Body], int]]:
+    """A fixed-width run that includes uuids (packed as 16s, converted on the way in and out)."""
+    uuid_names = frozenset(names[i] for i in uuid_at)
+    conv = tuple((n, d, n in uuid_names) for n, d in pairs)
+
+    def enc(out: bytearray, body: Body) -> None:
+        get = body.get
+        try:
+            out += pack(*[get(n, d).bytes if is_uuid else get(n, d) for n, d, is_uuid in conv])
+        except (struct.error, AttributeError):
+            for n, chk in checks:
+                if chk is not None:
+                    chk(get(n, dict(pairs)[n]))
+            for n in uuid_names:
+                if not isinstance(get(n, None) or _ZERO_UUID, uuid.UUID):
+                    raise EncodeError(f"{first}: {n} must be a uuid.UUID") from None
+            raise EncodeError(f"{first}: values do not fit {fmt}") from None
+
+    def dec(buf: bytes, pos: int, d: Body) -> int:
+        try:
+            vals = list(unpack_from(buf, pos))
+        except struct.error:
+            raise _truncated(first, pos, size, len(buf) - pos) from None
+        for i in uuid_at:
+            vals[i] = _new_uuid(vals[i])
+        d.update(zip(names, vals, strict=True))
+        return pos + size
+
+    return enc, dec
+
+
+def _single_steps(
+    f: FieldDef, version: int, flexible: bool, path: str
+) -> tuple[Callable[[bytearray, Body], None], Callable[[bytes, int, Body], int], int]:
+    fe, fdec, size = _field_codec(f, version, flexible, path)
+    name = f.name
+    where = f"{path}.{name}" if path else name
+    default = f.default_value(version)
+    mutable_default = isinstance(default, list | dict)
+
+    def enc(out: bytearray, body: Body) -> None:
+        v = body.get(name, default)
+        if mutable_default and v is default:
+            v = _copy_default(default)
+        try:
+            fe(out, v)
+        except EncodeError:
+            raise
+        except Exception as exc:
+            raise EncodeError(f"{where}: cannot encode {v!r}: {exc}") from None
+
+    def dec(buf: bytes, pos: int, d: Body) -> int:
+        d[name], pos = fdec(buf, pos)
+        return pos
+
+    return enc, dec, size
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+
+@cache
+def _messages() -> dict[str, MessageDef]:
+    return load_all()
+
+
+@cache
+def _apis() -> dict[int, tuple[MessageDef, MessageDef]]:
+    reqs = {m.api_key: m for m in _messages().values() if m.type == "request"}
+    resps = {m.api_key: m for m in _messages().values() if m.type == "response"}
+    out = {}
+    for key, req in reqs.items():
+        if key not in resps:
+            raise ValueError(f"{req.name} has no matching response definition")
+        assert key is not None
+        out[key] = (req, resps[key])
+    return out
+
+
+def _message(name: str) -> MessageDef:
+    try:
+        return _messages()[name]
+    except KeyError:
+        raise KeyError(f"no message definition named {name!r}") from None
+
+
+@cache
+def plan(name: str, version: int) -> _Plan:
+    """The compiled encoder/decoder of message ``name`` at ``version``."""
+    md = _message(name)
+    if version not in md.valid:
+        raise ValueError(f"{name} has no version {version} (valid: {md.valid})")
+    return _struct_plan(tuple(md.fields), version, version in md.flexible, "")
+
+
+def message_names() -> list[str]:
+    return sorted(_messages())
+
+
+def message_def(name: str) -> MessageDef:
+    return _message(name)
+
+
+def api_keys() -> list[int]:
+    return sorted(_apis())
+
+
+def api_name(api_key: int) -> str:
+    """``52`` -> ``"Vote"``."""
+    try:
+        return _apis()[api_key][0].name.removesuffix("Request")
+    except KeyError:
+        raise KeyError(f"unknown api key {api_key}") from None
+
+
+@cache
+def api_key_of(name: str) -> int:
+    """``"Vote"`` (or ``"VoteRequest"``/``"VoteResponse"``) -> ``52``."""
+    base = name.removesuffix("Request").removesuffix("Response")
+    for key, (req, _) in _apis().items():
+        if req.name == base + "Request":
+            return key
+    raise KeyError(f"unknown api {name!r}")
+
+
+@cache
+def supported_versions(api_key: int) -> tuple[int, int]:
+    """The (min, max) versions both the request and response definitions cover."""
+    try:
+        req, resp = _apis()[api_key]
+    except KeyError:
+        raise KeyError(f"unknown api key {api_key}") from None
+    r = req.valid.intersect(resp.valid)
+    return r.lo, r.hi
+
+
+def _is_flexible(api_key: int, version: int) -> bool:
+    return version in _apis()[api_key][0].flexible
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    """2 for flexible request versions, else 1."""
+    return 2 if _is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """1 for flexible response versions, else 0; ApiVersions responses always use v0 so that a client
+    that does not know the server's versions can still read the header (KIP-511)."""
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    return 1 if version in _apis()[api_key][1].flexible else 0
+
+
+def _check_api(api_key: int, version: int) -> None:
+    if api_key not in _apis():
+        raise ValueError(f"unknown api key {api_key}")
+    lo, hi = supported_versions(api_key)
+    if not lo <= version <= hi:
+        raise ValueError(f"{api_name(api_key)} has no version {version} (supported {lo}-{hi})")
+
+
+# --------------------------------------------------------------------------------------------- public API
+
+
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Body
+) -> bytes:
+    """A whole request frame: 4-byte length, request header, body."""
+    _check_api(api_key, version)
+    out = bytearray(b"\x00\x00\x00\x00")
+    hv = request_header_version(api_key, version)
+    plan("RequestHeader", hv).enc(
+        out,
+        {
+            "RequestApiKey": api_key,
+            "RequestApiVersion": version,
+            "CorrelationId": correlation_id,
+            "ClientId": client_id,
+        },
+    )
+    plan(_apis()[api_key][0].name, version).enc(out, body)
+    out[0:4] = INT32.pack(len(out) - 4)
+    return bytes(out)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Body) -> bytes:
+    """A whole response frame: 4-byte length, response header, body."""
+    _check_api(api_key, version)
+    out = bytearray(b"\x00\x00\x00\x00")
+    plan("ResponseHeader", response_header_version(api_key, version)).enc(
+        out, {"CorrelationId": correlation_id}
+    )
+    plan(_apis()[api_key][1].name, version).enc(out, body)
+    out[0:4] = INT32.pack(len(out) - 4)
+    return bytes(out)
+
+
+def _as_bytes(payload: bytes | bytearray | memoryview) -> bytes:
+    # Decoders index, slice and unpack_from; all three work on bytes, bytearray and byte memoryviews
+    # alike, so a memoryview is read in place (bytes fields copy their own slice out).
+    if type(payload) is memoryview and payload.format == "B" and payload.ndim == 1:
+        return payload  # type: ignore[return-value]
+    return payload if type(payload) is bytes else bytes(payload)
+
+
+def _finish(name: str, buf: bytes, pos: int) -> None:
+    if pos != len(buf):
+        raise DecodeError(name, pos, f"{len(buf) - pos} unexpected trailing bytes")
+
+
+def decode_request(payload: bytes | bytearray | memoryview) -> tuple[Body, Body]:
+    """Decode a request (the bytes after the length prefix) into (header, body).
+
+    An unknown api key or unsupported version raises :class:`UnsupportedVersionError` carrying the api
+    key, version and correlation id so that the caller can still answer UNSUPPORTED_VERSION.
+    """
+    buf = _as_bytes(payload)
+    if len(buf) < 8:
+        raise DecodeError("RequestHeader", 0, f"needs at least 8 bytes, got {len(buf)}")
+    api_key, version, correlation_id = struct.unpack_from(">hhi", buf, 0)
+    apis = _apis()
+    if api_key not in apis:
+        raise UnsupportedVersionError(api_key, version, correlation_id, f"unknown api key {api_key}")
+    lo, hi = supported_versions(api_key)
+    if not lo <= version <= hi:
+        raise UnsupportedVersionError(
+            api_key,
+            version,
+            correlation_id,
+            f"{api_name(api_key)} version {version} is not supported ({lo}-{hi})",
+        )
+    header, pos = plan("RequestHeader", request_header_version(api_key, version)).dec(buf, 0)
+    req_name = apis[api_key][0].name
+    body, pos = plan(req_name, version).dec(buf, pos)
+    _finish(req_name, buf, pos)
+    return header, body
+
+
+def decode_response(api_key: int, version: int, payload: bytes | bytearray | memoryview) -> tuple[int, Body]:
+    """Decode a response (the bytes after the length prefix) to a request we sent at ``version``."""
+    _check_api(api_key, version)
+    buf = _as_bytes(payload)
+    try:
+        return _decode_response(api_key, version, buf)
+    except DecodeError:
+        # A server that does not know our ApiVersions version answers at v0 with UNSUPPORTED_VERSION
+        # (KIP-511); like Kafka's clients, fall back to reading v0 when the requested version fails.
+        if api_key != API_VERSIONS_KEY or version == 0:
+            raise
+        try:
+            return _decode_response(api_key, 0, buf)
+        except DecodeError:
+            pass
+        raise
+
+
+def _decode_response(api_key: int, version: int, buf: bytes) -> tuple[int, Body]:
+    header, pos = plan("ResponseHeader", response_header_version(api_key, version)).dec(buf, 0)
+    resp_name = _apis()[api_key][1].name
+    body, pos = plan(resp_name, version).dec(buf, pos)
+    _finish(resp_name, buf, pos)
+    return int(header["CorrelationId"]), body
+
+
+def encode_data(name: str, version: int, body: Body) -> bytes:
+    """Encode a data-type message (control record value, QuorumStateData, metadata record body)."""
+    out = bytearray()
+    plan(name, version).enc(out, body)
+    return bytes(out)
+
+
+def decode_data(name: str, version: int, data: bytes | bytearray | memoryview) -> Body:
+    buf = _as_bytes(data)
+    try:
+        p = plan(name, version)
+    except (KeyError, ValueError) as exc:
+        raise DecodeError(name, 0, str(exc)) from None
+    body, pos = p.dec(buf, 0)
+    _finish(name, buf, pos)
+    return body
+
+
+# Metadata records are framed in the log as: frame version (uvarint, 1), api key (uvarint),
+# record version (uvarint), then the record body (Kafka's MetadataRecordSerde layout).
+_METADATA_FRAME_VERSION = 1
+
+
+@cache
+def _metadata_by_key() -> dict[int, MessageDef]:
+    return {m.api_key: m for m in _messages().values() if m.type == "metadata" and m.api_key is not None}
+
+
+def encode_metadata_record(name: str, version: int, body: Body) -> bytes:
+    md = _message(name)
+    if md.type != "metadata" or md.api_key is None:
+        raise ValueError(f"{name} is not a metadata record")
+    out = bytearray()
+    write_uvarint(out, _METADATA_FRAME_VERSION)
+    write_uvarint(out, md.api_key)
+    write_uvarint(out, version)
+    plan(name, version).enc(out, body)
+    return bytes(out)
+
+
+def decode_metadata_record(data: bytes | bytearray | memoryview) -> tuple[str, int, Body]:
+    """Decode a framed metadata record value into (record name, version, body)."""
+    buf = _as_bytes(data)
+    frame, pos = read_uvarint(buf, 0, "metadata frame version")
+    if frame != _METADATA_FRAME_VERSION:
+        raise DecodeError("metadata frame version", 0, f"unsupported frame version {frame}")
+    key, pos = read_uvarint(buf, pos, "metadata record api key")
+    version, vpos = read_uvarint(buf, pos, "metadata record version")
+    md = _metadata_by_key().get(key)
+    if md is None:
+        raise DecodeError("metadata record api key", pos, f"unknown metadata record type {key}")
+    if version not in md.valid:
+        raise DecodeError("metadata record version", pos, f"{md.name} has no version {version}")
+    body, end = plan(md.name, version).dec(buf, vpos)
+    _finish(md.name, buf, end)
+    return md.name, version, body
+
+
+def api_versions_body(error_code: int = 0) -> Body:
+    """An ApiVersions response body listing every api this codec speaks."""
+    return {
+        "ErrorCode": int(error_code),
+        "ApiKeys": [
+            {"ApiKey": k, "MinVersion": supported_versions(k)[0], "MaxVersion": supported_versions(k)[1]}
+            for k in api_keys()
+        ],
+        "ThrottleTimeMs": 0,
+    }
+
+
+def unsupported_version_response(api_key: int, version: int, correlation_id: int) -> bytes:
+    """The frame a server sends for a request at an unsupported version.
+
+    For ApiVersions, Kafka answers at version 0 with UNSUPPORTED_VERSION and its supported ranges so the
+    client can retry at a version both sides know (KIP-511). Other apis have no version-neutral response
+    format; the caller should close the connection (what Kafka does), so this raises for them.
+    """
+    if api_key != API_VERSIONS_KEY:
+        raise ValueError(
+            f"api key {api_key} v{version}: only ApiVersions has a version-independent error response; "
+            "close the connection instead"
+        )
+    return encode_response(API_VERSIONS_KEY, 0, correlation_id, api_versions_body(Errors.UNSUPPORTED_VERSION))
+
+
+__all__ = [
+    "UNKNOWN_TAGGED",
+    "EncodeError",
+    "api_key_of",
+    "api_keys",
+    "api_name",
+    "api_versions_body",
+    "decode_data",
+    "decode_metadata_record",
+    "decode_request",
+    "decode_response",
+    "encode_data",
+    "encode_metadata_record",
+    "encode_request",
+    "encode_response",
+    "message_def",
+    "message_names",
+    "plan",
+    "request_header_version",
+    "response_header_version",
+    "supported_versions",
+    "unsupported_version_response",
+]

@@ -1,0 +1,411 @@
+"""Kafka RecordBatch v2 (magic 2): encode, decode, control records.
+
+Layout (all big-endian), as documented in Kafka's "Record Batch" protocol page::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (=2) | crc uint32 |
+    attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
+    producerId int64 | producerEpoch int16 | baseSequence int32 | recordCount int32 | records...
+
+``batchLength`` counts the bytes after itself; the CRC32C covers ``attributes`` to the end. Each record
+is a varint-length-prefixed structure of zig-zag varints (see :func:`_encode_record`).
+
+Only uncompressed batches are supported. KRaft may compress metadata batches
+(``metadata.log.compression``-style settings are off by default); a compressed batch is refused with a
+DecodeError naming the codec rather than misread.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import crc32c as _crc32c
+from kraft_tck.spec.errors import CorruptRecordError, DecodeError
+from kraft_tck.spec.wire import (
+    Buffer,
+    read_varint,
+    read_varlong,
+    write_varint,
+    write_varlong,
+)
+
+MAGIC = 2
+# baseOffset(8) + batchLength(4): the part of the header not counted by batchLength.
+LOG_OVERHEAD = 12
+HEADER_SIZE = 61
+# Smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount.
+MIN_RECORD_SIZE = 7
+
+_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_BODY = struct.Struct(">hiqqqhii")  # attributes .. recordCount (the CRC'd fixed part)
+_CRC_AT = 17  # byte offset of the crc field within a batch
+_ATTR_AT = 21  # start of the CRC'd region
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+_COMPRESSION_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+class ControlType(IntEnum):
+    """Control record types (the int16 ``type`` in a control record's key)."""
+
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+# The data-message schema (spec/messages/<name>.json) that holds each control record's value.
+CONTROL_SCHEMAS: dict[ControlType, str] = {
+    ControlType.LEADER_CHANGE: "LeaderChangeMessage",
+    ControlType.SNAPSHOT_HEADER: "SnapshotHeaderRecord",
+    ControlType.SNAPSHOT_FOOTER: "SnapshotFooterRecord",
+    ControlType.KRAFT_VERSION: "KRaftVersionRecord",
+    ControlType.KRAFT_VOTERS: "VotersRecord",
+}
+
+_CONTROL_KEY = struct.Struct(">hh")
+
+
+def crc32c(data: Buffer) -> int:
+    return _crc32c.crc32c(data)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset_delta: int
+    value: bytes | None
+    key: bytes | None = None
+    timestamp_delta: int = 0
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    base_offset: int
+    partition_leader_epoch: int
+    records: tuple[Record, ...]
+    is_control: bool = False
+    base_timestamp: int = 0
+    max_timestamp: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    # Attribute bits KRaft does not set but a real log may carry; kept so a decoded batch re-encodes
+    # to the same bytes.
+    is_transactional: bool = False
+    log_append_time: bool = False
+
+    @property
+    def last_offset(self) -> int:
+        if not self.records:
+            raise ValueError("an empty record batch has no last offset")
+        return self.base_offset + self.records[-1].offset_delta
+
+    @property
+    def last_offset_delta(self) -> int:
+        if not self.records:
+            raise ValueError("an empty record batch has no last offset delta")
+        return self.records[-1].offset_delta
+
+    @property
+    def attributes(self) -> int:
+        attrs = 0
+        if self.is_control:
+            attrs |= ATTR_CONTROL
+        if self.is_transactional:
+            attrs |= ATTR_TRANSACTIONAL
+        if self.log_append_time:
+            attrs |= ATTR_LOG_APPEND_TIME
+        return attrs
+
+
+# ---------------------------------------------------------------------------------------------- encode
+
+
+def _encode_record(rec: Record) -> bytes:
+    body = bytearray(b"\x00")  # record attributes: unused, always 0
+    write_varlong(body, rec.timestamp_delta)
+    write_varint(body, rec.offset_delta)
+    if rec.key is None:
+        body.append(1)  # zig-zag(-1)
+    else:
+        write_varint(body, len(rec.key))
+        body += rec.key
+    if rec.value is None:
+        body.append(1)
+    else:
+        write_varint(body, len(rec.value))
+        body += rec.value
+    write_varint(body, len(rec.headers))
+    for hkey, hval in rec.headers:
+        kb = hkey.encode("utf-8")
+        write_varint(body, len(kb))
+        body += kb
+        if hval is None:
+            body.append(1)
+        else:
+            write_varint(body, len(hval))
+            body += hval
+    out = bytearray()
+    write_varint(out, len(body))
+    out += body
+    return bytes(out)
+
+
+def _encode_records_section(records: Sequence[Record]) -> bytes:
+    return b"".join([_encode_record(r) for r in records])
+
+
+def encode_batch(batch: RecordBatch) -> bytes:
+    """Encode one batch. An empty batch is refused: Kafka never writes one with magic 2 in KRaft."""
+    if not batch.records:
+        raise ValueError("refusing to encode an empty record batch")
+    records = _encode_records_section(batch.records)
+    body = (
+        _BODY.pack(
+            batch.attributes,
+            batch.last_offset_delta,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            len(batch.records),
+        )
+        + records
+    )
+    crc = crc32c(body)
+    batch_length = 4 + 1 + 4 + len(body)  # partitionLeaderEpoch + magic + crc + CRC'd part
+    return _PREFIX.pack(batch.base_offset, batch_length, batch.partition_leader_epoch, MAGIC, crc) + body
+
+
+def encode_batches(batches: Iterable[RecordBatch]) -> bytes:
+    return b"".join([encode_batch(b) for b in batches])
+
+
+# ---------------------------------------------------------------------------------------------- decode
+
+
+def _read_bytes(buf: Buffer, pos: int, end: int, field: str) -> tuple[bytes | None, int]:
+    length, pos = read_varint(buf, pos, field + " length")
+    if length == -1:
+        return None, pos
+    if length < -1:
+        raise DecodeError(field + " length", pos, f"negative length {length}")
+    if pos + length > end:
+        raise DecodeError(field, pos, f"length {length} exceeds the {end - pos} bytes left in the record")
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
+    field = f"records[{index}]"
+    start = pos
+    length, pos = read_varint(buf, pos, field + ".length")
+    if length < MIN_RECORD_SIZE - 1 or pos + length > end:
+        raise DecodeError(
+            field + ".length", start, f"record length {length} does not fit the {end - pos} bytes left"
+        )
+    rec_end = pos + length
+    pos += 1  # attributes (unused)
+    ts_delta, pos = read_varlong(buf, pos, field + ".timestampDelta")
+    off_delta, pos = read_varint(buf, pos, field + ".offsetDelta")
+    key, pos = _read_bytes(buf, pos, rec_end, field + ".key")
+    value, pos = _read_bytes(buf, pos, rec_end, field + ".value")
+    n_headers, pos = read_varint(buf, pos, field + ".headerCount")
+    # Each header needs at least two bytes (key length, value length): check before allocating.
+    if n_headers < 0 or n_headers * 2 > rec_end - pos:
+        raise DecodeError(
+            field + ".headerCount", pos, f"{n_headers} headers cannot fit in {rec_end - pos} bytes"
+        )
+    headers: list[tuple[str, bytes | None]] = []
+    for h in range(n_headers):
+        hkey, pos = _read_bytes(buf, pos, rec_end, f"{field}.headers[{h}].key")
+        if hkey is None:
+            raise DecodeError(f"{field}.headers[{h}].key", pos, "null header key")
+        try:
+            hname = hkey.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"{field}.headers[{h}].key", pos, f"invalid UTF-8: {exc.reason}") from None
+        hval, pos = _read_bytes(buf, pos, rec_end, f"{field}.headers[{h}].value")
+        headers.append((hname, hval))
+    if pos != rec_end:
+        raise DecodeError(field, pos, f"record length says {length} bytes but its fields use {pos - start}")
+    return Record(off_delta, value, key, ts_delta, tuple(headers)), pos
+
+
+def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
+    """Decode the batch starting at ``pos``; return it and the position just after it."""
+    avail = len(buf) - pos
+    if avail < HEADER_SIZE:
+        raise DecodeError("RecordBatch", pos, f"truncated batch header: {avail} of {HEADER_SIZE} bytes")
+    base_offset, batch_length, leader_epoch, magic, crc = _PREFIX.unpack_from(buf, pos)
+    if magic != MAGIC:
+        raise DecodeError("RecordBatch.magic", pos + 16, f"unsupported magic {magic} (only 2)")
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise DecodeError(
+            "RecordBatch.batchLength", pos + 8, f"batch length {batch_length} is below the minimum"
+        )
+    end = pos + LOG_OVERHEAD + batch_length
+    if end > len(buf):
+        raise DecodeError(
+            "RecordBatch.batchLength",
+            pos + 8,
+            f"batch length {batch_length} exceeds the {avail - LOG_OVERHEAD} bytes available",
+        )
+    actual = crc32c(memoryview(buf)[pos + _ATTR_AT : end])
+    if actual != crc:
+        raise CorruptRecordError("RecordBatch.crc", pos + _CRC_AT, expected_crc=crc, actual_crc=actual)
+    (attrs, last_delta, base_ts, max_ts, producer_id, producer_epoch, base_seq, count) = _BODY.unpack_from(
+        buf, pos + _ATTR_AT
+    )
+    compression = attrs & ATTR_COMPRESSION_MASK
+    if compression:
+        name = _COMPRESSION_NAMES.get(compression, f"unknown codec {compression}")
+        raise DecodeError(
+            "RecordBatch.attributes",
+            pos + _ATTR_AT,
+            f"compressed batch ({name}) is not supported: this codec reads uncompressed batches only",
+        )
+    if attrs & ~(ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL):
+        raise DecodeError(
+            "RecordBatch.attributes", pos + _ATTR_AT, f"unsupported attribute bits {attrs:#06x}"
+        )
+    rpos = pos + HEADER_SIZE
+    if count <= 0 or count * MIN_RECORD_SIZE > end - rpos:
+        raise DecodeError(
+            "RecordBatch.recordCount", rpos - 4, f"record count {count} cannot fit in {end - rpos} bytes"
+        )
+    records = []
+    for i in range(count):
+        rec, rpos = _decode_record(buf, rpos, end, i)
+        records.append(rec)
+    if rpos != end:
+        raise DecodeError("RecordBatch", rpos, f"{end - rpos} bytes left over after {count} records")
+    if records[-1].offset_delta != last_delta:
+        raise DecodeError(
+            "RecordBatch.lastOffsetDelta",
+            pos + _ATTR_AT + 2,
+            f"says {last_delta} but the last record has offset delta {records[-1].offset_delta}",
+        )
+    batch = RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=leader_epoch,
+        records=tuple(records),
+        is_control=bool(attrs & ATTR_CONTROL),
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_seq,
+        is_transactional=bool(attrs & ATTR_TRANSACTIONAL),
+        log_append_time=bool(attrs & ATTR_LOG_APPEND_TIME),
+    )
+    return batch, end
+
+
+def decode_batches(buf: Buffer, allow_partial_tail: bool = False) -> list[RecordBatch]:
+    """Decode consecutive batches filling ``buf``.
+
+    With ``allow_partial_tail`` a truncated last batch is dropped instead of raising, as Kafka's
+    consumers do with a fetch response cut at its size limit; the default is strict.
+    """
+    out: list[RecordBatch] = []
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        if allow_partial_tail:
+            if n - pos < LOG_OVERHEAD:
+                break
+            (length,) = struct.unpack_from(">i", buf, pos + 8)
+            if length >= 0 and pos + LOG_OVERHEAD + length > n:
+                break
+        batch, pos = decode_batch(buf, pos)
+        out.append(batch)
+    return out
+
+
+def batch_digest(batch: RecordBatch) -> str:
+    """CRC32C (8 hex digits) of the batch's encoded records, independent of base offset and epoch.
+
+    Two logs hold the same entries exactly when their batches at the same offsets have the same epoch
+    and the same digest (KIP-595's Log Matching property, checked on traces).
+    """
+    return f"{crc32c(_encode_records_section(batch.records)):08x}"
+
+
+# ---------------------------------------------------------------------------------------------- builders
+
+
+def control_batch(
+    base_offset: int,
+    epoch: int,
+    control_type: ControlType,
+    body: dict[str, Any],
+    timestamp: int = 0,
+    version: int = 0,
+) -> RecordBatch:
+    """A one-record control batch. Key: int16 version (0) + int16 type; value: the typed record."""
+    from kraft_tck.spec.codec import encode_data  # the message codec imports this module's types
+
+    ctype = ControlType(control_type)
+    key = _CONTROL_KEY.pack(0, int(ctype))
+    value = encode_data(CONTROL_SCHEMAS[ctype], version, body)
+    return RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+        records=(Record(0, value, key),),
+        is_control=True,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+    )
+
+
+def control_version(record: Record) -> int:
+    """The schema version of a control record's value (the first int16 of its value)."""
+    if record.value is None or len(record.value) < 2:
+        raise DecodeError("control record value", 0, "missing version")
+    return int(struct.unpack_from(">h", record.value, 0)[0])
+
+
+def decode_control(record: Record) -> tuple[ControlType, dict[str, Any]]:
+    """Decode a control record's key and value into its type and body."""
+    from kraft_tck.spec.codec import decode_data
+
+    key = record.key
+    if key is None or len(key) != _CONTROL_KEY.size:
+        raise DecodeError(
+            "control record key", 0, f"expected 4 bytes, got {None if key is None else len(key)}"
+        )
+    key_version, raw_type = _CONTROL_KEY.unpack(key)
+    if key_version != 0:
+        raise DecodeError("control record key.version", 0, f"unsupported control key version {key_version}")
+    try:
+        ctype = ControlType(raw_type)
+    except ValueError:
+        raise DecodeError("control record key.type", 2, f"unknown control type {raw_type}") from None
+    if record.value is None:
+        raise DecodeError("control record value", 0, "null value")
+    version = control_version(record)
+    return ctype, decode_data(CONTROL_SCHEMAS[ctype], version, record.value)
+
+
+def data_batch(base_offset: int, epoch: int, values: Sequence[bytes], timestamp: int = 0) -> RecordBatch:
+    """A batch of plain data records with consecutive offsets."""
+    if not values:
+        raise ValueError("a data batch needs at least one value")
+    return RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+        records=tuple(Record(i, bytes(v)) for i, v in enumerate(values)),
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+    )

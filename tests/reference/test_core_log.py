@@ -1,0 +1,65 @@
+"""reference/log.py: the core's in-memory log and its epoch cache (KIP-595 Fetch Request Handling step 3)."""
+
+from __future__ import annotations
+
+import pytest
+from kraft_tck.reference.log import Log, LogError
+from kraft_tck.spec.records import RecordBatch, data_batch
+
+# epoch 1: offsets 0-2 (one batch of 3), epoch 3: 3-4 (two batches), epoch 4: 5
+LOG = (
+    data_batch(0, 1, [b"a", b"b", b"c"]),
+    data_batch(3, 3, [b"d"]),
+    data_batch(4, 3, [b"e"]),
+    data_batch(5, 4, [b"f"]),
+)
+
+
+@pytest.mark.parametrize(
+    ("epoch", "expected"),
+    [(0, (0, 0)), (1, (1, 3)), (2, (1, 3)), (3, (3, 5)), (4, (4, 6)), (9, (4, 6)), (-1, (-1, 0))],
+)
+def test_epoch_end_offset_is_the_largest_epoch_not_above_with_its_end(
+    epoch: int, expected: tuple[int, int]
+) -> None:
+    assert Log(LOG).epoch_end_offset(epoch) == expected
+
+
+def test_empty_log() -> None:
+    log = Log()
+    assert (log.end_offset, log.last_fetched_epoch, log.epoch_end_offset(3)) == (0, -1, (-1, 0))
+
+
+def test_truncation_drops_epochs_and_batches() -> None:
+    log = Log(LOG)
+    log.truncate_to(4)
+    assert (log.end_offset, log.last_fetched_epoch, [e.epoch for e in log.epoch_cache]) == (4, 3, [1, 3])
+    log.truncate_to(3)
+    assert (log.end_offset, log.last_fetched_epoch) == (3, 1)
+    log.truncate_to(10)  # beyond the end: nothing to do
+    assert log.end_offset == 3
+
+
+def test_truncation_inside_a_batch_is_refused() -> None:
+    with pytest.raises(LogError, match=r"falls inside batch \[0..2\]"):
+        Log(LOG).truncate_to(1)
+
+
+@pytest.mark.parametrize(
+    ("batch", "match"),
+    [
+        (data_batch(7, 4, [b"x"]), "does not continue"),
+        (data_batch(6, 2, [b"x"]), "below the log's last epoch"),
+    ],
+)
+def test_append_refuses_gaps_and_older_epochs(batch: RecordBatch, match: str) -> None:
+    with pytest.raises(LogError, match=match):
+        Log(LOG).append([batch])
+
+
+def test_read_returns_whole_batches_up_to_max_bytes_but_at_least_one() -> None:
+    log = Log(LOG)
+    assert [b.base_offset for b in log.read(3, 1 << 20)] == [3, 4, 5]
+    assert [b.base_offset for b in log.read(3, 1)] == [3]
+    assert [b.base_offset for b in log.read(1, 1)] == [0]  # inside a batch: that whole batch, like Kafka
+    assert log.read(6, 100) == ()

@@ -1,0 +1,211 @@
+"""RecordBatch v2: layout, CRC32C, control records, bounds checked before allocation."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+
+import crc32c
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kraft_tck.spec import records as R
+from kraft_tck.spec.errors import CorruptRecordError, DecodeError, Errors
+
+record_st = st.builds(
+    lambda key, value, ts, headers: (key, value, ts, headers),
+    st.none() | st.binary(max_size=16),
+    st.none() | st.binary(max_size=64),
+    st.integers(-(1 << 40), 1 << 40),
+    st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3),
+)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> R.RecordBatch:
+    raw = draw(st.lists(record_st, min_size=1, max_size=5))
+    gaps = draw(st.lists(st.integers(1, 3), min_size=len(raw), max_size=len(raw)))
+    delta = 0
+    recs = []
+    for (key, value, ts, headers), gap in zip(raw, gaps, strict=True):
+        recs.append(R.Record(delta, value, key, ts, tuple(headers)))
+        delta += gap
+    return R.RecordBatch(
+        base_offset=draw(st.integers(0, 1 << 50)),
+        partition_leader_epoch=draw(st.integers(-1, 1 << 20)),
+        records=tuple(recs),
+        is_control=draw(st.booleans()),
+        base_timestamp=draw(st.integers(0, 1 << 42)),
+        max_timestamp=draw(st.integers(0, 1 << 42)),
+        producer_id=draw(st.integers(-1, 1 << 40)),
+        producer_epoch=draw(st.integers(-1, 100)),
+        base_sequence=draw(st.integers(-1, 1000)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(batches(), min_size=1, max_size=3))
+def test_batches_round_trip(bs: list[R.RecordBatch]) -> None:
+    data = R.encode_batches(bs)
+    assert R.decode_batches(data) == bs
+    assert R.encode_batches(R.decode_batches(data)) == data
+
+
+def test_layout_by_hand() -> None:
+    batch = R.data_batch(100, 7, [b"hi"], timestamp=5)
+    data = R.encode_batch(batch)
+    base, length, epoch, magic, crc = struct.unpack_from(">qiibI", data)
+    assert (base, length, epoch, magic) == (100, len(data) - 12, 7, 2)
+    assert crc == crc32c.crc32c(data[21:])
+    attrs, last_delta, base_ts, max_ts, pid, pepoch, seq, count = struct.unpack_from(">hiqqqhii", data, 21)
+    assert (attrs, last_delta, base_ts, max_ts, pid, pepoch, seq, count) == (0, 0, 5, 5, -1, -1, -1, 1)
+    # record: length 8, attributes 0, timestampDelta 0, offsetDelta 0, key null (-1 zigzag = 1),
+    # value length 2 (zigzag 4), "hi", no headers
+    assert data[61:] == bytes([16, 0, 0, 0, 1, 4]) + b"hi" + bytes([0])
+    assert batch.last_offset == 100
+
+
+def test_every_single_bit_flip_in_crc_region_is_detected() -> None:
+    data = R.encode_batch(R.data_batch(0, 1, [b"value-1", b"value-2"]))
+    for i in range(17, len(data)):  # the crc itself and everything it covers
+        for bit in range(8):
+            bad = bytearray(data)
+            bad[i] ^= 1 << bit
+            with pytest.raises(CorruptRecordError) as info:
+                R.decode_batch(bytes(bad))
+            assert info.value.error_code == Errors.CORRUPT_MESSAGE
+            assert info.value.expected_crc != info.value.actual_crc
+
+
+def test_crc_error_reports_both_crcs() -> None:
+    data = bytearray(R.encode_batch(R.data_batch(0, 1, [b"x"])))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC32C mismatch") as info:
+        R.decode_batch(bytes(data))
+    assert info.value.expected_crc == struct.unpack_from(">I", data, 17)[0]
+    assert info.value.actual_crc == crc32c.crc32c(bytes(data[21:]))
+
+
+def _recrc(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_oversized_counts_are_rejected_before_allocation() -> None:
+    data = bytearray(R.encode_batch(R.data_batch(0, 1, [b"x"])))
+    struct.pack_into(">i", data, 57, 2_000_000_000)  # recordCount
+    with pytest.raises(DecodeError, match="recordCount"):
+        R.decode_batch(_recrc(data))
+    data = bytearray(R.encode_batch(R.data_batch(0, 1, [b"x"])))
+    struct.pack_into(">i", data, 8, 1 << 30)  # batchLength far past the buffer
+    with pytest.raises(DecodeError, match="batchLength"):
+        R.decode_batch(bytes(data))
+    data = bytearray(R.encode_batch(R.data_batch(0, 1, [b"x"])))
+    data[61] = 0x7E  # record length 63 > bytes left
+    with pytest.raises(DecodeError, match="length"):
+        R.decode_batch(_recrc(data))
+
+
+def test_truncation_and_partial_tail() -> None:
+    one = R.encode_batch(R.data_batch(0, 1, [b"a"]))
+    two = R.encode_batch(R.data_batch(1, 1, [b"b"]))
+    for cut in range(1, len(two)):
+        with pytest.raises(DecodeError):
+            R.decode_batches(one + two[:cut])
+        assert R.decode_batches(one + two[:cut], allow_partial_tail=True) == [R.decode_batch(one)[0]]
+
+
+def test_compressed_batch_is_refused_naming_the_codec() -> None:
+    data = bytearray(R.encode_batch(R.data_batch(0, 1, [b"x"])))
+    struct.pack_into(">h", data, 21, 4)  # zstd
+    with pytest.raises(DecodeError, match="zstd"):
+        R.decode_batch(_recrc(data))
+
+
+def test_empty_batch_refused() -> None:
+    with pytest.raises(ValueError):
+        R.encode_batch(R.RecordBatch(0, 0, ()))
+    with pytest.raises(ValueError):
+        _ = R.RecordBatch(0, 0, ()).last_offset
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [
+        (
+            R.ControlType.LEADER_CHANGE,
+            {
+                "Version": 0,
+                "LeaderId": 1,
+                "Voters": [{"VoterId": 1}, {"VoterId": 2}],
+                "GrantingVoters": [{"VoterId": 1}],
+            },
+        ),
+        (R.ControlType.SNAPSHOT_HEADER, {"Version": 0, "LastContainedLogTimestamp": 123}),
+        (R.ControlType.SNAPSHOT_FOOTER, {"Version": 0}),
+        (R.ControlType.KRAFT_VERSION, {"Version": 0, "KRaftVersion": 1}),
+        (
+            R.ControlType.KRAFT_VOTERS,
+            {
+                "Version": 0,
+                "Voters": [
+                    {
+                        "VoterId": 1,
+                        "VoterDirectoryId": uuid.UUID(int=5),
+                        "Endpoints": [{"Name": "CONTROLLER", "Host": "127.0.0.1", "Port": 9093}],
+                        "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1},
+                    }
+                ],
+            },
+        ),
+    ],
+)
+def test_control_batches_round_trip(ctype: R.ControlType, body: dict[str, object]) -> None:
+    batch = R.control_batch(40, 3, ctype, body, timestamp=9)
+    assert batch.is_control and batch.last_offset == 40
+    data = R.encode_batch(batch)
+    assert struct.unpack_from(">h", data, 21)[0] & 0x20  # control attribute bit 5
+    decoded, end = R.decode_batch(data)
+    assert end == len(data) and decoded == batch
+    assert decoded.records[0].key == struct.pack(">hh", 0, int(ctype))
+    assert R.decode_control(decoded.records[0]) == (ctype, body)
+
+
+def test_batch_digest_depends_on_records_only() -> None:
+    a = R.data_batch(0, 1, [b"x", b"y"])
+    b = R.data_batch(50, 9, [b"x", b"y"])
+    c = R.data_batch(0, 1, [b"x", b"z"])
+    assert R.batch_digest(a) == R.batch_digest(b) != R.batch_digest(c)
+    assert len(R.batch_digest(a)) == 8
+
+
+def test_framing_refuses_oversized_frames() -> None:
+    from kraft_tck.spec import framing
+    from kraft_tck.spec.errors import FrameTooLargeError
+
+    async def run() -> None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(struct.pack(">i", 200 * 1024 * 1024))
+        with pytest.raises(FrameTooLargeError, match="exceeds the maximum"):
+            await framing.read_frame(reader)
+        reader = asyncio.StreamReader()
+        reader.feed_data(framing.frame(b"abc") + b"\x00\x00")
+        reader.feed_eof()
+        assert await framing.read_frame(reader) == b"abc"
+        with pytest.raises(DecodeError):
+            await framing.read_frame(reader)
+        reader = asyncio.StreamReader()
+        reader.feed_eof()
+        assert await framing.read_frame(reader) is None
+        reader = asyncio.StreamReader()
+        reader.feed_data(framing.frame(b"x" * 11))
+        with pytest.raises(FrameTooLargeError):
+            await framing.read_frame(reader, max_bytes=10)
+
+    asyncio.run(run())
+    assert framing.split_frame(framing.frame(b"ab") + b"\x00", 0) == (b"ab", 6)
+    assert framing.split_frame(b"\x00\x00\x00\x05ab") is None
+    with pytest.raises(FrameTooLargeError):
+        framing.split_frame(struct.pack(">i", 1 << 30) + b"x")
+    assert framing.unframe(framing.frame(b"q")) == b"q"

@@ -1,0 +1,657 @@
+-------------------------------- MODULE KRaft --------------------------------
+(***************************************************************************)
+(* KRaft (KIP-595) as the kraft-tck reference core implements it.          *)
+(*                                                                         *)
+(* Action names are the shared vocabulary of spec/README.md: the TLA+      *)
+(* action HandleVoteRequest is the core handler handle_vote_request and    *)
+(* the trace event "HandleVoteRequest".  State variables carry the names   *)
+(* of the trace's "state" object.                                          *)
+(*                                                                         *)
+(* Modelled:                                                               *)
+(*  - roles Unattached / Voted / Candidate / Leader / Follower / Resigned, *)
+(*    epochs, the durable vote (votedId is kept for the whole epoch, also  *)
+(*    across restarts, so a node never votes twice in one epoch);          *)
+(*  - Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch requests and        *)
+(*    responses over a network that loses (DropMessage), duplicates        *)
+(*    (DuplicateMessage) and reorders (any message can be received next);  *)
+(*  - the LeaderChange control record a new leader appends first;          *)
+(*  - the high-watermark rule: the leader only moves its HW once an entry  *)
+(*    of its own epoch is on a majority of voters ("Fetch Request Handling"*)
+(*    step 4), and only publishes it after that;                           *)
+(*  - DivergingEpoch = the largest epoch <= the fetcher's LastFetchedEpoch *)
+(*    with its end offset ("Fetch Request Handling" step 3) and follower   *)
+(*    truncation to min(local end of that epoch, leader's end offset);     *)
+(*  - the leader progress timeout (Kafka behaviour: Leader -> Resigned,    *)
+(*    EndQuorumEpoch sent, a later StartElection), graceful Resign;        *)
+(*  - clusterId checks: a request stamped with a foreign cluster id        *)
+(*    (ForeignClusterCopy) is consumed and changes nothing;                *)
+(*  - crash and restart: epoch, votedId, the log and clusterId are         *)
+(*    durable; role, leaderId, HW and the leader's replica state are lost; *)
+(*  - observers: they fetch and follow, but never vote or count for the HW.*)
+(*                                                                         *)
+(* Deliberately not modelled (and why):                                    *)
+(*  - time: timers are nondeterministic enabling conditions, so every      *)
+(*    timeout "may fire"; this over-approximates any timing and keeps the  *)
+(*    safety results valid for all timer settings;                         *)
+(*  - PreferredSuccessors only changes how long a successor waits before   *)
+(*    StartElection (cause EndQuorumEpoch), i.e. timing, so it is not      *)
+(*    carried; leaving it out also keeps node ids free of any order, which *)
+(*    makes symmetry reduction over voters sound;                          *)
+(*  - resending BeginQuorumEpoch / EndQuorumEpoch until acknowledged:      *)
+(*    DuplicateMessage already lets a request arrive any number of times; *)
+(*  - correlation ids: a follower only acts on the answer to the fetch it  *)
+(*    has in flight; the model approximates that by the answer echoing the *)
+(*    request's FetchOffset/LastFetchedEpoch, which must still match the   *)
+(*    follower's log, and by never moving a follower's HW backwards;       *)
+(*  - record batches: one record per entry, at most one entry per Fetch    *)
+(*    response (a max-bytes limit of one record), values are abstract;     *)
+(*  - snapshots (FetchSnapshot), DescribeQuorum (read-only, no state       *)
+(*    change), voter-set changes (KIP-853) and the pre-vote of KIP-996.    *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    Voters,          \* node ids that vote and count for the HW
+    Observers,       \* node ids that only fetch
+    Values,          \* client record values
+    LocalCluster,    \* the cluster id every node has in meta.properties
+    ForeignCluster   \* a cluster id a rogue request may carry
+
+ASSUME Voters # {} /\ Voters \cap Observers = {} /\ LocalCluster # ForeignCluster
+
+Nodes == Voters \cup Observers
+
+\* Kafka encodes "none" as -1 for node ids (LeaderId, VotedId) and HWs.
+Nil == -1
+\* The LeaderChange control record's value; never a client value.
+LeaderChange == "LeaderChange"
+
+Unattached == "Unattached"
+Voted      == "Voted"
+Candidate  == "Candidate"
+Leader     == "Leader"
+Follower   == "Follower"
+Resigned   == "Resigned"
+Roles == {Unattached, Voted, Candidate, Leader, Follower, Resigned}
+
+VARIABLES
+    role,           \* role[i]: one of Roles (volatile)
+    epoch,          \* epoch[i]: the node's epoch (durable, quorum-state)
+    votedId,        \* votedId[i]: whom i voted for in epoch[i], or Nil (durable)
+    leaderId,       \* leaderId[i]: the leader i knows for epoch[i], or Nil (volatile)
+    log,            \* log[i]: sequence of [epoch, value] records (durable)
+    highWatermark,  \* highWatermark[i]: records at offsets < HW are committed (volatile)
+    clusterId,      \* clusterId[i]: from meta.properties (durable, never changes)
+    votesGranted,   \* votesGranted[i]: voters that granted i's candidacy in epoch[i]
+    endOffset,      \* endOffset[i][j]: leader i's knowledge of voter j's fetch offset
+    msgs,           \* the network: a bag, message -> number of copies in flight
+    restarts        \* number of Restart steps taken (only to bound the model)
+
+nodeVars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId>>
+leaderVars == <<votesGranted, endOffset>>
+vars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
+          votesGranted, endOffset, msgs, restarts>>
+
+-----------------------------------------------------------------------------
+(* Helpers *)
+
+Min(a, b) == IF a < b THEN a ELSE b
+Max(a, b) == IF a > b THEN a ELSE b
+
+IsQuorum(S) == 2 * Cardinality(S \cap Voters) > Cardinality(Voters)
+
+\* Kafka's log end offset is the number of records (offsets start at 0),
+\* so the record at offset o is log[i][o + 1].
+LogEndOffset(lg) == Len(lg)
+LastEpoch(lg) == IF lg = <<>> THEN 0 ELSE lg[Len(lg)].epoch
+
+\* Kafka's endOffsetForEpoch: the largest epoch <= e in the log and the end
+\* offset (exclusive) of that epoch; <<0, 0>> when the log has none.
+\* Epochs never decrease along a log, so the records with epoch <= e are a
+\* prefix of it.
+EndOffsetForEpoch(lg, e) ==
+    LET ks == {k \in 1..Len(lg) : lg[k].epoch <= e}
+    IN IF ks = {} THEN [epoch |-> 0, offset |-> 0]
+       ELSE LET k == CHOOSE x \in ks : \A y \in ks : y <= x
+            IN [epoch |-> lg[k].epoch, offset |-> k]
+
+\* "Vote Request Handling": the candidate's log is at least as up to date.
+LogUpToDate(lastEpoch, lastOffset, lg) ==
+    \/ lastEpoch > LastEpoch(lg)
+    \/ lastEpoch = LastEpoch(lg) /\ lastOffset >= LogEndOffset(lg)
+
+\* The HW the leader may publish: known only once it covers an entry of the
+\* leader's own epoch, Nil (-1) before ("Fetch Request Handling" step 4).
+PublishedHW(lg, e, hw) == IF hw > 0 /\ lg[hw].epoch = e THEN hw ELSE Nil
+
+\* Bag operations on msgs.
+WithMsg(b, m) ==
+    IF m \in DOMAIN b THEN [b EXCEPT ![m] = @ + 1] ELSE b @@ (m :> 1)
+WithoutMsg(b, m) ==
+    IF b[m] = 1 THEN [x \in DOMAIN b \ {m} |-> b[x]] ELSE [b EXCEPT ![m] = @ - 1]
+WithMsgs(b, S) ==
+    [x \in DOMAIN b \cup S |-> (IF x \in DOMAIN b THEN b[x] ELSE 0) + (IF x \in S THEN 1 ELSE 0)]
+
+Send(m) == msgs' = WithMsg(msgs, m)
+Discard(m) == msgs' = WithoutMsg(msgs, m)
+Reply(resp, req) == msgs' = WithMsg(WithoutMsg(msgs, req), resp)
+InFlight(m) == m \in DOMAIN msgs
+
+Requests == {"VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest", "FetchRequest"}
+
+\* A request from another cluster: Kafka answers INCONSISTENT_CLUSTER_ID to
+\* the foreign sender (outside the model) and changes nothing.
+Foreign(m) == m.clusterId # clusterId[m.to]
+
+\* Move to a higher epoch: the vote and the leader of the old epoch are gone.
+\* With a known leader the node follows it, otherwise it is Unattached.
+\* Observers never hold a vote.
+BumpEpoch(i, e, ldr) ==
+    /\ epoch' = [epoch EXCEPT ![i] = e]
+    /\ votedId' = [votedId EXCEPT ![i] = Nil]
+    /\ leaderId' = [leaderId EXCEPT ![i] = ldr]
+    /\ role' = [role EXCEPT ![i] = IF ldr = Nil THEN Unattached ELSE Follower]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+
+\* What every response does first (Kafka's maybeHandleCommonResponse): a
+\* higher epoch moves the receiver to it, following the leader if named.
+LearnHigherEpoch(i, m) ==
+    /\ m.epoch > epoch[i]
+    /\ BumpEpoch(i, m.epoch, m.leaderId)
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+-----------------------------------------------------------------------------
+(* Initial state: a fresh cluster, epoch 0, empty logs. *)
+
+Init ==
+    /\ role = [i \in Nodes |-> Unattached]
+    /\ epoch = [i \in Nodes |-> 0]
+    /\ votedId = [i \in Nodes |-> Nil]
+    /\ leaderId = [i \in Nodes |-> Nil]
+    /\ log = [i \in Nodes |-> <<>>]
+    /\ highWatermark = [i \in Nodes |-> 0]
+    /\ clusterId = [i \in Nodes |-> LocalCluster]
+    /\ votesGranted = [i \in Nodes |-> {}]
+    /\ endOffset = [i \in Nodes |-> [j \in Voters |-> 0]]
+    /\ msgs = <<>>
+    /\ restarts = 0
+
+-----------------------------------------------------------------------------
+(* Election *)
+
+\* core: start_election.  A voter's election, fetch or backoff timer fired,
+\* or an EndQuorumEpoch named it: bump the epoch, vote for itself (persisted)
+\* and ask every other voter.  "Leader Election" / "Vote".
+StartElection(i) ==
+    /\ i \in Voters
+    /\ role[i] \in {Unattached, Voted, Follower, Candidate, Resigned}
+    /\ role' = [role EXCEPT ![i] = Candidate]
+    /\ epoch' = [epoch EXCEPT ![i] = epoch[i] + 1]
+    /\ votedId' = [votedId EXCEPT ![i] = i]
+    /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = {i}]
+    /\ msgs' = WithMsgs(msgs,
+                 {[type |-> "VoteRequest", from |-> i, to |-> j,
+                   clusterId |-> clusterId[i], epoch |-> epoch[i] + 1,
+                   lastOffsetEpoch |-> LastEpoch(log[i]),
+                   lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}})
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+\* core: handle_vote_request.  "Vote Request Handling": refuse a foreign
+\* cluster or an old epoch; a higher epoch makes i Unattached first; grant
+\* when i has not voted for another candidate in this epoch, has no leader
+\* and the candidate's log is at least as up to date.  The vote is persisted
+\* (votedId) before the response is sent.
+HandleVoteRequest(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "VoteRequest"
+    /\ m.to = i
+    /\ IF Foreign(m)
+       THEN /\ Discard(m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE IF m.epoch < epoch[i]
+       THEN /\ Reply([type |-> "VoteResponse", from |-> i, to |-> m.from,
+                      epoch |-> epoch[i], leaderId |-> leaderId[i],
+                      granted |-> FALSE], m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE
+         LET higher == m.epoch > epoch[i]
+             \* the vote state after moving to the candidate's epoch
+             vid == IF higher THEN Nil ELSE votedId[i]
+             ldr == IF higher THEN Nil ELSE leaderId[i]
+             r   == IF higher THEN Unattached ELSE role[i]
+             grant == /\ i \in Voters
+                      /\ r \in {Unattached, Voted}
+                      /\ ldr = Nil
+                      /\ vid \in {Nil, m.from}
+                      /\ LogUpToDate(m.lastOffsetEpoch, m.lastOffset, log[i])
+         IN /\ epoch' = [epoch EXCEPT ![i] = m.epoch]
+            /\ votedId' = [votedId EXCEPT ![i] = IF grant THEN m.from ELSE vid]
+            /\ leaderId' = [leaderId EXCEPT ![i] = ldr]
+            /\ role' = [role EXCEPT ![i] = IF grant THEN Voted ELSE r]
+            /\ votesGranted' = [votesGranted EXCEPT ![i] = IF higher THEN {} ELSE @]
+            /\ Reply([type |-> "VoteResponse", from |-> i, to |-> m.from,
+                      epoch |-> m.epoch, leaderId |-> ldr, granted |-> grant], m)
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+\* core: handle_vote_response.  "Vote Response Handling": learn a higher
+\* epoch; a Candidate of this epoch counts a granted vote.
+HandleVoteResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "VoteResponse"
+    /\ m.to = i
+    /\ \/ /\ LearnHigherEpoch(i, m)
+          /\ Discard(m)
+       \/ /\ m.epoch <= epoch[i]
+          /\ votesGranted' =
+                IF m.epoch = epoch[i] /\ role[i] = Candidate /\ m.granted
+                THEN [votesGranted EXCEPT ![i] = @ \cup {m.from}]
+                ELSE votesGranted
+          /\ Discard(m)
+          /\ UNCHANGED <<nodeVars, endOffset, restarts>>
+
+\* core: become_leader.  "Vote Response Handling" 2: with a majority a
+\* Candidate becomes Leader, appends the LeaderChange control record in its
+\* epoch and sends BeginQuorumEpoch to every other voter.
+BecomeLeader(i) ==
+    /\ role[i] = Candidate
+    /\ IsQuorum(votesGranted[i])
+    /\ role' = [role EXCEPT ![i] = Leader]
+    /\ leaderId' = [leaderId EXCEPT ![i] = i]
+    /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> LeaderChange])]
+    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
+    /\ msgs' = WithMsgs(msgs,
+                 {[type |-> "BeginQuorumEpochRequest", from |-> i, to |-> j,
+                   clusterId |-> clusterId[i], epoch |-> epoch[i],
+                   leaderId |-> i] : j \in Voters \ {i}})
+    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts>>
+
+\* core: handle_begin_quorum_epoch_request.  "BeginQuorumEpoch Request
+\* Handling": follow the announced leader of this or a higher epoch; refuse
+\* an older epoch (the response carries i's epoch and leader).
+HandleBeginQuorumEpochRequest(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "BeginQuorumEpochRequest"
+    /\ m.to = i
+    /\ IF Foreign(m)
+       THEN /\ Discard(m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE IF m.epoch < epoch[i] \/ (m.epoch = epoch[i] /\ role[i] = Leader)
+       THEN \* older epoch, or (impossible when safe) a second leader of i's epoch
+            /\ Reply([type |-> "BeginQuorumEpochResponse", from |-> i, to |-> m.from,
+                      epoch |-> epoch[i], leaderId |-> leaderId[i],
+                      error |-> "FENCED_LEADER_EPOCH"], m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE /\ IF m.epoch > epoch[i]
+               THEN BumpEpoch(i, m.epoch, m.leaderId)
+               ELSE /\ role' = [role EXCEPT ![i] = Follower]
+                    /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
+                    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+                    /\ UNCHANGED <<epoch, votedId>>
+            /\ Reply([type |-> "BeginQuorumEpochResponse", from |-> i, to |-> m.from,
+                      epoch |-> m.epoch, leaderId |-> m.leaderId,
+                      error |-> "NONE"], m)
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+\* core: handle_begin_quorum_epoch_response.  "BeginQuorumEpoch Response
+\* Handling": the leader stops resending; a higher epoch deposes it.
+HandleBeginQuorumEpochResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "BeginQuorumEpochResponse"
+    /\ m.to = i
+    /\ \/ /\ LearnHigherEpoch(i, m)
+          /\ Discard(m)
+       \/ /\ m.epoch <= epoch[i]
+          /\ Discard(m)
+          /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+-----------------------------------------------------------------------------
+(* Replication *)
+
+\* core: send_fetch_request.  "Fetch": a Follower fetches from its leader at
+\* FetchOffset = log end with the epoch of its last record; an observer that
+\* knows no leader asks any voter.  No identical fetch may be in flight
+\* (Kafka keeps one outstanding fetch and resends after a request timeout).
+SendFetchRequest(i) ==
+    /\ \/ role[i] = Follower /\ leaderId[i] # Nil
+       \/ i \in Observers /\ role[i] = Unattached
+    /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Voters) :
+         LET m == [type |-> "FetchRequest", from |-> i, to |-> j,
+                   clusterId |-> clusterId[i], epoch |-> epoch[i],
+                   fetchOffset |-> LogEndOffset(log[i]),
+                   lastFetchedEpoch |-> LastEpoch(log[i])]
+         IN /\ ~InFlight(m)
+            /\ Send(m)
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* The HW a leader may move to: the largest offset a majority of voters has
+\* reached (its own log end counts for itself), but only if the record just
+\* below it is of the leader's epoch ("Fetch Request Handling" step 4).
+QuorumOffset(i, eo) ==
+    LET reached(n) == {v \in Voters : (IF v = i THEN Len(log[i]) ELSE eo[v]) >= n}
+    IN CHOOSE n \in 0..Len(log[i]) :
+         /\ IsQuorum(reached(n))
+         /\ \A k \in (n + 1)..Len(log[i]) : ~IsQuorum(reached(k))
+NewHighWatermark(i, eo) ==
+    LET n == QuorumOffset(i, eo)
+    IN IF n > highWatermark[i] /\ log[i][n].epoch = epoch[i]
+       THEN n ELSE highWatermark[i]
+
+\* core: handle_fetch_request.  "Fetch Request Handling" 1-4: refuse a
+\* foreign cluster (step 1); answer an epoch mismatch or a non-leader with an
+\* error naming i's epoch and leader (step 2); check LastFetchedEpoch and
+\* FetchOffset against the log and answer DivergingEpoch when they disagree
+\* (step 3); otherwise record the voter's offset, maybe advance the HW
+\* (step 4) and answer with the next record (or none: a long poll timing out).
+HandleFetchRequest(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "FetchRequest"
+    /\ m.to = i
+    /\ IF Foreign(m)
+       THEN /\ Discard(m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE IF role[i] # Leader \/ m.epoch # epoch[i]
+       THEN /\ Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
+                      epoch |-> epoch[i], leaderId |-> leaderId[i],
+                      error |-> IF m.epoch < epoch[i] THEN "FENCED_LEADER_EPOCH"
+                                ELSE IF m.epoch > epoch[i] THEN "UNKNOWN_LEADER_EPOCH"
+                                ELSE "NOT_LEADER_OR_FOLLOWER",
+                      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
+                      records |-> <<>>, divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
+                      highWatermark |-> Nil], m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE
+         LET d == EndOffsetForEpoch(log[i], m.lastFetchedEpoch)
+             diverging == d.epoch # m.lastFetchedEpoch \/ d.offset < m.fetchOffset
+             eo == IF m.from \in Voters /\ ~diverging
+                   THEN [endOffset[i] EXCEPT ![m.from] = m.fetchOffset]
+                   ELSE endOffset[i]
+             hw == NewHighWatermark(i, eo)
+         IN /\ endOffset' = [endOffset EXCEPT ![i] = eo]
+            /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
+            /\ Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
+                      epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
+                      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
+                      records |-> IF diverging \/ m.fetchOffset >= Len(log[i]) THEN <<>>
+                                  ELSE <<log[i][m.fetchOffset + 1]>>,
+                      divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
+                      divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
+                      highWatermark |-> PublishedHW(log[i], epoch[i], hw)], m)
+            /\ UNCHANGED <<role, epoch, votedId, leaderId, log, clusterId,
+                           votesGranted, restarts>>
+
+\* core: handle_fetch_response.  "Fetch Response Handling" 1-2: a higher
+\* epoch (FENCED_LEADER_EPOCH) moves i to it and to the named leader; in i's
+\* epoch an Unattached/Voted node learns the leader; the Follower of that
+\* leader truncates on DivergingEpoch or appends the records and sets
+\* HW = min(leader's HW, log end), never backwards.  An answer to a fetch
+\* that is no longer i's position (duplicated or reordered) is ignored.
+HandleFetchResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "FetchResponse"
+    /\ m.to = i
+    /\ \/ /\ LearnHigherEpoch(i, m)
+          /\ Discard(m)
+       \/ /\ m.epoch = epoch[i]
+          /\ role[i] \in {Unattached, Voted}
+          /\ m.leaderId \notin {Nil, i}
+          /\ role' = [role EXCEPT ![i] = Follower]
+          /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
+          /\ Discard(m)
+          /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId,
+                         leaderVars, restarts>>
+       \/ /\ m.epoch = epoch[i]
+          /\ role[i] = Follower /\ leaderId[i] = m.from
+          /\ m.error = "NONE"
+          /\ m.fetchOffset = LogEndOffset(log[i])
+          /\ m.lastFetchedEpoch = LastEpoch(log[i])
+          /\ IF m.divergingEpoch # Nil
+             THEN LET local == EndOffsetForEpoch(log[i], m.divergingEpoch)
+                      keep == Min(local.offset, m.divergingEndOffset)
+                  IN /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
+                     /\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]
+             ELSE LET lg == log[i] \o m.records
+                      hw == IF m.highWatermark = Nil THEN highWatermark[i]
+                            ELSE Max(highWatermark[i], Min(m.highWatermark, Len(lg)))
+                  IN /\ log' = [log EXCEPT ![i] = lg]
+                     /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
+          /\ Discard(m)
+          /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts>>
+       \/ \* older epoch, error in i's epoch, or a stale answer: nothing to do
+          /\ \/ m.epoch < epoch[i]
+             \/ /\ m.epoch = epoch[i]
+                /\ ~(role[i] \in {Unattached, Voted} /\ m.leaderId \notin {Nil, i})
+                /\ ~(/\ role[i] = Follower /\ leaderId[i] = m.from /\ m.error = "NONE"
+                     /\ m.fetchOffset = LogEndOffset(log[i])
+                     /\ m.lastFetchedEpoch = LastEpoch(log[i]))
+          /\ Discard(m)
+          /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* core: client_append.  The leader appends a client record in its epoch.
+ClientAppend(i, v) ==
+    /\ role[i] = Leader
+    /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> v])]
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
+                   leaderVars, msgs, restarts>>
+
+-----------------------------------------------------------------------------
+(* Leaving leadership *)
+
+\* Leader -> Resigned and EndQuorumEpoch to every other voter (it keeps
+\* knowing itself as the leader of the epoch it gives up).
+StepDown(i) ==
+    /\ role[i] = Leader
+    /\ role' = [role EXCEPT ![i] = Resigned]
+    /\ msgs' = WithMsgs(msgs,
+                 {[type |-> "EndQuorumEpochRequest", from |-> i, to |-> j,
+                   clusterId |-> clusterId[i], epoch |-> epoch[i],
+                   leaderId |-> i] : j \in Voters \ {i}})
+    /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId,
+                   leaderVars, restarts>>
+
+\* core: leader_progress_timeout.  "Leader Progress Timeout": no fetches
+\* from a majority within controller.quorum.fetch.timeout.ms.  Kafka resigns
+\* (Resigned + EndQuorumEpoch) and a later StartElection elects again.
+LeaderProgressTimeout(i) == StepDown(i)
+
+\* core: resign.  Graceful shutdown ("EndQuorumEpoch"); PreferredSuccessors
+\* only orders the successors' backoff, which the model leaves to timing.
+Resign(i) == StepDown(i)
+
+\* core: handle_end_quorum_epoch_request.  "EndQuorumEpoch Request
+\* Handling": refuse an older epoch; a higher epoch is learned; the resigned
+\* leader's voters may now start an election (StartElection, cause
+\* EndQuorumEpoch) at once or after a backoff: timing, so no state here.
+HandleEndQuorumEpochRequest(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "EndQuorumEpochRequest"
+    /\ m.to = i
+    /\ IF Foreign(m)
+       THEN /\ Discard(m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE IF m.epoch < epoch[i]
+       THEN /\ Reply([type |-> "EndQuorumEpochResponse", from |-> i, to |-> m.from,
+                      epoch |-> epoch[i], leaderId |-> leaderId[i],
+                      error |-> "FENCED_LEADER_EPOCH"], m)
+            /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+       ELSE /\ IF m.epoch > epoch[i]
+               THEN BumpEpoch(i, m.epoch, m.leaderId)
+               ELSE UNCHANGED <<role, epoch, votedId, leaderId, votesGranted>>
+            /\ Reply([type |-> "EndQuorumEpochResponse", from |-> i, to |-> m.from,
+                      epoch |-> m.epoch, leaderId |-> m.leaderId,
+                      error |-> "NONE"], m)
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+\* core: handle_end_quorum_epoch_response.  "EndQuorumEpoch Response
+\* Handling": the resigned leader stops resending; a higher epoch is learned.
+HandleEndQuorumEpochResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "EndQuorumEpochResponse"
+    /\ m.to = i
+    /\ \/ /\ LearnHigherEpoch(i, m)
+          /\ Discard(m)
+       \/ /\ m.epoch <= epoch[i]
+          /\ Discard(m)
+          /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+-----------------------------------------------------------------------------
+(* Crash and restart ("Persistence") *)
+
+\* core: restart.  quorum-state (epoch, votedId), the log and
+\* meta.properties (clusterId) survive; role, leader, HW and the leader's
+\* replica state are lost.  The node comes back Voted if quorum-state holds
+\* a vote for its epoch, Unattached otherwise.
+Restart(i) ==
+    /\ role' = [role EXCEPT ![i] = IF votedId[i] = Nil THEN Unattached ELSE Voted]
+    /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
+    /\ highWatermark' = [highWatermark EXCEPT ![i] = 0]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
+    /\ restarts' = restarts + 1
+    /\ UNCHANGED <<epoch, votedId, log, clusterId, msgs>>
+
+-----------------------------------------------------------------------------
+(* The network: loss, duplication, a foreign cluster's requests *)
+
+\* A message is lost.
+DropMessage(m) ==
+    /\ InFlight(m)
+    /\ Discard(m)
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* A message is delivered twice (a retry, a replayed connection).
+DuplicateMessage(m) ==
+    /\ InFlight(m)
+    /\ Send(m)
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* A node of another cluster, configured with our voters' addresses, sends
+\* the same request stamped with its own cluster id.
+ForeignClusterCopy(m) ==
+    /\ InFlight(m)
+    /\ m.type \in Requests
+    /\ m.clusterId = LocalCluster
+    /\ Send([m EXCEPT !.clusterId = ForeignCluster])
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+-----------------------------------------------------------------------------
+
+\* Receive actions, one per handler, for a message already in flight.
+Receive(m) ==
+    \E i \in Nodes :
+        \/ HandleVoteRequest(i, m)
+        \/ HandleVoteResponse(i, m)
+        \/ HandleBeginQuorumEpochRequest(i, m)
+        \/ HandleBeginQuorumEpochResponse(i, m)
+        \/ HandleFetchRequest(i, m)
+        \/ HandleFetchResponse(i, m)
+        \/ HandleEndQuorumEpochRequest(i, m)
+        \/ HandleEndQuorumEpochResponse(i, m)
+
+NodeStep ==
+    \E i \in Nodes :
+        \/ StartElection(i)
+        \/ BecomeLeader(i)
+        \/ SendFetchRequest(i)
+        \/ \E v \in Values : ClientAppend(i, v)
+        \/ LeaderProgressTimeout(i)
+        \/ Resign(i)
+        \/ Restart(i)
+
+NetworkStep ==
+    \E m \in DOMAIN msgs :
+        \/ DropMessage(m)
+        \/ DuplicateMessage(m)
+        \/ ForeignClusterCopy(m)
+
+Next ==
+    \/ NodeStep
+    \/ \E m \in DOMAIN msgs : Receive(m)
+    \/ NetworkStep
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants *)
+
+Entries == [epoch : Nat, value : Values \cup {LeaderChange}]
+
+\* TypeOK: every variable stays in its domain; HW never exceeds the log.
+TypeOK ==
+    /\ role \in [Nodes -> Roles]
+    /\ epoch \in [Nodes -> Nat]
+    /\ votedId \in [Nodes -> Voters \cup {Nil}]
+    /\ leaderId \in [Nodes -> Voters \cup {Nil}]
+    /\ \A i \in Nodes : log[i] \in Seq(Entries)
+    /\ \A i \in Nodes : highWatermark[i] \in 0..Len(log[i])
+    /\ clusterId = [i \in Nodes |-> LocalCluster]
+    /\ votesGranted \in [Nodes -> SUBSET Voters]
+    /\ \A i \in Nodes : endOffset[i] \in [Voters -> Nat]
+    /\ \A m \in DOMAIN msgs : m.type \in Requests \cup
+          {"VoteResponse", "BeginQuorumEpochResponse", "EndQuorumEpochResponse",
+           "FetchResponse"} /\ msgs[m] \in Nat \ {0}
+    /\ \A i \in Observers : role[i] \in {Unattached, Follower}
+    /\ restarts \in Nat
+
+\* ElectionSafety: at most one leader per epoch.  Every node that knows a
+\* leader of epoch e, and every BeginQuorumEpoch of e in flight, names the
+\* same node, and no two nodes are Leader of e.
+ElectionSafety ==
+    \A e \in {epoch[i] : i \in Nodes} :
+        LET claims == {i \in Nodes : role[i] = Leader /\ epoch[i] = e}
+                      \cup {leaderId[k] : k \in {x \in Nodes : epoch[x] = e /\ leaderId[x] # Nil}}
+                      \cup {m.leaderId : m \in {x \in DOMAIN msgs :
+                               x.type = "BeginQuorumEpochRequest" /\ x.epoch = e
+                               /\ x.clusterId = LocalCluster}}
+        IN Cardinality(claims) <= 1
+
+\* VoteOnce: a voter gives at most one vote per epoch.  The evidence of v's
+\* vote in epoch e: its durable votedId, the candidates and leaders of e
+\* that counted it, and granted VoteResponses of e in flight; all name at
+\* most one candidate.
+VoteOnce ==
+    \A v \in Voters :
+        \A e \in {epoch[i] : i \in Nodes} :
+            LET evidence ==
+                  (IF epoch[v] = e /\ votedId[v] # Nil THEN {votedId[v]} ELSE {})
+                  \cup {c \in Voters : role[c] \in {Candidate, Leader} /\ epoch[c] = e
+                                              /\ v \in votesGranted[c]}
+                  \cup {m.to : m \in {x \in DOMAIN msgs : x.type = "VoteResponse" /\ x.from = v
+                                                          /\ x.epoch = e /\ x.granted}}
+            IN Cardinality(evidence) <= 1
+
+\* LogMatching: two logs with a record of the same epoch at the same offset
+\* are identical up to and including that offset.
+LogMatching ==
+    \A i, j \in Nodes :
+        \A n \in 1..Min(Len(log[i]), Len(log[j])) :
+            log[i][n].epoch = log[j][n].epoch =>
+                SubSeq(log[i], 1, n) = SubSeq(log[j], 1, n)
+
+\* LeaderCompleteness: what a node knows to be committed (its log below its
+\* HW, learned in an epoch <= its own) is in the log of every leader of
+\* that or a later epoch.
+LeaderCompleteness ==
+    \A l \in Nodes : role[l] = Leader =>
+        \A i \in Nodes : epoch[i] <= epoch[l] =>
+            /\ highWatermark[i] <= Len(log[l])
+            /\ SubSeq(log[i], 1, highWatermark[i]) = SubSeq(log[l], 1, highWatermark[i])
+
+\* CommittedNeverTruncated (action property): no step removes or rewrites a
+\* record below a node's HW.
+CommittedNeverTruncated ==
+    [][\A i \in Nodes :
+         /\ Len(log'[i]) >= highWatermark[i]
+         /\ SubSeq(log'[i], 1, highWatermark[i]) = SubSeq(log[i], 1, highWatermark[i])]_vars
+
+\* HighWatermarkMonotonic (action property): a node's HW never moves
+\* backwards, except that a Restart forgets it.
+HighWatermarkMonotonic ==
+    [][\A i \in Nodes : highWatermark'[i] >= highWatermark[i] \/ Restart(i)]_vars
+
+\* EpochMonotonic (action property): a node's epoch never decreases, not
+\* even across a Restart (it is in quorum-state).
+EpochMonotonic ==
+    [][\A i \in Nodes : epoch'[i] >= epoch[i]]_vars
+
+=============================================================================

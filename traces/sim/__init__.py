@@ -1,0 +1,44 @@
+"""The deterministic cluster simulator (issue 6): seeded runs of N reference cores under faults, with
+online invariant checks and one NDJSON trace per seed. See ``cluster.py`` for the design."""
+
+from kraft_tck.traces.sim.cluster import (
+    SimConfig,
+    SimResult,
+    Simulation,
+    SimulationError,
+    simulate,
+)
+from kraft_tck.traces.sim.faults import (
+    PROFILES,
+    ClockConfig,
+    Crash,
+    Fault,
+    FaultProfile,
+    Lossy,
+    NetConfig,
+    OneWay,
+    Partition,
+    random_schedule,
+)
+from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
+
+__all__ = [
+    "INVARIANTS",
+    "PROFILES",
+    "ClockConfig",
+    "Crash",
+    "Fault",
+    "FaultProfile",
+    "InvariantChecker",
+    "InvariantViolation",
+    "Lossy",
+    "NetConfig",
+    "OneWay",
+    "Partition",
+    "SimConfig",
+    "SimResult",
+    "SimulationError",
+    "Simulation",
+    "random_schedule",
+    "simulate",
+]

@@ -1,0 +1,214 @@
+"""What can go wrong in a simulated cluster, as plain data.
+
+A fault schedule is a list of small frozen dataclasses with virtual start times. Being data (not
+callbacks) is what lets hypothesis generate and shrink schedules, and lets a failing seed be printed
+and replayed. The network's steady behaviour (delay, loss, duplication, reordering) and the clocks'
+skew are separate settings (``NetConfig``, ``ClockConfig``); faults are the timed disturbances on top.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """``node`` dies at ``at_ms`` (volatile state lost, disk kept) and restarts ``down_ms`` later.
+
+    ``graceful``: the node first gets ``Shutdown`` (a leader resigns, KIP-595 "EndQuorumEpoch") and
+    dies ``GRACE_MS`` later, like a controlled restart.
+    """
+
+    at_ms: int
+    node: int
+    down_ms: int
+    graceful: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """Symmetric partition: nodes in different ``groups`` cannot reach each other for ``duration_ms``.
+    A node in no group is cut off from everyone."""
+
+    at_ms: int
+    duration_ms: int
+    groups: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OneWay:
+    """One-way link failure: messages from ``src`` to ``dst`` are lost for ``duration_ms``."""
+
+    at_ms: int
+    duration_ms: int
+    src: int
+    dst: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lossy:
+    """Every message is additionally lost with probability ``loss`` for ``duration_ms``."""
+
+    at_ms: int
+    duration_ms: int
+    loss: float
+
+
+Fault = Crash | Partition | OneWay | Lossy
+
+#: How long a gracefully stopping node keeps running after ``Shutdown`` (to send EndQuorumEpoch).
+GRACE_MS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class NetConfig:
+    """The network's steady behaviour. Delays are integer virtual milliseconds, drawn uniformly.
+
+    ``reorder``: probability that a message gets an extra delay of up to ``reorder_max_ms`` (so later
+    messages overtake it). ``duplicate``: probability that a message arrives twice.
+    """
+
+    min_delay_ms: int = 1
+    max_delay_ms: int = 10
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    reorder_max_ms: int = 100
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_delay_ms <= self.max_delay_ms:
+            raise ValueError(f"need 0 <= min_delay_ms <= max_delay_ms, got {self.min_delay_ms}, {self.max_delay_ms}")
+        for name in ("loss", "duplicate", "reorder"):
+            p = getattr(self, name)
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} is a probability in [0, 1], got {p}")
+        if self.reorder_max_ms < 0:
+            raise ValueError(f"reorder_max_ms must be >= 0, got {self.reorder_max_ms}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClockConfig:
+    """Per-node clock skew. Each node's clock runs at ``1 + ppm/1e6`` of virtual time, with ``ppm`` drawn
+    uniformly from ``[-max_skew_ppm, max_skew_ppm]``; each timer fires up to ``tick_jitter_ms`` late."""
+
+    max_skew_ppm: int = 0
+    tick_jitter_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_skew_ppm < 1_000_000:
+            raise ValueError(f"max_skew_ppm must be in [0, 1000000), got {self.max_skew_ppm}")
+        if self.tick_jitter_ms < 0:
+            raise ValueError(f"tick_jitter_ms must be >= 0, got {self.tick_jitter_ms}")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultProfile:
+    """How a seed's random environment is drawn (``kraft-tck simulate --faults NAME``)."""
+
+    name: str
+    net: NetConfig
+    clock: ClockConfig
+    crashes_per_min: float
+    partitions_per_min: float
+    one_ways_per_min: float
+    lossy_per_min: float
+
+
+PROFILES: dict[str, FaultProfile] = {
+    "none": FaultProfile("none", NetConfig(1, 10), ClockConfig(), 0, 0, 0, 0),
+    "default": FaultProfile(
+        "default",
+        NetConfig(1, 20, loss=0.01, duplicate=0.01, reorder=0.02, reorder_max_ms=100),
+        ClockConfig(max_skew_ppm=20_000, tick_jitter_ms=5),
+        crashes_per_min=2,
+        partitions_per_min=2,
+        one_ways_per_min=1,
+        lossy_per_min=1,
+    ),
+    "heavy": FaultProfile(
+        "heavy",
+        NetConfig(1, 50, loss=0.05, duplicate=0.05, reorder=0.1, reorder_max_ms=300),
+        ClockConfig(max_skew_ppm=100_000, tick_jitter_ms=20),
+        crashes_per_min=6,
+        partitions_per_min=6,
+        one_ways_per_min=4,
+        lossy_per_min=4,
+    ),
+}
+
+
+def profile(name: str) -> FaultProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown fault profile {name!r}; choose one of {', '.join(PROFILES)}") from None
+
+
+def random_schedule(
+    rng: random.Random, nodes: Sequence[int], duration_ms: int, prof: FaultProfile
+) -> list[Fault]:
+    """Draw a fault schedule for one seed: Poisson-ish counts per kind, uniform start times.
+
+    The first second is left quiet so every run starts with an undisturbed first election to compare
+    against; faults may run past ``duration_ms`` (the run simply ends).
+    """
+    faults: list[Fault] = []
+    minutes = duration_ms / 60_000
+    start = min(1000, duration_ms)
+    node_list = sorted(nodes)
+
+    def count(rate: float) -> int:
+        expected = rate * minutes
+        return int(expected) + (1 if rng.random() < expected - int(expected) else 0)
+
+    def when() -> int:
+        return rng.randrange(start, max(start + 1, duration_ms))
+
+    for _ in range(count(prof.crashes_per_min)):
+        faults.append(Crash(when(), rng.choice(node_list), rng.randrange(100, 5000), rng.random() < 0.3))
+    for _ in range(count(prof.partitions_per_min)):
+        shuffled = node_list[:]
+        rng.shuffle(shuffled)
+        cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
+        groups = (tuple(sorted(shuffled[:cut])), tuple(sorted(shuffled[cut:])))
+        faults.append(Partition(when(), rng.randrange(200, 8000), groups))
+    for _ in range(count(prof.one_ways_per_min)):
+        src, dst = rng.sample(node_list, 2) if len(node_list) > 1 else (node_list[0], node_list[0])
+        faults.append(OneWay(when(), rng.randrange(200, 8000), src, dst))
+    for _ in range(count(prof.lossy_per_min)):
+        faults.append(Lossy(when(), rng.randrange(200, 5000), round(rng.uniform(0.1, 0.6), 2)))
+    faults.sort(key=fault_sort_key)
+    return faults
+
+
+def fault_sort_key(f: Fault) -> tuple[int, str, str]:
+    """A total order on faults (time, kind, repr) so the schedule's order never depends on hashing."""
+    return f.at_ms, type(f).__name__, repr(f)
+
+
+def validate_schedule(faults: Sequence[Fault], nodes: Sequence[int]) -> None:
+    """Bad input → a clear error naming the fault, before anything runs."""
+    known = set(nodes)
+    for f in faults:
+        if f.at_ms < 0:
+            raise ValueError(f"{f}: at_ms must be >= 0")
+        if isinstance(f, Crash):
+            if f.node not in known:
+                raise ValueError(f"{f}: node {f.node} is not in the cluster {sorted(known)}")
+            if f.down_ms < 0:
+                raise ValueError(f"{f}: down_ms must be >= 0")
+        elif isinstance(f, Partition | OneWay | Lossy):
+            if f.duration_ms < 0:
+                raise ValueError(f"{f}: duration_ms must be >= 0")
+            if isinstance(f, Partition):
+                members = [n for g in f.groups for n in g]
+                if len(members) != len(set(members)) or not set(members) <= known:
+                    raise ValueError(f"{f}: groups must be disjoint sets of cluster nodes {sorted(known)}")
+            elif isinstance(f, OneWay) and not {f.src, f.dst} <= known:
+                raise ValueError(f"{f}: src and dst must be cluster nodes {sorted(known)}")
+            elif isinstance(f, Lossy) and not 0.0 <= f.loss <= 1.0:
+                raise ValueError(f"{f}: loss is a probability in [0, 1]")
+        else:
+            raise TypeError(f"not a fault: {f!r}")

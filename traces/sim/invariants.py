@@ -1,0 +1,188 @@
+"""Online safety checks: run after every step of every node, stop the seed at the first violation.
+
+Names are the vocabulary's (spec/README.md "Invariants"); the Spark pipeline checks the same properties
+offline over trace files, this checker checks them on the live objects while the simulation runs.
+
+HighWatermarkMonotonic is checked per node *incarnation*: the high watermark is volatile (Kafka keeps
+it in memory; a restarted node starts from 0 and relearns it from the leader), so a restart may lower
+it. What must survive a restart — that a committed entry is never lost — is CommittedNeverTruncated,
+checked across all nodes and all time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft_tck.reference.log import Log
+from kraft_tck.spec.records import RecordBatch, batch_digest
+
+INVARIANTS: tuple[str, ...] = (
+    "ElectionSafety",
+    "VoteOnce",
+    "LogMatching",
+    "CommittedNeverTruncated",
+    "HighWatermarkMonotonic",
+    "EpochMonotonic",
+)
+
+_READ_ALL = 1 << 62  # Log.read's max_bytes for "every batch from here on"
+
+
+class InvariantViolation(Exception):
+    """A safety property broke. Carries everything needed to reproduce and locate it."""
+
+    def __init__(self, invariant: str, seed: int, node: int, epoch: int, seq: int, ts: int, detail: str):
+        self.invariant = invariant
+        self.seed = seed
+        self.node = node
+        self.epoch = epoch
+        self.seq = seq
+        self.ts = ts
+        self.detail = detail
+        super().__init__(
+            f"{invariant} violated: seed {seed}, node {node}, epoch {epoch}, trace seq {seq}, "
+            f"t={ts}ms: {detail}"
+        )
+
+
+@dataclass
+class _BatchSeen:
+    batch: RecordBatch
+    digest: str | None = None
+
+    def digest_of(self) -> str:
+        if self.digest is None:
+            self.digest = batch_digest(self.batch)
+        return self.digest
+
+
+def _same_batch(seen: _BatchSeen, other: RecordBatch) -> bool:
+    """Identity first (followers share the leader's batch objects in the simulator): digests only when
+    two different objects claim the same offset and epoch."""
+    if seen.batch is other:
+        return True
+    return seen.batch.last_offset == other.last_offset and seen.digest_of() == batch_digest(other)
+
+
+@dataclass
+class InvariantChecker:
+    """Global history of one run; ``seed`` is only carried into the violation report."""
+
+    seed: int
+    leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
+    votes: dict[tuple[int, int], int] = field(default_factory=dict)  # (node, epoch) -> candidate
+    epochs: dict[int, int] = field(default_factory=dict)  # node -> last epoch seen
+    hws: dict[int, int] = field(default_factory=dict)  # node -> high watermark in this incarnation
+    batches: dict[tuple[int, int], _BatchSeen] = field(default_factory=dict)  # (base, epoch) -> first seen
+    committed: dict[int, _BatchSeen] = field(default_factory=dict)  # base offset -> committed batch
+    committed_end: int = 0  # every offset below this was below some node's high watermark
+
+    def fail(self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str) -> InvariantViolation:
+        return InvariantViolation(invariant, self.seed, node, epoch, seq, ts, detail)
+
+    # ------------------------------------------------------------------------------------- per event
+
+    def restarted(self, node: int) -> None:
+        """The node lost its volatile state; its high watermark starts over."""
+        self.hws.pop(node, None)
+
+    def check_state(self, node: int, state: Mapping[str, Any], seq: int, ts: int) -> None:
+        """The state a node reports right after one of its actions."""
+        epoch = state["epoch"]
+        last = self.epochs.get(node)
+        if last is not None and epoch < last:
+            raise self.fail("EpochMonotonic", node, epoch, seq, ts, f"epoch went from {last} to {epoch}")
+        self.epochs[node] = epoch
+        if state["role"] == "Leader":
+            leader = self.leaders.setdefault(epoch, node)
+            if leader != node:
+                raise self.fail(
+                    "ElectionSafety", node, epoch, seq, ts, f"nodes {leader} and {node} both led epoch {epoch}"
+                )
+        voted = state["votedId"]
+        if voted >= 0:
+            prev = self.votes.setdefault((node, epoch), voted)
+            if prev != voted:
+                raise self.fail(
+                    "VoteOnce", node, epoch, seq, ts, f"voted for {prev} and then for {voted} in epoch {epoch}"
+                )
+        hw = state["highWatermark"]
+        prev_hw = self.hws.get(node)
+        if prev_hw is not None and hw < prev_hw:
+            raise self.fail(
+                "HighWatermarkMonotonic", node, epoch, seq, ts, f"high watermark went from {prev_hw} to {hw}"
+            )
+        self.hws[node] = hw
+
+    # ------------------------------------------------------------------------------------- log changes
+
+    def check_append(self, node: int, batch: RecordBatch, seq: int, ts: int) -> None:
+        epoch, base = batch.partition_leader_epoch, batch.base_offset
+        key = (base, epoch)
+        seen = self.batches.get(key)
+        if seen is None:
+            self.batches[key] = _BatchSeen(batch)
+        elif not _same_batch(seen, batch):
+            raise self.fail(
+                "LogMatching", node, epoch, seq, ts,
+                f"offset {base} epoch {epoch} holds batch [{base}..{batch.last_offset}] digest "
+                f"{batch_digest(batch)}, elsewhere [{base}..{seen.batch.last_offset}] digest {seen.digest_of()}",
+            )
+        if base < self.committed_end:
+            committed = self.committed.get(base)
+            if committed is None or not _same_batch(committed, batch):
+                raise self.fail(
+                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    f"appended a batch at committed offset {base} (committed up to {self.committed_end}) "
+                    "that differs from the committed one",
+                )
+
+    def check_truncate(self, node: int, offset: int, log: Log, epoch: int, seq: int, ts: int) -> None:
+        """``log``: the node's durable log before the truncation.
+
+        Only removing a *committed* entry is a violation: a node may hold a stale, never-committed entry
+        at an offset that was committed elsewhere with other records, and truncating that is the repair.
+        """
+        if offset >= self.committed_end or offset >= log.end_offset:
+            return
+        for batch in log.read(offset, _READ_ALL):
+            base = batch.base_offset
+            if base >= self.committed_end:
+                break
+            seen = self.committed.get(base)
+            if seen is not None and _same_batch(seen, batch):
+                raise self.fail(
+                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    f"truncated to {offset} (log end {log.end_offset}), removing the committed batch "
+                    f"[{base}..{batch.last_offset}] of epoch {batch.partition_leader_epoch} "
+                    f"(offsets below {self.committed_end} are committed)",
+                )
+
+    def note_high_watermark(
+        self, node: int, prev_hw: int, hw: int, log: Log, epoch: int, seq: int, ts: int
+    ) -> None:
+        """The node's high watermark moved from ``prev_hw`` to ``hw``: its entries below ``hw`` are
+        committed. Entries already committed elsewhere must be the same ones; new ones are remembered."""
+        if hw <= prev_hw:
+            return
+        for batch in log.read(prev_hw, _READ_ALL):
+            base = batch.base_offset
+            if base >= hw:
+                break
+            seen = self.committed.get(base)
+            if seen is None:
+                if base < self.committed_end:
+                    raise self.fail(
+                        "CommittedNeverTruncated", node, epoch, seq, ts,
+                        f"node {node} treats a batch at {base} as committed, but no committed batch starts there",
+                    )
+                self.committed[base] = _BatchSeen(batch)
+            elif not _same_batch(seen, batch):
+                raise self.fail(
+                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    f"node {node} has offset {base} below its high watermark {hw} with records that differ "
+                    "from the committed ones",
+                )
+        self.committed_end = max(self.committed_end, hw)
