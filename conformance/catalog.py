@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-CASE_ID = re.compile(r"^KIP-\d+/[A-Za-z]+/\d+$")
+CASE_ID = re.compile(r"^(KIP-\d+|PROTOCOL)/[A-Za-z]+/\d+$")
 
 
 class CatalogError(ValueError):
@@ -110,3 +110,11 @@ def catalog() -> dict[str, CaseSpec]:
 
 #: case id -> the implementing coroutine function (filled by ``@case`` as test modules import).
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {}
+
+
+def register(case_id: str, fn: Callable[..., Any]) -> None:
+    """Bind ``fn`` to ``case_id``; the same function imported twice (two module names) is not a clash."""
+    prev = IMPLEMENTATIONS.get(case_id)
+    if prev is not None and (prev.__code__.co_filename, prev.__name__) != (fn.__code__.co_filename, fn.__name__):
+        raise CatalogError(f"{case_id} is implemented twice: {prev.__name__} and {fn.__name__}")
+    IMPLEMENTATIONS[case_id] = fn

@@ -181,7 +181,7 @@ class Scenario:
         await self.expect_frame(self.from_target("Fetch", dst=leader), self.bound_ms(1000),
                                 "target keeps fetching", "another Fetch", fr.seq + 1, clause)
 
-    async def make_leader(self) -> int:
+    async def make_leader(self, follow: bool = True) -> int:
         """Elect the target: it follows v_a, v_a resigns naming it first (EndQuorumEpoch), the virtual
         voters grant its votes; returns its leader epoch once it sent BeginQuorumEpoch and a virtual
         follower mirrored its log (LeaderChange included)."""
@@ -203,7 +203,10 @@ class Scenario:
             "setup: the target, granted every vote, becomes leader", "BeginQuorumEpoch from the target", mark,
             Clause("KIP-595", "Vote Response Handling", "2"))
         new_epoch = int(bqe.part["LeaderEpoch"])
-        await self.follow_all(lead, new_epoch)
+        for v in self.quorum.voters.values():
+            v.vote_policy = lambda _c, _e, _p: False
+        if follow:
+            await self.follow_all(lead, new_epoch)
         return new_epoch
 
     async def follow_all(self, voter_id: int, epoch: int, rounds: int = 20) -> dict[str, Any]:

@@ -11,15 +11,12 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
-
-from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties, render_properties
+from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,52 +78,24 @@ def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_s
 # ---------------------------------------------------------------------------------------------- cluster
 
 
-def cluster_configs(voters: int, base: Path, base_port: int, **timeouts: int) -> list[Path]:
-    """Write one server.properties per node: node i on port base_port+i-1, data in base/node-i."""
-    quorum = ",".join(f"{i}@127.0.0.1:{base_port + i - 1}" for i in range(1, voters + 1))
-    paths = []
-    for i in range(1, voters + 1):
-        node_dir = base / f"node-{i}"
-        node_dir.mkdir(parents=True, exist_ok=True)
-        props: dict[str, Any] = {
-            "process.roles": "controller",
-            "node.id": i,
-            "listeners": f"CONTROLLER://127.0.0.1:{base_port + i - 1}",
-            "controller.listener.names": "CONTROLLER",
-            "controller.quorum.voters": quorum,
-            "log.dirs": node_dir / "data",
-            **{k.replace("_", "."): v for k, v in timeouts.items()},
-        }
-        path = node_dir / "server.properties"
-        path.write_text(render_properties(props, header=f"kraft-tck cluster node {i}"), encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
 @main.command("cluster")
 @click.option("--voters", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True)
 @click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True)
-@click.option("--trace", is_flag=True, help="Write node-i/trace.ndjson for every node.")
+@click.option("--trace", is_flag=True, help="Write node-i/trace-<incarnation>.ndjson for every node.")
 def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool) -> None:
     """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly)."""
-    from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
+    from kraft_tck.reference.procs import LocalCluster
+    from kraft_tck.reference.storage import StorageError
 
-    base = Path(base_dir).resolve()
-    paths = cluster_configs(voters, base, base_port)
-    existing = read_meta_file(base / "node-1" / "data" / "meta.properties")
-    cid = existing.cluster_id if existing else new_uuid()
-    for i, path in enumerate(paths, start=1):
-        cfg = _load_config(str(path))
-        if read_meta_file(cfg.log_dir / "meta.properties") is None:
-            format_dir(cfg.log_dir, i, cid)
-    procs = []
-    for i, path in enumerate(paths, start=1):
-        cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "node", "--config", str(path)]
-        if trace:
-            cmd += ["--trace-file", str(path.parent / "trace.ndjson")]
-        procs.append(subprocess.Popen(cmd))
-    click.echo(f"cluster {cid}: {voters} voters on 127.0.0.1:{base_port}..{base_port + voters - 1}, data in {base}")
+    cluster = LocalCluster(Path(base_dir).resolve(), voters=voters, base_port=base_port, trace=trace)
+    try:
+        cid = cluster.prepare()
+    except StorageError as exc:
+        raise click.ClickException(str(exc)) from exc
+    cluster.start_all()
+    click.echo(f"cluster {cid}: {voters} voters on 127.0.0.1:{base_port}..{base_port + voters - 1}, "
+               f"data and logs in {cluster.base_dir}")
     click.echo(f"try: kraft-tck quorum --bootstrap-controller 127.0.0.1:{base_port} describe --status")
     stop = {"now": False}
 
@@ -135,23 +104,13 @@ def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool) -> None
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    while not stop["now"] and all(p.poll() is None for p in procs):
+    while not stop["now"] and len(cluster.alive()) == voters:
         time.sleep(0.2)
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    bad = [i for i, p in enumerate(procs, start=1) if p.returncode not in (0, -signal.SIGTERM)]
-    if bad and not stop["now"]:
-        raise click.ClickException(f"node(s) {bad} exited unexpectedly")
+    died = [i for i in range(1, voters + 1) if i not in cluster.alive()]
+    cluster.stop_all()
+    if died and not stop["now"]:
+        raise click.ClickException(f"node(s) {died} exited unexpectedly; see {cluster.base_dir}/node-N/node.log")
     click.echo("cluster stopped")
-
-
-# ---------------------------------------------------------------------------------------------- quorum
 
 
 @main.group("quorum")
@@ -162,7 +121,9 @@ def quorum_cmd(ctx: click.Context, bootstrap_controller: str, timeout_ms: int) -
     """Ask a quorum about itself (like kafka-metadata-quorum)."""
     host, _, port = bootstrap_controller.rpartition(":")
     if not host or not port.isdigit():
-        raise click.BadParameter(f"expected host:port, got {bootstrap_controller!r}", param_hint="--bootstrap-controller")
+        raise click.BadParameter(
+            f"expected host:port, got {bootstrap_controller!r}", param_hint="--bootstrap-controller"
+        )
     ctx.obj = {"host": host.strip("[]"), "port": int(port), "timeout": timeout_ms / 1000}
 
 
@@ -172,7 +133,12 @@ def quorum_cmd(ctx: click.Context, bootstrap_controller: str, timeout_ms: int) -
 @click.pass_obj
 def describe_cmd(obj: dict[str, Any], mode: str) -> None:
     """DescribeQuorum against any node that speaks it (KIP-595, KIP-836 fields)."""
-    from kraft_tck.reference.quorum_client import QuorumError, describe_quorum, render_replication, render_status
+    from kraft_tck.reference.quorum_client import (
+        QuorumError,
+        describe_quorum,
+        render_replication,
+        render_status,
+    )
 
     try:
         info = asyncio.run(describe_quorum(obj["host"], obj["port"], obj["timeout"]))

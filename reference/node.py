@@ -39,16 +39,9 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import (
-    BeginQuorumEpochRequest,
-    EndQuorumEpochRequest,
-    FetchRequest,
-    VoteRequest,
-)
 from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
 from kraft_tck.spec import codec
-from kraft_tck.spec.errors import Errors
 from kraft_tck.traces.trace import TraceWriter, to_jsonable
 
 log = logging.getLogger("kraft_tck.reference.node")
@@ -58,30 +51,8 @@ IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 #: A factory for the core; tests inject faults by passing a subclass (never a flag in the product).
 CoreFactory = type[KRaftCore]
 
-#: What this node serves and advertises in ApiVersions. Fetch starts at v12, the first version that
-#: carries LastFetchedEpoch / DivergingEpoch (KIP-595).
-SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
-    wire.FETCH: (wire.MIN_FETCH_VERSION, codec.supported_versions(wire.FETCH)[1]),
-    wire.VOTE: codec.supported_versions(wire.VOTE),
-    wire.BEGIN_QUORUM_EPOCH: codec.supported_versions(wire.BEGIN_QUORUM_EPOCH),
-    wire.END_QUORUM_EPOCH: codec.supported_versions(wire.END_QUORUM_EPOCH),
-    wire.DESCRIBE_QUORUM: codec.supported_versions(wire.DESCRIBE_QUORUM),
-}
-
-
 class StartupError(Exception):
     """The node cannot start; the message names the file or setting at fault."""
-
-
-def sender_of(request: object) -> int:
-    """The node id a request says it comes from (informational for the core; -1 when it names none)."""
-    if isinstance(request, VoteRequest):
-        return request.candidate_id
-    if isinstance(request, BeginQuorumEpochRequest | EndQuorumEpochRequest):
-        return request.leader_id
-    if isinstance(request, FetchRequest):
-        return request.replica_id
-    return -1
 
 
 class Clock:
@@ -198,10 +169,11 @@ class Node:
         self.core, first = self._core_factory.restart(core_cfg, durable, core_log, self._rng, now)
         for voter in cfg.voters:
             if voter.node_id != cfg.node_id:
-                self._peers[voter.node_id] = _Peer(voter.node_id, voter.endpoint.host or "127.0.0.1", voter.endpoint.port)
+                host = voter.endpoint.host or "127.0.0.1"
+                self._peers[voter.node_id] = _Peer(voter.node_id, host, voter.endpoint.port)
         self.server = KafkaServer(
             self._handle,
-            SERVED_API_VERSIONS,
+            wire.SERVED_API_VERSIONS,
             host=cfg.listener.endpoint.host or "0.0.0.0",
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
@@ -274,7 +246,7 @@ class Node:
         for out in ready.send:
             self._spawn(self._send(out.dest_id, out.request))
         for rep in ready.replies:
-            fut = self._replies.pop(rep.reply_to, None)  # type: ignore[call-overload]
+            fut = self._replies.pop(rep.reply_to, None)
             if fut is not None and not fut.done():
                 fut.set_result(rep.response)
         if ready.high_watermark is not None:
@@ -310,14 +282,14 @@ class Node:
         if self._stopping:
             return None
         try:
-            core_req = wire.request_from_body(req.api_key, req.api_version, req.body)
-        except wire.InvalidTopicPartition as exc:
+            core_req = wire.request_from_kafka(req.api_key, req.api_version, req.body)
+        except wire.WireError as exc:
             log.warning("refusing request from %s: %s", req.peer, exc)
-            return wire.error_response_body(req.api_key, req.api_version, Errors.INVALID_REQUEST)
+            return wire.error_response_body(req.api_key, req.api_version, exc.error)
         token = next(self._reply_ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._replies[token] = fut
-        self._step(RequestReceived(sender_id=sender_of(core_req), reply_to=token, request=core_req))
+        self._step(RequestReceived(sender_id=wire.sender_of(core_req), reply_to=token, request=core_req))
         try:
             response = await fut
         except asyncio.CancelledError:
@@ -357,11 +329,10 @@ class Node:
             version = client.best_version(api_key)
             body = wire.request_to_body(request, version)
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
-            max_wait = request.max_wait_ms if isinstance(request, FetchRequest) else 0
-            timeout = (self.config.request_timeout_ms + max_wait) / 1000
+            timeout = (self.config.request_timeout_ms + wire.max_wait_ms(request)) / 1000
             resp_body = await client.request(api_key, version, body, timeout)
-            response = wire.response_from_body(api_key, version, resp_body)
-        except (RequestError, ValueError) as exc:
+            response = wire.response_from_kafka(api_key, version, resp_body)
+        except (RequestError, wire.WireError) as exc:
             if self._stopping:
                 return
             log.debug("%s to node %d failed: %s", api, dest, exc)
@@ -420,8 +391,8 @@ class Node:
         me = self.config.node_id
         if direction == "recv":
             try:
-                other = sender_of(wire.request_from_body(api_key, version, body))
-            except ValueError:
+                other = wire.sender_of(wire.request_from_kafka(api_key, version, body))
+            except wire.WireError:
                 other = -1
             self._peer_of_corr[(peer, corr)] = other
             self._message_event("request", "recv", api_key, version, corr, body, other, me)

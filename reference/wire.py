@@ -30,8 +30,8 @@ from kraft_tck.reference.messages import (
     Response,
     VoteRequest,
     VoteResponse,
-    api_name,
 )
+from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import decode_batches, encode_batches
 
@@ -395,7 +395,7 @@ def request_from_kafka(key: int, version: int, body: Body) -> Request:
     except WireError:
         raise
     except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise WireError(f"malformed {api_name_of_key(key)} v{version} request: {exc!r}") from exc
+        raise WireError(f"malformed {codec.api_name(key)} v{version} request: {exc!r}") from exc
 
 
 def response_from_kafka(key: int, version: int, body: Body) -> Response:
@@ -404,28 +404,7 @@ def response_from_kafka(key: int, version: int, body: Body) -> Response:
     except WireError:
         raise
     except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise WireError(f"malformed {api_name_of_key(key)} v{version} response: {exc!r}") from exc
-
-
-request_to_kafka = request_to_body
-response_to_kafka = response_to_body
-error_response = error_response_body
-api_key_of = api_key
-
-
-def api_name_of(message: Request | Response) -> str:
-    return api_name(message)
-
-
-def api_name_of_key(key: int) -> str:
-    names = {
-        FETCH: "Fetch",
-        VOTE: "Vote",
-        BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
-        END_QUORUM_EPOCH: "EndQuorumEpoch",
-        DESCRIBE_QUORUM: "DescribeQuorum",
-    }
-    return names.get(key, f"api {key}")
+        raise WireError(f"malformed {codec.api_name(key)} v{version} response: {exc!r}") from exc
 
 
 def max_wait_ms(req: Request) -> int:
@@ -442,21 +421,3 @@ def sender_of(req: Request) -> int:
     if isinstance(req, FetchRequest):
         return req.replica_id
     return -1
-
-
-def sender_of_body(key: int, body: Body) -> int:
-    """``sender_of`` on a raw request body, for traces; -1 when it cannot tell."""
-    try:
-        return sender_of(request_from_body(key, _version_for_body(key, body), body))
-    except (WireError, KeyError, TypeError, IndexError, ValueError):
-        return -1
-
-
-def _version_for_body(key: int, body: Body) -> int:
-    # Only Fetch bodies differ in a way that matters here (TopicId from v13, ReplicaState from v15).
-    if key != FETCH:
-        return 1 if "VoterId" in body else 0
-    topics = body.get("Topics") or [{}]
-    if "ReplicaState" in body:
-        return 15
-    return 13 if "TopicId" in topics[0] else 12

@@ -25,7 +25,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
     """Nearest-rank percentile of an ascending list (q in [0, 100])."""
     if not sorted_values:
         return float("nan")
-    rank = max(0, min(len(sorted_values) - 1, int(round(q / 100 * len(sorted_values) + 0.5)) - 1))
+    rank = max(0, min(len(sorted_values) - 1, round(q / 100 * len(sorted_values) + 0.5) - 1))
     return sorted_values[rank]
 
 

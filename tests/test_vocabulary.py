@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from kraft_tck.reference.core import KRaftCore
 from kraft_tck.traces.trace import ACTIONS, MESSAGE_EVENTS, schema
 

@@ -180,11 +180,12 @@ def test_foreign_partitions_are_refused_before_the_core(
 def test_shell_api_names_senders_and_refuses_what_the_core_cannot_take() -> None:
     fetch = FetchRequest("cid", 3, 4, 10, 3, 500)
     for version in (12, 13, 15):
-        assert wire.sender_of_body(wire.FETCH, wire.request_to_kafka(fetch, version)) == 3
+        body = wire.request_to_body(fetch, version)
+        assert wire.sender_of(wire.request_from_kafka(wire.FETCH, version, body)) == 3
     assert wire.sender_of(VoteRequest("cid", 4, 2, 3, 10)) == 2
     assert wire.max_wait_ms(fetch) == 500 and wire.max_wait_ms(DescribeQuorumRequest()) == 0
     with pytest.raises(wire.WireError) as old:
-        wire.request_to_kafka(fetch, 11)
+        wire.request_to_body(fetch, 11)
     assert old.value.error == Errors.UNSUPPORTED_VERSION
     with pytest.raises(wire.WireError) as bad:
         wire.request_from_kafka(

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from kraft_tck.traces.trace import FORMAT_VERSION, TraceError, TraceWriter, line_errors, read_trace
 
 HEADER = {"source": "node", "run": "t1", "voters": [1, 2, 3], "config": {"controller.quorum.election.timeout.ms": 1000}}

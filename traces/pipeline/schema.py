@@ -18,11 +18,10 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from kraft_tck.traces.trace import schema as trace_schema
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-
-from kraft_tck.traces.trace import schema as trace_schema
 
 RAW_OBJECT = T.MapType(T.StringType(), T.StringType())
 

@@ -37,8 +37,8 @@ __all__ = [
     "Partition",
     "SimConfig",
     "SimResult",
-    "SimulationError",
     "Simulation",
+    "SimulationError",
     "random_schedule",
     "simulate",
 ]

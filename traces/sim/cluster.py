@@ -41,7 +41,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchRequest, Request, Response, api_name
+from kraft_tck.reference.messages import FetchRequest, Request, Response, VoteRequest, VoteResponse, api_name
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.faults import (
     GRACE_MS,
@@ -190,7 +190,9 @@ class Simulation:
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
             )
             ppm = self.rng.randint(-skew, skew) if skew else 0
-            self.nodes[i] = _Node(i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id)
+            self.nodes[i] = _Node(
+                i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
+            )
         self.checker = InvariantChecker(config.seed)
         self.now = 0
         self.seq = 0  # trace sequence number of the next event (counted even when not tracing)
@@ -199,6 +201,7 @@ class Simulation:
         self._corr = 0
         self._blocked: dict[tuple[int, int], int] = {}  # (src, dst) -> active faults blocking it
         self._extra_loss: list[float] = []
+        self._link_clear: dict[tuple[int, int], int] = {}  # (src, dst) -> arrival time of its last message
         self._writes = 0
         self.writes_accepted = 0
         self.writes_refused = 0
@@ -324,8 +327,14 @@ class Simulation:
         text = str(exc)
         name = text.split(":", 1)[0]
         epoch = node.core.epoch if node.core is not None else -1
-        return self.checker.fail(name if name in INVARIANTS else "SafetyViolation", node.id, epoch, self.seq,
-                                 self.now, f"raised by the core: {text}")
+        return self.checker.fail(
+            name if name in INVARIANTS else "SafetyViolation",
+            node.id,
+            epoch,
+            self.seq,
+            self.now,
+            f"raised by the core: {text}",
+        )
 
     def _apply(self, node: _Node, ready: Ready) -> None:
         """reference/io.py's order: quorum-state and log (the "fsync") before any message leaves."""
@@ -347,8 +356,8 @@ class Simulation:
                     disk.truncate_to(op.offset)
             if disk.end_offset != core.log.end_offset:
                 raise SimulationError(
-                    f"seed {self.config.seed}: node {nid}'s durable log ends at {disk.end_offset} but its core's "
-                    f"at {core.log.end_offset}: the Ready log ops do not describe the core's log changes"
+                    f"seed {self.config.seed}: node {nid}'s durable log ends at {disk.end_offset} but "
+                    f"its core's at {core.log.end_offset}: Ready's log ops do not match the core's log"
                 )
         if ready.cluster_id_adopted is not None:
             node.cluster_id = ready.cluster_id_adopted
@@ -396,11 +405,17 @@ class Simulation:
             return [], "lost"
         copies = 2 if net.duplicate and rng.random() < net.duplicate else 1
         delays = []
+        link = (src, dst)
         for _ in range(copies):
             d = rng.randint(net.min_delay_ms, net.max_delay_ms)
             if net.reorder and rng.random() < net.reorder:
-                d += rng.randint(0, net.reorder_max_ms)
-            delays.append(d)
+                # Overtaken: this one copy leaves the link's FIFO order and arrives late.
+                delays.append(d + rng.randint(0, net.reorder_max_ms))
+                continue
+            # Like one TCP connection per direction: a message never overtakes an earlier one on its link.
+            arrive = max(self.now + d, self._link_clear.get(link, 0))
+            self._link_clear[link] = arrive
+            delays.append(arrive - self.now)
         return delays, None
 
     def _send_request(self, node: _Node, out: OutboundRequest) -> None:
@@ -412,6 +427,8 @@ class Simulation:
         target = self.nodes.get(dst)
         if target is None:
             raise SimulationError(f"node {src} sent {api} to unknown node {dst}")
+        delays: list[int]
+        why: str | None
         if target.core is None:
             delays, why = [], "refused: destination down"
             self._push(self.now + self.net.min_delay_ms + 1, _TIMEOUT, src, (corr, node.incarnation))
@@ -431,7 +448,10 @@ class Simulation:
     def _send_response(self, node: _Node, rep: Reply) -> None:
         token = rep.reply_to
         assert isinstance(token, tuple), f"reply_to {token!r} is not a simulator token"
-        dst, corr = token
+        dst, corr, candidate = token
+        resp = rep.response
+        if type(resp) is VoteResponse and resp.vote_granted:
+            self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
         delays, why = self._fate(node.id, dst)
         if self._writer is not None:
             self._message_event(node.id, "Send", self._bodies_resp(rep.response, corr, node.id, dst), why)
@@ -461,19 +481,23 @@ class Simulation:
         if node.core is None or node.incarnation != incarnation:
             return  # the connection died with the old process: the sender times out
         if self._writer is not None:
-            self._message_event(node.id, "Receive", self._bodies_req(req, corr, src, node.id),
-                                "duplicate" if dup else None)
+            self._message_event(
+                node.id, "Receive", self._bodies_req(req, corr, src, node.id), "duplicate" if dup else None
+            )
         else:
             self.seq += 1
-        self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr), request=req))
+        # The token carries the candidate so a granted vote can be checked against the vote's real target.
+        candidate = req.candidate_id if type(req) is VoteRequest else src
+        self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr, candidate), request=req))
 
     def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool]) -> None:
         src, corr, resp, dup = payload
         if node.core is None or node.inflight.pop(corr, None) is None:
             return  # a late, duplicate or orphaned response: the client has no such correlation id
         if self._writer is not None:
-            self._message_event(node.id, "Receive", self._bodies_resp(resp, corr, src, node.id),
-                                "duplicate" if dup else None)
+            self._message_event(
+                node.id, "Receive", self._bodies_resp(resp, corr, src, node.id), "duplicate" if dup else None
+            )
         else:
             self.seq += 1
         self._step(node, ResponseReceived(sender_id=src, response=resp))

@@ -66,8 +66,11 @@ GRACE_MS = 200
 class NetConfig:
     """The network's steady behaviour. Delays are integer virtual milliseconds, drawn uniformly.
 
-    ``reorder``: probability that a message gets an extra delay of up to ``reorder_max_ms`` (so later
-    messages overtake it). ``duplicate``: probability that a message arrives twice.
+    Each directed link is FIFO, like the TCP connection per direction Kafka uses: a message's delay
+    never lets it overtake an earlier one on the same link (messages on different links do race).
+    ``reorder``: probability that a message leaves that order with an extra delay of up to
+    ``reorder_max_ms`` — beyond what TCP allows, an adversarial setting (the "heavy" profile).
+    ``duplicate``: probability that a message arrives twice.
     """
 
     min_delay_ms: int = 1
@@ -79,7 +82,9 @@ class NetConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_delay_ms <= self.max_delay_ms:
-            raise ValueError(f"need 0 <= min_delay_ms <= max_delay_ms, got {self.min_delay_ms}, {self.max_delay_ms}")
+            raise ValueError(
+                f"need 0 <= min_delay_ms <= max_delay_ms, got {self.min_delay_ms}, {self.max_delay_ms}"
+            )
         for name in ("loss", "duplicate", "reorder"):
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
@@ -120,7 +125,7 @@ PROFILES: dict[str, FaultProfile] = {
     "none": FaultProfile("none", NetConfig(1, 10), ClockConfig(), 0, 0, 0, 0),
     "default": FaultProfile(
         "default",
-        NetConfig(1, 20, loss=0.01, duplicate=0.01, reorder=0.02, reorder_max_ms=100),
+        NetConfig(1, 20, loss=0.01, duplicate=0.01),
         ClockConfig(max_skew_ppm=20_000, tick_jitter_ms=5),
         crashes_per_min=2,
         partitions_per_min=2,

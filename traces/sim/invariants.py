@@ -79,7 +79,9 @@ class InvariantChecker:
     committed: dict[int, _BatchSeen] = field(default_factory=dict)  # base offset -> committed batch
     committed_end: int = 0  # every offset below this was below some node's high watermark
 
-    def fail(self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str) -> InvariantViolation:
+    def fail(
+        self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str
+    ) -> InvariantViolation:
         return InvariantViolation(invariant, self.seed, node, epoch, seq, ts, detail)
 
     # ------------------------------------------------------------------------------------- per event
@@ -99,14 +101,24 @@ class InvariantChecker:
             leader = self.leaders.setdefault(epoch, node)
             if leader != node:
                 raise self.fail(
-                    "ElectionSafety", node, epoch, seq, ts, f"nodes {leader} and {node} both led epoch {epoch}"
+                    "ElectionSafety",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
+                    f"nodes {leader} and {node} both led epoch {epoch}",
                 )
         voted = state["votedId"]
         if voted >= 0:
             prev = self.votes.setdefault((node, epoch), voted)
             if prev != voted:
                 raise self.fail(
-                    "VoteOnce", node, epoch, seq, ts, f"voted for {prev} and then for {voted} in epoch {epoch}"
+                    "VoteOnce",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
+                    f"voted for {prev} and then for {voted} in epoch {epoch}",
                 )
         hw = state["highWatermark"]
         prev_hw = self.hws.get(node)
@@ -115,6 +127,19 @@ class InvariantChecker:
                 "HighWatermarkMonotonic", node, epoch, seq, ts, f"high watermark went from {prev_hw} to {hw}"
             )
         self.hws[node] = hw
+
+    def check_vote_granted(self, node: int, epoch: int, candidate: int, seq: int, ts: int) -> None:
+        """A granted VoteResponse leaving ``node``: the vote itself, whether or not the state shows it."""
+        prev = self.votes.setdefault((node, epoch), candidate)
+        if prev != candidate:
+            raise self.fail(
+                "VoteOnce",
+                node,
+                epoch,
+                seq,
+                ts,
+                f"granted a vote to {candidate} in epoch {epoch} after voting for {prev}",
+            )
 
     # ------------------------------------------------------------------------------------- log changes
 
@@ -126,15 +151,24 @@ class InvariantChecker:
             self.batches[key] = _BatchSeen(batch)
         elif not _same_batch(seen, batch):
             raise self.fail(
-                "LogMatching", node, epoch, seq, ts,
+                "LogMatching",
+                node,
+                epoch,
+                seq,
+                ts,
                 f"offset {base} epoch {epoch} holds batch [{base}..{batch.last_offset}] digest "
-                f"{batch_digest(batch)}, elsewhere [{base}..{seen.batch.last_offset}] digest {seen.digest_of()}",
+                f"{batch_digest(batch)}, elsewhere [{base}..{seen.batch.last_offset}] "
+                f"digest {seen.digest_of()}",
             )
         if base < self.committed_end:
             committed = self.committed.get(base)
             if committed is None or not _same_batch(committed, batch):
                 raise self.fail(
-                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    "CommittedNeverTruncated",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
                     f"appended a batch at committed offset {base} (committed up to {self.committed_end}) "
                     "that differs from the committed one",
                 )
@@ -154,7 +188,11 @@ class InvariantChecker:
             seen = self.committed.get(base)
             if seen is not None and _same_batch(seen, batch):
                 raise self.fail(
-                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    "CommittedNeverTruncated",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
                     f"truncated to {offset} (log end {log.end_offset}), removing the committed batch "
                     f"[{base}..{batch.last_offset}] of epoch {batch.partition_leader_epoch} "
                     f"(offsets below {self.committed_end} are committed)",
@@ -175,13 +213,22 @@ class InvariantChecker:
             if seen is None:
                 if base < self.committed_end:
                     raise self.fail(
-                        "CommittedNeverTruncated", node, epoch, seq, ts,
-                        f"node {node} treats a batch at {base} as committed, but no committed batch starts there",
+                        "CommittedNeverTruncated",
+                        node,
+                        epoch,
+                        seq,
+                        ts,
+                        f"node {node} treats a batch at {base} as committed, "
+                        "but no committed batch starts there",
                     )
                 self.committed[base] = _BatchSeen(batch)
             elif not _same_batch(seen, batch):
                 raise self.fail(
-                    "CommittedNeverTruncated", node, epoch, seq, ts,
+                    "CommittedNeverTruncated",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
                     f"node {node} has offset {base} below its high watermark {hw} with records that differ "
                     "from the committed ones",
                 )

@@ -1,0 +1,559 @@
+"""Commit latency, throughput, failover and per-batch costs of a 3-node reference cluster on loopback.
+
+Everything is measured in one run and printed side by side with its floor, a plain asyncio echo round
+trip over loopback TCP with Fetch-sized frames:
+
+* **echo floor** — in one event loop (the floor for the in-process cluster) and to a child process (the
+  floor for the process cluster);
+* **in-process cluster** — three ``Node`` objects in this process's event loop on loopback ports. Used for
+  what needs the nodes' memory: commit latency of one write at a time, a paced 1,000 writes/s run, and
+  the machine-independent counts (messages = requests + responses seen by the nodes' servers, fsyncs
+  from ``storage.fsync_count``) per committed batch;
+* **process cluster** — three real node processes (``reference/procs.py``) running the ``--throughput``
+  workload. Figures: committed records/s from the high watermark (DescribeQuorum) over a window after
+  warm-up, and commit latency percentiles from the workload report the leader prints on SIGTERM;
+* **failover** — kill -9 the leader of a traced process cluster; the traces give the time to the
+  survivors' election, to the new leader, and to the next committed client write.
+
+Goals printed next to the figures: p50 ≤ 3× echo RTT without fsync, p99 ≤ 5 ms at 1,000 writes/s,
+≥ 50,000 committed records/s batched. 100-byte records throughout.
+
+    .venv/bin/python bench/bench_cluster.py [--quick] [--dir D]
+
+``--dir`` should be on the disk you care about: fsync on a tmpfs measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraft_tck.reference import wire
+from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.node import Node
+from kraft_tck.reference.procs import LocalCluster
+from kraft_tck.reference.storage import format_dir, new_uuid
+from kraft_tck.reference.workload import percentile
+from kraft_tck.spec import codec
+from kraft_tck.spec.framing import read_frame
+from kraft_tck.spec.records import data_batch
+from kraft_tck.traces.trace import read_trace
+
+RECORD = b"r" * 100
+API_VERSIONS = 18
+
+# The cluster tests' timeouts (tests/reference/test_cluster.py): failover figures depend on them.
+SETTINGS: dict[str, Any] = {
+    "controller.quorum.election.timeout.ms": 300,
+    "controller.quorum.fetch.timeout.ms": 600,
+    "controller.quorum.election.backoff.max.ms": 200,
+    "controller.quorum.request.timeout.ms": 500,
+    "controller.quorum.fetch.max.wait.ms": 100,
+}
+
+GOAL_P50_X_ECHO = 3.0
+GOAL_P99_MS = 5.0
+GOAL_RECORDS_S = 50_000
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each part runs; ``--quick`` shrinks it to about 30 s in all."""
+
+    echo_round_trips: int
+    closed_loop_writes: int
+    paced_seconds: float
+    warmup_seconds: float
+    window_seconds: float
+    batched_throughput: int  # offered records/s of the batched run (one batch per linger period)
+    batched_linger_ms: int
+    failover_rounds: int
+    in_process_fsync_modes: tuple[bool, ...]
+
+
+FULL = Plan(5000, 400, 3.0, 1.5, 5.0, 100_000, 25, 3, (False, True))
+QUICK = Plan(2000, 200, 1.5, 1.0, 2.5, 100_000, 25, 1, (False,))
+
+
+# ================================================================================================ helpers
+
+
+def free_base_port(n: int) -> int:
+    """A base port with ``n`` consecutive free loopback ports."""
+    for _ in range(50):
+        base = random.randint(20000, 60000)
+        socks: list[socket.socket] = []
+        try:
+            for i in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free range of loopback ports")
+
+
+def pct(values: list[float], q: float) -> float:
+    return percentile(sorted(values), q)
+
+
+def table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISS"
+
+
+# ================================================================================================ echo floor
+
+
+def fetch_frames() -> tuple[bytes, bytes]:
+    """A Fetch request and a Fetch response carrying one batch of one 100-byte record, as the node frames them."""
+    version = codec.supported_versions(wire.FETCH)[1]
+    req = FetchRequest(new_uuid(), 2, 1, 100, 1, max_wait_ms=100, max_bytes=8 << 20)
+    resp = FetchResponse(100, (data_batch(100, 1, [RECORD]),), None, LeaderIdAndEpoch(1, 1))
+    out = codec.encode_request(wire.FETCH, version, 7, "raft-client-2", wire.request_to_body(req, version))
+    back = codec.encode_response(wire.FETCH, version, 7, wire.response_to_body(resp, version))
+    return out, back
+
+
+async def _serve_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bytes) -> None:
+    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+        while await read_frame(reader, 1 << 20) is not None:
+            writer.write(reply)
+            await writer.drain()
+    writer.close()
+
+
+async def echo_round_trips(port: int, request: bytes, n: int) -> list[float]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    rtts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        writer.write(request)
+        await writer.drain()
+        if await read_frame(reader, 1 << 20) is None:
+            raise ConnectionError("echo server closed the connection")
+        rtts.append((time.perf_counter() - t0) * 1000)
+    writer.close()
+    return rtts[n // 10 :]  # the first round trips warm up the connection
+
+
+async def echo_in_loop(request: bytes, reply: bytes, n: int) -> list[float]:
+    server = await asyncio.start_server(lambda r, w: _serve_echo(r, w, reply), "127.0.0.1", 0)
+    try:
+        return await echo_round_trips(server.sockets[0].getsockname()[1], request, n)
+    finally:
+        server.close()
+
+
+async def echo_cross_process(request: bytes, n: int) -> list[float]:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--echo-server", stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        port = int((await asyncio.wait_for(child.stdout.readline(), 20)).decode())
+        return await echo_round_trips(port, request, n)
+    finally:
+        child.terminate()
+        await child.wait()
+
+
+async def run_echo_server() -> None:
+    """Child-process mode: serve Fetch-sized echoes on an ephemeral port, print it, run until killed."""
+    _, reply = fetch_frames()
+    server = await asyncio.start_server(lambda r, w: _serve_echo(r, w, reply), "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+
+# ================================================================================================ in-process cluster
+
+
+class CountingNode(Node):
+    """A ``Node`` that counts the protocol frames its server receives and sends (ApiVersions excluded:
+    it is connection set-up, not protocol). Every message crosses exactly one server, so the sum over the
+    nodes counts each request and each response once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.frames: Counter[str] = Counter()
+
+    def _observe_server(self, direction: str, api_key: int, version: int, corr: int,
+                        body: dict[str, Any], peer: str) -> None:
+        if api_key != API_VERSIONS:
+            self.frames[f"{codec.api_name(api_key)}.{'request' if direction == 'recv' else 'response'}"] += 1
+        super()._observe_server(direction, api_key, version, corr, body, peer)
+
+
+@dataclass
+class InProcessResult:
+    fsync: bool
+    closed_lat: list[float]
+    closed_msgs: float
+    closed_fsyncs: float
+    closed_frames: dict[str, float]
+    paced_lat: list[float]
+    paced_rate: float
+    paced_msgs: float
+    paced_fsyncs: float
+
+
+def _leader(nodes: list[CountingNode]) -> CountingNode | None:
+    for n in nodes:
+        if n.core is not None and n.core.role.name == "Leader":
+            return n
+    return None
+
+
+def _counts(nodes: list[CountingNode]) -> tuple[Counter[str], int]:
+    frames: Counter[str] = Counter()
+    for n in nodes:
+        frames.update(n.frames)
+    return frames, sum(n.storage.fsync_count for n in nodes if n.storage is not None)
+
+
+async def in_process_cluster(root: Path, fsync: bool, plan: Plan) -> InProcessResult:
+    base = free_base_port(3)
+    quorum = ",".join(f"{i}@127.0.0.1:{base + i - 1}" for i in (1, 2, 3))
+    cluster_id = new_uuid()
+    nodes = []
+    for i in (1, 2, 3):
+        data = root / f"inproc-{'fsync' if fsync else 'nofsync'}-{i}"
+        format_dir(data, i, cluster_id)
+        cfg = NodeConfig.from_properties({
+            "node.id": str(i), "process.roles": "controller", "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://127.0.0.1:{base + i - 1}", "controller.quorum.voters": quorum,
+            "log.dirs": str(data), **{k: str(v) for k, v in SETTINGS.items()},
+        })
+        nodes.append(CountingNode(cfg, fsync=fsync, seed=i))
+    for n in nodes:
+        await n.start()
+    try:
+        deadline = time.monotonic() + 20
+        while (leader := _leader(nodes)) is None or leader.high_watermark == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("in-process cluster elected no leader within 20 s")
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # warm-up: connections open, code paths hot
+            await leader.write([RECORD])
+
+        # One write at a time: the unloaded commit latency and the per-batch message/fsync cost.
+        frames0, fsyncs0 = _counts(nodes)
+        closed = []
+        for _ in range(plan.closed_loop_writes):
+            t0 = time.perf_counter()
+            res = await leader.write([RECORD])
+            if not res.accepted:
+                raise RuntimeError("the leader lost leadership during the benchmark")
+            closed.append((time.perf_counter() - t0) * 1000)
+        frames1, fsyncs1 = _counts(nodes)
+        k = plan.closed_loop_writes
+        closed_frames = {name: (frames1[name] - frames0[name]) / k for name in sorted(frames1)}
+
+        # Open loop, 1,000 single-record writes per second, each timed from append to commit.
+        paced: list[float] = []
+        tasks: list[asyncio.Task[None]] = []
+
+        async def one() -> None:
+            t0 = time.perf_counter()
+            if (await leader.write([RECORD])).accepted:
+                paced.append((time.perf_counter() - t0) * 1000)
+
+        rate = 1000
+        start = time.monotonic()
+        issued = 0
+        while (now := time.monotonic()) < start + plan.paced_seconds:
+            while issued < (now - start) * rate:
+                tasks.append(asyncio.create_task(one()))
+                issued += 1
+            await asyncio.sleep(max(0.0, start + issued / rate - time.monotonic()))
+        await asyncio.gather(*tasks)
+        elapsed = time.monotonic() - start
+        frames2, fsyncs2 = _counts(nodes)
+        return InProcessResult(
+            fsync=fsync,
+            closed_lat=closed,
+            closed_msgs=sum((frames1 - frames0).values()) / k,
+            closed_fsyncs=(fsyncs1 - fsyncs0) / k,
+            closed_frames=closed_frames,
+            paced_lat=paced,
+            paced_rate=len(paced) / elapsed,
+            paced_msgs=sum((frames2 - frames1).values()) / max(1, len(paced)),
+            paced_fsyncs=(fsyncs2 - fsyncs1) / max(1, len(paced)),
+        )
+    finally:
+        for n in nodes:
+            await n.stop(graceful=False)
+
+
+# ================================================================================================ process cluster
+
+_REPORT = re.compile(
+    r"committed (?P<records>\d+) records in (?P<secs>[\d.]+)s .*?commit latency "
+    r"p50=(?P<p50>\S+)ms p75=(?P<p75>\S+)ms p99=(?P<p99>\S+)ms p99\.9=(?P<p999>\S+)ms over (?P<batches>\d+) batches"
+)
+
+
+@dataclass
+class ProcessResult:
+    fsync: bool
+    label: str
+    offered: int
+    records_per_s: float  # high watermark growth over the measurement window
+    p50: float
+    p99: float
+    p999: float
+    batches: int
+    epoch_changed: bool
+
+
+def leader_report(c: LocalCluster) -> dict[str, float]:
+    """The last workload report of the node that committed the most batches (the leader)."""
+    best: dict[str, float] = {}
+    for i in range(1, c.voters + 1):
+        text = (c.node_dir(i) / "node.log").read_text(encoding="utf-8", errors="replace")
+        matches = list(_REPORT.finditer(text))
+        if matches:
+            m = {k: float(v) for k, v in matches[-1].groupdict().items()}
+            if m["batches"] > best.get("batches", -1):
+                best = m
+    if not best:
+        raise RuntimeError(f"no workload report in {c.base_dir}/node-*/node.log")
+    return best
+
+
+def stop_leader_first(c: LocalCluster, leader_id: int) -> None:
+    """SIGTERM the leader first, so its report is not spoilt by followers that are already gone."""
+    if leader_id in c.procs:
+        c.kill(leader_id, signal.SIGTERM)
+    c.stop_all(signal.SIGTERM)
+
+
+async def process_workload(root: Path, label: str, fsync: bool, throughput: int, linger_ms: int,
+                           plan: Plan) -> ProcessResult:
+    c = LocalCluster(root / f"proc-{label}-{'fsync' if fsync else 'nofsync'}", voters=3,
+                     base_port=free_base_port(3),
+                     settings={**SETTINGS, "controller.quorum.append.linger.ms": linger_ms},
+                     extra_args=["--throughput", str(throughput), "--record-size", str(len(RECORD)),
+                                 *([] if fsync else ["--no-fsync"])])
+    c.prepare()
+    c.start_all()
+    leader_id = -1
+    try:
+        info = await c.wait_for_leader(30, min_hw=2)
+        leader_id = info.leader_id
+        await asyncio.sleep(plan.warmup_seconds)
+        first = await c.wait_for_leader(5)
+        t0 = time.monotonic()
+        await asyncio.sleep(plan.window_seconds)
+        last = await c.wait_for_leader(5)
+        t1 = time.monotonic()
+        leader_id = last.leader_id
+    finally:
+        stop_leader_first(c, leader_id)
+    rep = leader_report(c)
+    return ProcessResult(
+        fsync=fsync, label=label, offered=throughput,
+        records_per_s=(last.high_watermark - first.high_watermark) / (t1 - t0),
+        p50=rep["p50"], p99=rep["p99"], p999=rep["p999"], batches=int(rep["batches"]),
+        epoch_changed=first.leader_epoch != last.leader_epoch,
+    )
+
+
+# ================================================================================================ failover
+
+
+@dataclass
+class Failover:
+    to_election_ms: float  # kill -9 -> a survivor starts an election
+    to_leader_ms: float  # kill -9 -> BecomeLeader
+    to_commit_ms: float  # kill -9 -> the first client write of the new epoch is committed
+
+
+def _failover_from_traces(c: LocalCluster, survivors: list[int], kill_ms: float, old_epoch: int) -> Failover:
+    events = []
+    for i in survivors:
+        for path in c.trace_files(i):
+            events.extend(read_trace(path, validate=False).events)
+    events.sort(key=lambda e: (e["ts"], e["seq"]))
+    after = [e for e in events if e.get("state") and e["state"]["epoch"] > old_epoch and e["ts"] >= kill_ms - 1]
+    election = next(e for e in after if e["event"] == "StartElection")
+    became = next(e for e in after if e["event"] == "BecomeLeader")
+    mine = [e for e in after if e["node"] == became["node"] and e["state"]["epoch"] == became["state"]["epoch"]]
+    append = next(e for e in mine if e["event"] == "ClientAppend")
+    last_offset = append["log"]["appended"][-1]["lastOffset"]
+    commit = next(e for e in mine if e["seq"] >= append["seq"] and e["state"]["highWatermark"] > last_offset)
+    return Failover(election["ts"] - kill_ms, became["ts"] - kill_ms, commit["ts"] - kill_ms)
+
+
+async def failover(root: Path, plan: Plan) -> list[Failover]:
+    # A light paced workload (one record every 5 ms) so that "the next committed write" comes soon
+    # after the new leader, without the traces' cost distorting the timing.
+    c = LocalCluster(root / "failover", voters=3, base_port=free_base_port(3), trace=True,
+                     settings={**SETTINGS, "controller.quorum.append.linger.ms": 5},
+                     extra_args=["--throughput", "200", "--record-size", str(len(RECORD))])
+    c.prepare()
+    c.start_all()
+    results = []
+    try:
+        for _ in range(plan.failover_rounds):
+            info = await c.wait_for_leader(30, min_hw=2)
+            await c.wait_for_leader(30, min_hw=info.high_watermark + 50)  # the writes flow
+            for voter in range(1, c.voters + 1):
+                await c.wait_caught_up(voter, 20, info.high_watermark)  # any survivor may win
+            old = await c.wait_for_leader(5)
+            kill_ms = time.time() * 1000
+            c.kill(old.leader_id, signal.SIGKILL)
+            await c.wait_for_leader(20, min_epoch=old.leader_epoch + 1, exclude=old.leader_id)
+            await asyncio.sleep(0.5)  # the first write of the new epoch commits
+            survivors = [i for i in range(1, c.voters + 1) if i != old.leader_id]
+            results.append(_failover_from_traces(c, survivors, kill_ms, old.leader_epoch))
+            c.start(old.leader_id)
+    finally:
+        c.stop_all(signal.SIGKILL)
+    return results
+
+
+# ================================================================================================ main
+
+
+async def timed(label: str, coro: Awaitable[Any]) -> Any:
+    t0 = time.monotonic()
+    print(f"… {label}", file=sys.stderr, flush=True)
+    result = await coro
+    print(f"  done in {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+    return result
+
+
+async def run(plan: Plan, root: Path) -> None:
+    started = time.monotonic()
+    request, reply = fetch_frames()
+    echo_loop = await timed("echo, one event loop", echo_in_loop(request, reply, plan.echo_round_trips))
+    echo_proc = await timed("echo, to a child process", echo_cross_process(request, plan.echo_round_trips))
+    inproc: list[InProcessResult] = []
+    for fsync in plan.in_process_fsync_modes:
+        inproc.append(await timed(f"in-process cluster, fsync {'on' if fsync else 'off'}",
+                                  in_process_cluster(root, fsync, plan)))
+    procs: list[ProcessResult] = []
+    for fsync in (False, True):
+        procs.append(await timed(f"process cluster, paced 1,000 writes/s, fsync {'on' if fsync else 'off'}",
+                                 process_workload(root, "paced", fsync, 1000, 1, plan)))
+        procs.append(await timed(f"process cluster, batched, fsync {'on' if fsync else 'off'}",
+                                 process_workload(root, "batched", fsync, plan.batched_throughput,
+                                                  plan.batched_linger_ms, plan)))
+    fails = await timed("failover (kill -9 the leader)", failover(root, plan))
+    elapsed = time.monotonic() - started
+
+    loop_p50, proc_p50 = pct(echo_loop, 50), pct(echo_proc, 50)
+    print(f"reference cluster benchmark: 3 voters on 127.0.0.1, {len(RECORD)}-byte records, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, data in {root}")
+    print("timeouts: " + ", ".join(f"{k.removeprefix('controller.quorum.')}={v}" for k, v in SETTINGS.items()))
+    table(f"echo floor (asyncio, loopback TCP, {len(request)} B Fetch request out, {len(reply)} B Fetch response back)",
+          ["where", "p50 ms", "p99 ms"],
+          [["one event loop", f"{loop_p50:.3f}", f"{pct(echo_loop, 99):.3f}"],
+           ["to a child process", f"{proc_p50:.3f}", f"{pct(echo_proc, 99):.3f}"]])
+
+    rows = []
+    for r in inproc:
+        f = "on" if r.fsync else "off"
+        p50 = pct(r.closed_lat, 50)
+        goal = (f"≤ {GOAL_P50_X_ECHO * loop_p50:.3f} (3× echo): {verdict(p50 <= GOAL_P50_X_ECHO * loop_p50)}"
+                if not r.fsync else "-")
+        rows.append([f, "one at a time", f"{p50:.3f}", f"{pct(r.closed_lat, 99):.3f}",
+                     f"{p50 / loop_p50:.1f}×", goal])
+        p99 = pct(r.paced_lat, 99)
+        rows.append([f, f"paced ({r.paced_rate:,.0f}/s)", f"{pct(r.paced_lat, 50):.3f}", f"{p99:.3f}",
+                     f"{pct(r.paced_lat, 50) / loop_p50:.1f}×", f"p99 ≤ {GOAL_P99_MS:g}: {verdict(p99 <= GOAL_P99_MS)}"])
+    table("commit latency, in-process cluster (3 Nodes in one event loop), append on the leader → HW past it",
+          ["fsync", "writes", "p50 ms", "p99 ms", "p50/echo", "goal"], rows)
+
+    rows = []
+    for r in inproc:
+        rows.append(["on" if r.fsync else "off", "one at a time", f"{r.closed_msgs:.2f}", f"{r.closed_fsyncs:.2f}"])
+        rows.append(["on" if r.fsync else "off", "paced 1,000/s", f"{r.paced_msgs:.2f}", f"{r.paced_fsyncs:.2f}"])
+    table("per committed batch (in-process; messages = requests + responses, all nodes)",
+          ["fsync", "writes", "messages", "fsyncs"], rows)
+    first = inproc[0]
+    print("  one at a time, by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in first.closed_frames.items() if v))
+
+    rows = []
+    for r in procs:
+        if r.label == "paced":
+            offered = "1,000 writes/s, 1 record each"
+            goal = f"p99 ≤ {GOAL_P99_MS:g}: {verdict(r.p99 <= GOAL_P99_MS)}"
+            if not r.fsync:
+                goal += f"; p50 ≤ {GOAL_P50_X_ECHO * proc_p50:.3f} (3× echo): {verdict(r.p50 <= GOAL_P50_X_ECHO * proc_p50)}"
+        else:
+            per = max(1, round(r.offered * plan.batched_linger_ms / 1000))
+            offered = f"{r.offered:,} rec/s, {per:,} per batch"
+            goal = f"≥ {GOAL_RECORDS_S:,} rec/s: {verdict(r.records_per_s >= GOAL_RECORDS_S)}"
+        rows.append(["on" if r.fsync else "off", offered, f"{r.records_per_s:,.0f}", f"{r.p50:.2f}", f"{r.p99:.2f}",
+                     f"{r.p999:.2f}", f"{r.batches:,}", goal + (" (leader changed!)" if r.epoch_changed else "")])
+    table("process cluster (3 node processes, --throughput workload; records/s from the HW over "
+          f"{plan.window_seconds:g} s, latency from the leader's report)",
+          ["fsync", "offered", "committed rec/s", "p50 ms", "p99 ms", "p99.9 ms", "batches", "goal"], rows)
+
+    rows = [[str(i + 1), f"{f.to_election_ms:.0f}", f"{f.to_leader_ms:.0f}", f"{f.to_commit_ms:.0f}"]
+            for i, f in enumerate(fails)]
+    if len(fails) > 1:
+        rows.append(["median", *(f"{statistics.median(getattr(f, a) for f in fails):.0f}"
+                                 for a in ("to_election_ms", "to_leader_ms", "to_commit_ms"))])
+    table("failover: kill -9 the leader (process cluster, fsync on, traces) → ms until …",
+          ["round", "election starts", "new leader", "next committed write"], rows)
+    print(f"\n(the followers notice the silence after fetch.timeout.ms={SETTINGS['controller.quorum.fetch.timeout.ms']}; "
+          f"whole run {elapsed:.0f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a ~30 s version with shorter windows")
+    parser.add_argument("--dir", type=Path, default=None, help="where to create the data dirs (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the data dirs and node logs")
+    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_server:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_echo_server())
+        return
+    parent = args.dir.resolve() if args.dir else None
+    if parent:
+        parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=parent))
+    try:
+        asyncio.run(run(QUICK if args.quick else FULL, root))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

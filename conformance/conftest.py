@@ -1,0 +1,142 @@
+"""pytest plugin of the conformance harness: ``pytest conformance --target=host:port``.
+
+With no ``--target``/``--target-cmd``/``--target-image`` the harness formats a directory with the cluster
+id and launches the embedded reference node (``python -m kraft_tck.reference.cli node``) on a free
+loopback port with the short test timeouts of ``EMBEDDED_TIMEOUTS`` (election 300 ms, fetch 600 ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraft_tck.conformance.report import ReportPlugin
+from kraft_tck.conformance.scenario import ConformanceFailure
+from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session
+from kraft_tck.conformance.target import (
+    EMBEDDED_TIMEOUTS,
+    AddressTarget,
+    CommandTarget,
+    ContainerTarget,
+    EmbeddedTarget,
+    QuorumLayout,
+    Target,
+    Timeouts,
+    free_port,
+)
+
+_SESSION_KEY = pytest.StashKey[Session]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("kraft-tck", "KRaft conformance harness")
+    g.addoption("--target", help="host:port of a running node under test (omit: embedded reference node)")
+    g.addoption("--target-id", type=int, default=1, help="node.id of the target (default 1)")
+    g.addoption("--cluster-id", help="the target's cluster id (default: a fixed id the harness formats with)")
+    g.addoption("--harness-host", default="127.0.0.1", help="address the virtual voters listen on")
+    g.addoption("--harness-ports", help="comma-separated ports of the virtual voters, one per voter")
+    g.addoption("--quorum-size", type=int, default=3, choices=(3, 5), help="voters including the target")
+    g.addoption("--target-election-timeout-ms", type=int, help="the target's controller.quorum.election.timeout.ms")
+    g.addoption("--target-fetch-timeout-ms", type=int, help="the target's controller.quorum.fetch.timeout.ms")
+    g.addoption("--target-cmd", help="command template to launch the target: {config} {data_dir} {trace_file}")
+    g.addoption("--target-image", help="container image of the target (needs Docker; testcontainers)")
+    g.addoption("--target-launcher", default="kraft_tck.reference.cli", help=(
+        "python module run with -m for the embedded target (tests use a fault-injecting launcher)"))
+    g.addoption("--trace-dir", help="write one harness trace per case here (spec/trace.schema.json)")
+    g.addoption("--report", help="write an HTML report, results.json and per-case sequence diagrams here")
+    g.addoption("--no-validate", action="store_true", help="do not schema-validate the written traces")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("kraft-tck-report"):
+        config.pluginmanager.register(ReportPlugin(config), "kraft-tck-report")
+
+
+def _ports(raw: str | None, count: int, host: str) -> tuple[int, ...]:
+    if raw is None:
+        return tuple(free_port(host) for _ in range(count))
+    try:
+        ports = tuple(int(p) for p in raw.split(",") if p.strip())
+    except ValueError:
+        raise pytest.UsageError(f"--harness-ports: expected comma-separated port numbers, got {raw!r}") from None
+    if len(ports) != count:
+        raise pytest.UsageError(f"--harness-ports: a quorum of {count + 1} needs {count} harness ports, got {raw!r}")
+    return ports
+
+
+def build_target(config: pytest.Config) -> tuple[Target, Timeouts]:
+    opt = config.getoption
+    n_virtual = int(opt("--quorum-size")) - 1
+    host = str(opt("--harness-host"))
+    address, cmd, image = opt("--target"), opt("--target-cmd"), opt("--target-image")
+    if sum(x is not None for x in (cmd, image)) > 1:
+        raise pytest.UsageError("--target-cmd and --target-image are alternatives; pass one")
+    tp_host, tp_port = "127.0.0.1", 0
+    if address:
+        h, _, p = str(address).rpartition(":")
+        if not h or not p.isdigit():
+            raise pytest.UsageError(f"--target: expected host:port, got {address!r}")
+        tp_host, tp_port = h, int(p)
+    managed = cmd is not None or image is not None or address is None
+    if managed and tp_port == 0:
+        tp_port = free_port(tp_host)
+    if not managed and opt("--harness-ports") is None:
+        ports: tuple[int, ...] = tuple(19092 + i for i in range(n_virtual))
+    else:
+        ports = _ports(opt("--harness-ports"), n_virtual, host)
+    layout = QuorumLayout(int(opt("--target-id")), tp_host, tp_port, host, ports)
+    base = EMBEDDED_TIMEOUTS if managed else Timeouts(1000, 2000, 1000, 2000, 500)
+    election = opt("--target-election-timeout-ms") or base.election_ms
+    fetch = opt("--target-fetch-timeout-ms") or base.fetch_ms
+    timeouts = Timeouts(election, fetch, base.election_backoff_max_ms, base.request_timeout_ms,
+                        min(base.fetch_max_wait_ms, fetch // 2))
+    cluster_id = opt("--cluster-id") or (DEFAULT_CLUSTER_ID if managed else None)
+    target: Target
+    if image is not None:
+        target = ContainerTarget(layout, timeouts, cluster_id, image=str(image))
+    elif cmd is not None:
+        target = CommandTarget(layout, timeouts, cluster_id, template=str(cmd))
+    elif address is not None:
+        target = AddressTarget(layout, timeouts, cluster_id)
+    else:
+        target = EmbeddedTarget(layout, timeouts, cluster_id, launcher=str(opt("--target-launcher")))
+    return target, timeouts
+
+
+@pytest.fixture(scope="session")
+def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
+    config = request.config
+    target, timeouts = build_target(config)
+    if isinstance(target, ContainerTarget):
+        reason = ContainerTarget.docker_unavailable_reason()
+        if reason is not None:
+            pytest.skip(reason)
+    trace_dir = config.getoption("--trace-dir")
+    report = config.getoption("--report")
+    if trace_dir is None and report is not None:
+        trace_dir = str(Path(report) / "traces")
+    session = Session(target, timeouts, Path(trace_dir) if trace_dir else None,
+                      validate=not config.getoption("--no-validate"))
+    config.stash[_SESSION_KEY] = session
+    plugin = config.pluginmanager.get_plugin("kraft-tck-report")
+    if isinstance(plugin, ReportPlugin):
+        plugin.session = session
+    try:
+        session.start()
+    except Exception:
+        session.close()
+        raise
+    yield session
+    session.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    # A conformance failure is a verdict, not a crash: show its text, not a Python traceback.
+    if call.excinfo is not None and call.excinfo.errisinstance(ConformanceFailure) and report.failed:
+        report.longrepr = str(call.excinfo.value)
+    return report

@@ -1,0 +1,175 @@
+"""The conformance session: one target, one set of virtual voters, one event loop for the whole run.
+
+The virtual voters must outlive single test cases (the target keeps its connections to them and its
+reconnect backoff would otherwise slow every hand-over), so they live on an asyncio loop in a
+background thread; each pytest case submits its scenario coroutine there and waits for the verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kraft_tck.conformance.catalog import CaseSpec, catalog
+from kraft_tck.conformance.scenario import CaseSkipped, ConformanceFailure, Scenario
+from kraft_tck.conformance.target import Target, Timeouts
+from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress
+from kraft_tck.traces.trace import TraceWriter, read_trace, to_jsonable
+
+T = TypeVar("T")
+ScenarioFn = Callable[[Scenario], Awaitable[None]]
+
+#: A fixed, Kafka-shaped (22-character base64) cluster id for targets the harness formats itself.
+DEFAULT_CLUSTER_ID = base64.urlsafe_b64encode(uuid.UUID("6b726166-742d-7463-6b2d-636f6e666f72").bytes).rstrip(b"=").decode()
+
+
+@dataclass
+class CaseResult:
+    """What the report shows for one case."""
+
+    case: CaseSpec
+    outcome: str = "passed"  # passed | failed | skipped | error
+    duration_s: float = 0.0
+    what: str = ""
+    expected: str = ""
+    actual: str = ""
+    message: str = ""
+    frames: list[Frame] = field(default_factory=list)
+    trace: str | None = None
+    wait_s: float = 0.0  # time spent waiting on the target's protocol timers (benchmark)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.case.id, "title": self.case.title, "section": self.case.section,
+            "clause": str(self.case.clause), "seed": self.case.clause.seed, "outcome": self.outcome,
+            "durationS": round(self.duration_s, 3), "check": self.what, "expected": self.expected,
+            "actual": self.actual, "message": self.message, "trace": self.trace,
+            "frames": [frame_json(f) for f in self.frames],
+        }  # fmt: skip
+
+
+def frame_json(f: Frame) -> dict[str, Any]:
+    return {"seq": f.seq, "tsMs": round(f.ts_ms, 1), "src": f.src, "dst": f.dst, "api": f.api, "kind": f.kind,
+            "version": f.version, "summary": f.summary()}
+
+
+class LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="kraft-tck-harness", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Awaitable[T], timeout_s: float | None = None) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        return fut.result(timeout_s)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+class Session:
+    def __init__(self, target: Target, timeouts: Timeouts, trace_dir: Path | None, validate: bool = True,
+                 case_timeout_s: float = 30.0) -> None:
+        self.target = target
+        self.timeouts = timeouts
+        self.trace_dir = trace_dir
+        self.validate = validate
+        self.case_timeout_s = case_timeout_s
+        self.results: dict[str, CaseResult] = {}
+        self.loop = LoopThread()
+        layout = target.layout
+        ports = dict(zip(layout.virtual_ids, layout.harness_ports, strict=True))
+        self.quorum: Quorum = self.loop.run(self._make_quorum(layout.target_host, layout.target_port, ports))
+        self.started = False
+
+    async def _make_quorum(self, host: str, port: int, ports: dict[int, int]) -> Quorum:
+        q = Quorum(TargetAddress(self.target.node_id, host, port), self.target.cluster_id, ports,
+                   self.target.layout.harness_host, request_timeout_s=max(2.0, self.timeouts.request_timeout_ms / 250))
+        await q.start()
+        return q
+
+    def start(self) -> None:
+        """Virtual voters first (the target connects to them at once), then the target."""
+        self.target.start()
+        self.started = True
+
+    def close(self) -> None:
+        try:
+            self.loop.run(self.quorum.close(), 10)
+        finally:
+            self.target.stop()
+            self.loop.stop()
+
+    def run_case(self, case_id: str, fn: ScenarioFn) -> CaseResult:
+        spec = catalog().get(case_id)
+        if spec is None:
+            raise LookupError(f"{case_id} is implemented but not in spec/scenarios/*.yaml; add it to the catalog")
+        result = CaseResult(spec)
+        self.results[case_id] = result
+        t0 = time.monotonic()
+        sc = self.loop.run(self._scenario(spec))
+        try:
+            self.loop.run(asyncio.wait_for(fn(sc), self.case_timeout_s), self.case_timeout_s + 5)  # type: ignore[arg-type]
+        except ConformanceFailure as exc:
+            result.outcome, result.what, result.expected, result.actual = "failed", exc.what, exc.expected, exc.actual
+            result.message = exc.render()
+            raise
+        except CaseSkipped as exc:
+            result.outcome, result.message = "skipped", str(exc)
+            raise
+        except BaseException as exc:
+            result.outcome, result.message = "error", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            result.duration_s = time.monotonic() - t0
+            result.frames = list(sc.frames.frames)
+            self.loop.run(self.quorum.stop_tasks(), 10)
+            result.trace = self._write_trace(spec, result.frames)
+        return result
+
+    async def _scenario(self, spec: CaseSpec) -> Scenario:
+        await self.quorum.reset()
+        return Scenario(spec, self.quorum, self.target, self.timeouts)
+
+    def _write_trace(self, spec: CaseSpec, frames: list[Frame]) -> str | None:
+        """The case's exchange as a harness trace (spec/trace.schema.json), validated after writing."""
+        if self.trace_dir is None:
+            return None
+        path = self.trace_dir / (spec.id.replace("/", "_") + ".ndjson")
+        header = {
+            "source": "harness", "run": spec.id, "implementation": self.target.describe(),
+            "clusterId": self.target.cluster_id, "voters": self.quorum.voter_ids, "target": self.target.node_id,
+            "config": {
+                "controller.quorum.election.timeout.ms": self.timeouts.election_ms,
+                "controller.quorum.fetch.timeout.ms": self.timeouts.fetch_ms,
+                "controller.quorum.election.backoff.max.ms": self.timeouts.election_backoff_max_ms,
+                "controller.quorum.request.timeout.ms": self.timeouts.request_timeout_ms,
+            },
+        }  # fmt: skip
+        virtual = set(self.quorum.voters)
+        with TraceWriter(path, header, validate=False) as tw:
+            for f in frames:
+                if f.kind == "note" or f.api_key < 0:
+                    continue
+                # The recording node is always the virtual voter end of the frame.
+                sender_is_virtual = f.src in virtual or (f.dst == self.target.node_id and f.src != self.target.node_id)
+                node = f.src if sender_is_virtual and f.src >= 0 else f.dst
+                tw.emit({
+                    "ts": round(f.ts_ms, 3), "node": node, "event": "Send" if sender_is_virtual else "Receive",
+                    "msg": {"api": f.api, "apiKey": f.api_key, "kind": f.kind, "version": f.version,
+                            "correlationId": f.correlation_id, "from": f.src, "to": f.dst,
+                            "body": to_jsonable(f.body)},
+                })  # fmt: skip
+        if self.validate:
+            bad = read_trace(path).bad
+            if bad:
+                raise AssertionError(f"{path}: the harness wrote an invalid trace: line {bad[0].line}: {bad[0].reason}")
+        return str(path)

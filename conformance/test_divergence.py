@@ -1,0 +1,144 @@
+"""KIP-595 divergence: "Fetch Response Handling" 2 (the target as follower) and "Fetch Request Handling" 3
+(the target as leader)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraft_tck.conformance import bodies as B
+from kraft_tck.conformance.cases import case
+from kraft_tck.conformance.scenario import Scenario
+from kraft_tck.conformance.virtual import Frame
+
+
+def fetch_pos(f: Frame) -> tuple[int, int]:
+    return int(f.part.get("FetchOffset", -1)), int(f.part.get("LastFetchedEpoch", -1))
+
+
+async def expect_fetches(sc: Scenario, leader: int, epoch: int, expected: list[tuple[int, int]], hw: int,
+                         start: int) -> None:
+    """The target's fetches to ``leader`` in ``epoch`` from ``start`` on must walk exactly ``expected``
+    (FetchOffset, LastFetchedEpoch); none may go below the high watermark ``hw``."""
+    seen: list[tuple[int, int]] = []
+    pos = start
+    for want in expected:
+        fr = await sc.expect_frame(
+            lambda f: sc.from_target("Fetch", dst=leader)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
+            sc.bound_ms(sc.timeouts.request_timeout_ms + sc.timeouts.fetch_max_wait_ms),
+            "the follower keeps fetching", f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]})", pos)
+        pos = fr.seq + 1
+        got = fetch_pos(fr)
+        seen.append(got)
+        sc.check(got[0] >= hw, "a follower never truncates below its high watermark",
+                 f"FetchOffset >= {hw}", f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); fetches so far {seen}")
+        sc.check(got == want, "the follower truncates to the divergence point and refetches from there",
+                 f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]}); walk {expected}",
+                 f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); walk so far {seen}")
+
+
+@case("KIP-595/Divergence/1")
+async def test_follower_truncates_once(sc: Scenario) -> None:
+    a, b = sc.virtual_ids[0], sc.virtual_ids[1]
+    log = sc.q.log
+    e1 = await sc.make_follower(a)
+    await sc.feed(a, e1, 2, commit=True)
+    base = log.end
+    await sc.feed(a, e1, 3, commit=False)
+    tip = log.end
+    log.truncate(base)  # the next leader never had the uncommitted records
+    mark = sc.frames.mark()
+    e2 = await sc.make_follower(b)
+    await expect_fetches(sc, b, e2, [(tip, e1), (base, e1)], log.committed, mark)
+    await sc.feed(b, e2, 1)
+
+
+@case("KIP-595/Divergence/2")
+async def test_follower_truncates_in_rounds(sc: Scenario) -> None:
+    a, b = sc.virtual_ids[0], sc.virtual_ids[1]
+    log = sc.q.log
+    ea = await sc.make_follower(a)
+    await sc.feed(a, ea, 1, commit=True)
+    b0 = log.end
+    await sc.feed(a, ea, 2, commit=False)  # [b0, b0+2) of Ea, uncommitted
+    ex = sc.q.next_epoch()  # an epoch whose leader the target never heard of
+    eb = await sc.make_follower(a)
+    await sc.feed(a, eb, 2, commit=False)  # [b0+2, b0+4) of Eb, uncommitted
+    log.truncate(b0)
+    log.append_values(ex, [b"x0", b"x1", b"x2"], commit=False)  # [b0, b0+3) of Ex
+    mark = sc.frames.mark()
+    ec = await sc.make_follower(b)
+    walk = [(b0 + 4, eb), (b0 + 2, ea), (b0, ea), (b0 + 3, ex)]
+    await expect_fetches(sc, b, ec, walk, log.committed, mark)
+    log.committed = log.end
+    await sc.feed(b, ec, 1)
+
+
+@case("KIP-595/Divergence/3")
+async def test_never_below_high_watermark(sc: Scenario) -> None:
+    a = sc.virtual_ids[0]
+    log = sc.q.log
+    epoch = await sc.make_follower(a)
+    await sc.feed(a, epoch, 3, commit=True)
+    hw = log.committed
+    answered: list[int] = []
+
+    def lie(body: dict[str, Any], version: int) -> dict[str, Any] | None:
+        if answered:
+            return None
+        answered.append(1)
+        return B.fetch_response(version, high_watermark=hw, diverging=(epoch, hw - 2), leader=(a, epoch))
+
+    sc.v(0).fetch_hook = lie
+    mark = sc.frames.mark()
+    sc.q.changed()
+    await sc.expect_frame(lambda f: f.src == a and f.api == "Fetch" and f.kind == "response"
+                          and B.diverging_of(f.part) is not None, sc.bound_ms(2000),
+                          "the leader's DivergingEpoch below the high watermark reaches the target",
+                          f"DivergingEpoch({epoch}, {hw - 2}) sent", mark)
+    after = sc.frames.mark()
+    fr = await sc.expect_frame(sc.from_target("Fetch", dst=a), sc.bound_ms(2000),
+                               "the follower fetches again", "another Fetch", after)
+    got = fetch_pos(fr)
+    sc.check(got[0] >= hw, "a follower never truncates committed records", f"FetchOffset >= {hw} (its high watermark)",
+             f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})")
+
+
+async def leader_with_history(sc: Scenario) -> int:
+    lead = sc.virtual_ids[0]
+    epoch = await sc.make_follower(lead)
+    await sc.feed(lead, epoch, 2)
+    return await sc.make_leader()
+
+
+@case("KIP-595/Divergence/4")
+async def test_leader_answers_inconsistent_offset(sc: Scenario) -> None:
+    epoch = await leader_with_history(sc)
+    log = sc.q.log
+    older = [(e, s) for e, s in log.epochs() if e < epoch]
+    sc.check(bool(older), "setup: the leader's log holds an epoch before its own", "an older epoch", log.epochs())
+    prev, _ = older[-1]
+    _, prev_end = log.epoch_end_offset(prev)
+    offset = prev_end + 1
+    want = log.diverging(offset, prev)
+    resp = await sc.call("Fetch is answered", sc.v(1).fetch(epoch, offset, prev))
+    part = B.partition(resp)
+    sc.check(B.diverging_of(part) == want and not B.records_of(part),
+             f"Fetch(offset={offset}, lastFetchedEpoch={prev}) past the end of epoch {prev}",
+             f"DivergingEpoch{want}, no records", B.describe("Fetch", "response", resp))
+
+
+@case("KIP-595/Divergence/5")
+async def test_leader_answers_unknown_epoch(sc: Scenario) -> None:
+    epoch = await leader_with_history(sc)
+    log = sc.q.log
+    phantom = epoch - 1
+    if phantom in [e for e, _ in log.epochs()]:
+        sc.fail("setup: an epoch before the leader's with no records", f"epoch {phantom} absent from the log",
+                log.epochs())
+    want = log.diverging(log.end, phantom)
+    resp = await sc.call("Fetch is answered", sc.v(1).fetch(epoch, log.end, phantom))
+    part = B.partition(resp)
+    sc.check(B.diverging_of(part) == want and not B.records_of(part),
+             f"Fetch(offset={log.end}, lastFetchedEpoch={phantom}) with an epoch the leader has no records of",
+             f"DivergingEpoch{want} (largest epoch below, its end offset), no records",
+             B.describe("Fetch", "response", resp))

@@ -1,0 +1,254 @@
+"""The single-process Python trace checker: the safety invariants of spec/README.md over a set of traces.
+
+It is the baseline the Spark pipeline is benchmarked against and the oracle its results are compared with
+in the tests, so the two share one definition of every check (the rules below) and one result shape
+(`Violation`). Lines are classified the same way: line 1 decides whether a file is a trace; every later
+line is an event or is quarantined with its file, line and reason (event on line n must have seq n-2).
+
+The invariants, over the events that carry a `state` (grouped by run = (source, run)):
+
+* ElectionSafety — claims of leadership of epoch e: a node whose role is Leader in e, or a state whose
+  leaderId (≠ -1) names a node in e. The claim with the smallest (seq, node, claimant) is the leader of e;
+  every other claimant is reported once, at its first claim: node = claimant.
+* VoteOnce — per (node, epoch) the votedIds (≠ -1); the one first seen (smallest seq) is the vote; every
+  other votedId is reported at its first seq.
+* EpochMonotonic — per node in seq order, a state epoch lower than the node's previous state epoch.
+* HighWatermarkMonotonic — the same for highWatermark, except on a Restart (volatile state, TLA+ allows it).
+* CommittedNeverTruncated — a `log.truncatedTo` below the node's high watermark before that step.
+* LogMatching — `log.appended` batches with a digest: per (baseOffset, epoch) the batch with the smallest
+  (seq, node) sets (lastOffset, digest); every node that appended another one is reported at its first seq.
+
+Order inside a node is seq order; a node's events of one run are expected in one file (true of node,
+harness and simulator traces).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraft_tck.traces.trace import FORMAT_VERSION, iter_lines, line_errors
+
+INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
+              "CommittedNeverTruncated", "LogMatching")
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    invariant: str
+    source: str
+    run: str
+    node: int
+    epoch: int
+    seq: int
+    detail: str = field(compare=False, default="")
+
+    def key(self) -> tuple[str, str, str, int, int, int]:
+        return (self.invariant, self.source, self.run, self.node, self.epoch, self.seq)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    header: dict[str, Any] | None
+    refused: str | None  # why the whole file is not a trace (None: it is one)
+    newer_format: bool = False
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass
+class CheckResult:
+    violations: list[Violation]
+    files: list[FileInfo]
+    quarantined: list[Quarantined]
+    lines_in: int = 0
+    header_lines: int = 0
+    accepted: int = 0
+
+    @property
+    def reconciled(self) -> bool:
+        return self.lines_in == self.header_lines + self.accepted + len(self.quarantined)
+
+
+def check_header(path: str, text: str | None) -> FileInfo:
+    """Line 1 decides whether a file is a trace (the rules and messages of `trace.read_trace`)."""
+    if text is None:
+        return FileInfo(path, None, f"{path}: empty file, not a trace")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return FileInfo(path, None, f"{path}: line 1 is not JSON ({exc.msg}); not a kraft-tck trace")
+    if not isinstance(obj, dict) or obj.get("type") != "header":
+        return FileInfo(path, None, f"{path}: line 1 is not a trace header (expected {{\"type\": \"header\", ...}})")
+    fmt = obj.get("format")
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > FORMAT_VERSION:
+        return FileInfo(path, None, f"{path}: trace format {fmt} is newer than this kraft-tck reads"
+                                    f" ({FORMAT_VERSION}); upgrade kraft-tck", newer_format=True)
+    problems = line_errors(obj)
+    if problems:
+        return FileInfo(path, None, f"{path}: invalid trace header: {'; '.join(problems)}")
+    return FileInfo(path, obj, None)
+
+
+def event_problems(obj: Any, line: int, validate: bool) -> list[str]:
+    if not isinstance(obj, dict):
+        return ["not a JSON object (malformed or truncated line)"]
+    if obj.get("type") == "header":
+        return ["a second header line"]
+    problems = line_errors(obj) if validate else []
+    seq = obj.get("seq")
+    if isinstance(seq, int) and seq != line - 2:
+        problems.append(f"seq {seq} where {line - 2} was expected")
+    return problems
+
+
+class _State:
+    """Everything the checks keep between events: small per-node and per-epoch summaries."""
+
+    def __init__(self) -> None:
+        self.out: list[Violation] = []
+        # (src, run, epoch) -> claimant -> first (seq, reporting node); and the overall first claim.
+        self.claims: dict[tuple[str, str, int], dict[int, int]] = defaultdict(dict)
+        self.first_claim: dict[tuple[str, str, int], tuple[int, int, int]] = {}
+        self.votes: dict[tuple[str, str, int, int], dict[int, int]] = defaultdict(dict)
+        self.last: dict[tuple[str, str, int], tuple[int, int]] = {}  # node -> (epoch, hw) of previous state
+        # (src, run, baseOffset, epoch) -> (lastOffset, digest) -> node -> first seq
+        self.batches: dict[tuple[str, str, int, int], dict[tuple[int, str], dict[int, int]]] = {}
+
+    def event(self, src: str, run: str, ev: dict[str, Any]) -> None:
+        st = ev.get("state")
+        if st is None:
+            return
+        seq, node, epoch = ev["seq"], ev["node"], st["epoch"]
+        hw = st["highWatermark"]
+        claimants = set()
+        if st["role"] == "Leader":
+            claimants.add(node)
+        if st["leaderId"] != -1:
+            claimants.add(st["leaderId"])
+        for c in claimants:
+            key = (src, run, epoch)
+            per = self.claims[key]
+            if c not in per or seq < per[c]:
+                per[c] = seq
+            cand = (seq, node, c)
+            if key not in self.first_claim or cand < self.first_claim[key]:
+                self.first_claim[key] = cand
+        if st["votedId"] != -1:
+            per_vote = self.votes[(src, run, node, epoch)]
+            v = st["votedId"]
+            if v not in per_vote or seq < per_vote[v]:
+                per_vote[v] = seq
+        prev = self.last.get((src, run, node))
+        log = ev.get("log") or {}
+        if prev is not None:
+            p_epoch, p_hw = prev
+            if epoch < p_epoch:
+                self.out.append(Violation("EpochMonotonic", src, run, node, epoch, seq,
+                                          f"epoch {p_epoch} -> {epoch}"))
+            if hw < p_hw and ev["event"] != "Restart":
+                self.out.append(Violation("HighWatermarkMonotonic", src, run, node, epoch, seq,
+                                          f"high watermark {p_hw} -> {hw}"))
+            t = log.get("truncatedTo")
+            if t is not None and t < p_hw:
+                self.out.append(Violation("CommittedNeverTruncated", src, run, node, epoch, seq,
+                                          f"truncated to {t} below high watermark {p_hw}"))
+        self.last[(src, run, node)] = (epoch, hw)
+        for b in log.get("appended") or ():
+            digest = b.get("digest")
+            if digest is None:
+                continue
+            sigs = self.batches.setdefault((src, run, b["baseOffset"], b["epoch"]), {})
+            nodes = sigs.setdefault((b["lastOffset"], digest), {})
+            if node not in nodes or seq < nodes[node]:
+                nodes[node] = seq
+
+    def finish(self) -> list[Violation]:
+        out = list(self.out)
+        for (src, run, epoch), per in self.claims.items():
+            first_seq, _, leader = self.first_claim[(src, run, epoch)]
+            for c, seq in per.items():
+                if c != leader:
+                    out.append(Violation("ElectionSafety", src, run, c, epoch, seq,
+                                         f"node {c} claims leadership of epoch {epoch};"
+                                         f" node {leader} was its leader first (seq {first_seq})"))
+        for (src, run, node, epoch), per_vote in self.votes.items():
+            first = min(per_vote.items(), key=lambda kv: (kv[1], kv[0]))
+            for v, seq in per_vote.items():
+                if v != first[0]:
+                    out.append(Violation("VoteOnce", src, run, node, epoch, seq,
+                                         f"node {node} voted for {v} in epoch {epoch} after voting for {first[0]}"))
+        for (src, run, base, epoch), sigs in self.batches.items():
+            if len(sigs) < 2:
+                continue
+            first_seq, first_node, first_sig = min((seq, n, sig) for sig, nodes in sigs.items()
+                                                   for n, seq in nodes.items())
+            for sig, nodes in sigs.items():
+                if sig == first_sig:
+                    continue
+                for n, seq in nodes.items():
+                    out.append(Violation("LogMatching", src, run, n, epoch, seq,
+                                         f"batch at offset {base} epoch {epoch}: digest {sig[1]} (last offset"
+                                         f" {sig[0]}) on node {n}, {first_sig[1]} (last offset {first_sig[0]})"
+                                         f" on node {first_node} at seq {first_seq}"))
+        return sorted_violations(out)
+
+
+def sorted_violations(vs: Iterable[Violation]) -> list[Violation]:
+    return sorted(vs, key=lambda v: (v.invariant, v.source, v.run, v.seq, v.node, v.epoch))
+
+
+def trace_files(input_dir: str | os.PathLike[str]) -> list[Path]:
+    from kraft_tck.traces.pipeline.files import list_trace_files
+
+    return list_trace_files(input_dir)
+
+
+def check_paths(paths: Iterable[Path], *, validate: bool = True) -> CheckResult:
+    """Check every trace file in `paths` in this process; `validate=False` skips JSON Schema validation."""
+    state = _State()
+    result = CheckResult([], [], [])
+    for path in paths:
+        lines = iter_lines(Path(path))
+        first = next(lines, None)
+        info = check_header(str(path), first[1] if first else None)
+        result.files.append(info)
+        if first is not None:
+            result.lines_in += 1
+            if info.refused:
+                result.quarantined.append(Quarantined(str(path), 1, f"file refused: {info.refused}"))
+            else:
+                result.header_lines += 1
+        head = info.header or {}
+        src, run = head.get("source", ""), head.get("run", "")
+        for n, text in lines:
+            result.lines_in += 1
+            if info.refused:
+                result.quarantined.append(Quarantined(str(path), n, f"file refused: {info.refused}"))
+                continue
+            if not text.strip():
+                result.quarantined.append(Quarantined(str(path), n, "empty line"))
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError:
+                obj = None
+            problems = event_problems(obj, n, validate)
+            if problems:
+                result.quarantined.append(Quarantined(str(path), n, "; ".join(problems)))
+                continue
+            result.accepted += 1
+            state.event(src, run, obj)
+    result.violations = state.finish()
+    return result

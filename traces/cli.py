@@ -1,0 +1,133 @@
+"""Commands of the traces area (``COMMANDS`` is collected by the ``kraft-tck`` root group)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, None: 1000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """'60s', '1500ms', '2m' → milliseconds; a bare number means seconds."""
+    m = _DURATION.match(text)
+    if m is None or int(m.group(1)) <= 0:
+        raise click.BadParameter(f"{text!r}: expected a positive duration like 60s, 1500ms or 2m")
+    return int(m.group(1)) * _UNIT_MS[m.group(2)]
+
+
+@click.command("simulate")
+@click.option(
+    "--seeds", type=click.IntRange(min=1), default=100, show_default=True, help="How many seeds to run."
+)
+@click.option("--first-seed", type=int, default=0, show_default=True, help="Seeds run from here upwards.")
+@click.option(
+    "--nodes", type=click.IntRange(min=1, max=9), default=3, show_default=True, help="Voters per cluster."
+)
+@click.option("--duration", default="60s", show_default=True, help="Virtual time per seed (60s, 1500ms, 2m).")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="One trace per seed here."
+)
+@click.option(
+    "--faults",
+    type=click.Choice(["none", "default", "heavy"]),
+    default="default",
+    show_default=True,
+    help="Fault profile: network behaviour, clock skew and how often crashes/partitions happen.",
+)
+@click.option(
+    "--write-rate",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Client writes per virtual second on the leader.",
+)
+def simulate_cmd(
+    seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float
+) -> None:
+    """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
+    invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
+    from kraft_tck.traces.sim import SimConfig, simulate
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    duration_ms = parse_duration_ms(duration)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    violations: dict[str, list[int]] = defaultdict(list)
+    events = 0
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]simulate"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    ) as progress:
+        task = progress.add_task("seeds", total=seeds, status="")
+        for seed in range(first_seed, first_seed + seeds):
+            config = SimConfig(
+                seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate
+            )
+            result = simulate(config, out / f"seed-{seed}.ndjson")
+            events += result.events
+            if result.violation is not None:
+                violations[result.violation.invariant].append(seed)
+                progress.console.print(f"[red]seed {seed}:[/red] {result.violation}")
+            elapsed = time.perf_counter() - started
+            progress.update(task, advance=1, status=f"{events / elapsed:,.0f} events/s")
+    elapsed = time.perf_counter() - started
+    table = Table(title="simulation summary")
+    table.add_column("item")
+    table.add_column("value", justify="right")
+    table.add_row("seeds run", f"{seeds} ({first_seed}..{first_seed + seeds - 1})")
+    table.add_row("events", f"{events:,}")
+    table.add_row("wall time", f"{elapsed:.1f} s")
+    table.add_row("events/s", f"{events / elapsed:,.0f}" if elapsed > 0 else "-")
+    table.add_row("seeds with a violation", str(sum(len(v) for v in violations.values())))
+    for name, bad in sorted(violations.items()):
+        shown = ", ".join(str(s) for s in bad[:10]) + (" ..." if len(bad) > 10 else "")
+        table.add_row(f"  {name}", f"{len(bad)} (seeds {shown})")
+    Console().print(table)
+    if violations:
+        seed = min(s for bad in violations.values() for s in bad)
+        click.echo(
+            f"reproduce: kraft-tck simulate --seeds 1 --first-seed {seed} --nodes {nodes} "
+            f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --out {out_dir}"
+        )
+        raise SystemExit(1)
+
+
+COMMANDS: list[click.Command] = [simulate_cmd]
+
+
+@click.command("pipeline")
+@click.option("--input", "input_dir", required=True, type=click.Path(), help="Directory of NDJSON traces.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Where the Parquet tables and the report (Markdown, HTML, PNG plots) go.")
+@click.option("--master", default=None, help="Spark master URL (default local[*]; e.g. spark://host:7077).")
+@click.option("--no-tlc", is_flag=True, help="Skip the per-trace validation fan-out.")
+def pipeline_cmd(input_dir: str, out_dir: str, master: str | None, no_tlc: bool) -> None:
+    """Check and summarise traces with Spark. Exit 0 clean, 1 violations, 2 bad input (or quarantined lines)."""
+    from kraft_tck.traces.pipeline.run import run_pipeline
+    from kraft_tck.traces.pipeline.session import build_session
+
+    spark = build_session(master)
+    try:
+        result = run_pipeline(spark, input_dir, out_dir, validator=not no_tlc, echo=click.echo)
+    finally:
+        spark.stop()
+    if result.report is not None:
+        click.echo(f"report: {result.report}")
+    raise SystemExit(result.exit_code)
+
+
+COMMANDS.append(pipeline_cmd)

@@ -1,0 +1,97 @@
+"""The safety invariants as Spark jobs over all traces at once (definitions: kraft_tck.traces.checker).
+
+Each check takes the `events` table (or `appends`) and returns violations as rows of
+(invariant, source, run, node, epoch, seq, detail) — the shape of `checker.Violation`, so the Spark and the
+single-process results compare directly.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from kraft_tck.traces.checker import Violation, sorted_violations
+
+COLUMNS = ("invariant", "source", "run", "node", "epoch", "seq", "detail")
+
+
+def _shape(df: DataFrame, invariant: str, node: Column, epoch: Column, seq: Column, detail: Column) -> DataFrame:
+    return df.select(F.lit(invariant).alias("invariant"), "source", "run", node.cast("long").alias("node"),
+                     epoch.cast("long").alias("epoch"), seq.cast("long").alias("seq"), detail.alias("detail"))
+
+
+def _states(events: DataFrame) -> DataFrame:
+    return events.where(F.col("role").isNotNull())
+
+
+def election_safety(events: DataFrame) -> DataFrame:
+    st = _states(events)
+    claims = st.where(F.col("role") == "Leader").select("source", "run", "epoch", "seq", "node",
+                                                        F.col("node").alias("claimant")) \
+        .unionByName(st.where(F.col("leaderId") != -1).select("source", "run", "epoch", "seq", "node",
+                                                              F.col("leaderId").alias("claimant")))
+    key = ["source", "run", "epoch"]
+    first = claims.groupBy(*key).agg(F.min(F.struct("seq", "node", "claimant")).alias("f")) \
+        .select(*key, F.col("f.claimant").alias("leader"), F.col("f.seq").alias("leaderSeq"))
+    per = claims.groupBy(*key, "claimant").agg(F.min("seq").alias("seq"))
+    bad = per.join(first, key).where(F.col("claimant") != F.col("leader"))
+    detail = F.format_string("node %d claims leadership of epoch %d; node %d was its leader first (seq %d)",
+                             "claimant", "epoch", "leader", "leaderSeq")
+    return _shape(bad, "ElectionSafety", F.col("claimant"), F.col("epoch"), F.col("seq"), detail)
+
+
+def vote_once(events: DataFrame) -> DataFrame:
+    key = ["source", "run", "node", "epoch"]
+    votes = _states(events).where(F.col("votedId") != -1).groupBy(*key, "votedId").agg(F.min("seq").alias("seq"))
+    first = votes.groupBy(*key).agg(F.min(F.struct("seq", "votedId")).alias("f")) \
+        .select(*key, F.col("f.votedId").alias("firstVote"))
+    bad = votes.join(first, key).where(F.col("votedId") != F.col("firstVote"))
+    detail = F.format_string("node %d voted for %d in epoch %d after voting for %d",
+                             "node", "votedId", "epoch", "firstVote")
+    return _shape(bad, "VoteOnce", F.col("node"), F.col("epoch"), F.col("seq"), detail)
+
+
+def _with_previous(events: DataFrame) -> DataFrame:
+    """Each state event with the node's previous state's epoch and high watermark (seq order)."""
+    w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
+    return _states(events).select("source", "run", "node", "seq", "event", "epoch", "highWatermark",
+                                  "truncatedTo", F.lag("epoch").over(w).alias("prevEpoch"),
+                                  F.lag("highWatermark").over(w).alias("prevHw"))
+
+
+def per_node_steps(events: DataFrame) -> DataFrame:
+    """EpochMonotonic, HighWatermarkMonotonic and CommittedNeverTruncated: one window pass for all three."""
+    p = _with_previous(events)
+    epoch = _shape(p.where(F.col("epoch") < F.col("prevEpoch")), "EpochMonotonic", F.col("node"), F.col("epoch"),
+                   F.col("seq"), F.format_string("epoch %d -> %d", "prevEpoch", "epoch"))
+    hw = _shape(p.where((F.col("highWatermark") < F.col("prevHw")) & (F.col("event") != "Restart")),
+                "HighWatermarkMonotonic", F.col("node"), F.col("epoch"), F.col("seq"),
+                F.format_string("high watermark %d -> %d", "prevHw", "highWatermark"))
+    trunc = _shape(p.where(F.col("truncatedTo") < F.col("prevHw")), "CommittedNeverTruncated", F.col("node"),
+                   F.col("epoch"), F.col("seq"),
+                   F.format_string("truncated to %d below high watermark %d", "truncatedTo", "prevHw"))
+    return epoch.unionByName(hw).unionByName(trunc)
+
+
+def log_matching(appends: DataFrame) -> DataFrame:
+    key = ["source", "run", "baseOffset", "epoch"]
+    b = appends.where(F.col("digest").isNotNull())
+    per = b.groupBy(*key, "lastOffset", "digest", "node").agg(F.min("seq").alias("seq"))
+    first = per.groupBy(*key).agg(F.min(F.struct("seq", "node", "lastOffset", "digest")).alias("f")) \
+        .select(*key, F.col("f.seq").alias("fSeq"), F.col("f.node").alias("fNode"),
+                F.col("f.lastOffset").alias("fLast"), F.col("f.digest").alias("fDigest"))
+    bad = per.join(first, key).where((F.col("lastOffset") != F.col("fLast")) | (F.col("digest") != F.col("fDigest")))
+    detail = F.format_string(
+        "batch at offset %d epoch %d: digest %s (last offset %d) on node %d, %s (last offset %d) on node %d at seq %d",
+        "baseOffset", "epoch", "digest", "lastOffset", "node", "fDigest", "fLast", "fNode", "fSeq")
+    return _shape(bad, "LogMatching", F.col("node"), F.col("epoch"), F.col("seq"), detail)
+
+
+def all_checks(events: DataFrame, appends: DataFrame) -> DataFrame:
+    return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(events)) \
+        .unionByName(log_matching(appends))
+
+
+def collect_violations(df: DataFrame) -> list[Violation]:
+    return sorted_violations(Violation(r["invariant"], r["source"], r["run"], int(r["node"]), int(r["epoch"]),
+                                       int(r["seq"]), r["detail"]) for r in df.collect())

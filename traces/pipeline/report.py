@@ -1,0 +1,97 @@
+"""The pipeline's report: Markdown and HTML with the same tables, and matplotlib PNG plots, in `--out`."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kraft_tck.traces.checker import Violation
+from kraft_tck.traces.pipeline.metrics import Metrics
+from kraft_tck.traces.pipeline.tlc_fanout import Verdict
+
+MAX_ROWS = 200  # per table in the documents; the Parquet tables and report.json hold everything
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return "" if v is None else str(v)
+
+
+def _plot(name: str, values: list[float], out: Path) -> str | None:
+    if not values:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fname = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".png"
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(values, bins=min(50, max(5, len(set(values)))), color="#4a78b0")
+    ax.set_title(name)
+    ax.set_ylabel("count")
+    fig.tight_layout()
+    fig.savefig(out / fname, dpi=90)
+    plt.close(fig)
+    return fname
+
+
+def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violation],
+                 quarantine: list[dict[str, Any]], metrics: Metrics, verdicts: list[Verdict],
+                 validator_name: str | None) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    plots = {name: _plot(name, vals, out) for name, vals in metrics.samples.items()}
+    sections: list[tuple[str, list[str], list[list[Any]]]] = [
+        ("Summary", ["item", "value"], [[k, v] for k, v in summary.items()]),
+        ("Safety violations", ["invariant", "source", "run", "node", "epoch", "seq", "detail"],
+         [[v.invariant, v.source, v.run, v.node, v.epoch, v.seq, v.detail] for v in violations]),
+        ("Quarantined lines", ["file", "line", "reason"], [[q["file"], q["line"], q["reason"]] for q in quarantine]),
+        ("Metrics", ["metric", "source", "implementation", "n", "min", "p50", "p95", "p99", "max", "mean"],
+         [[m[k] for k in ("metric", "source", "implementation", "n", "min", "p50", "p95", "p99", "max", "mean")]
+          for m in metrics.summary]),
+    ]
+    if validator_name is not None:
+        sections.append((f"Trace validation ({validator_name})", ["file", "ok", "first bad seq", "message", "s"],
+                         [[v.file, v.ok, v.first_bad_seq, v.message, v.seconds] for v in verdicts]))
+    md = ["# kraft-tck trace pipeline report", ""]
+    body = ["<h1>kraft-tck trace pipeline report</h1>"]
+    for title, cols, rows in sections:
+        shown = rows[:MAX_ROWS]
+        md += [f"## {title}", ""]
+        body.append(f"<h2>{html.escape(title)}</h2>")
+        if not rows:
+            md += ["(none)", ""]
+            body.append("<p>(none)</p>")
+            continue
+        md.append("| " + " | ".join(cols) + " |")
+        md.append("|" + "---|" * len(cols))
+        md += ["| " + " | ".join(_fmt(c).replace("|", "\\|") for c in r) + " |" for r in shown]
+        body.append("<table border=1 cellspacing=0 cellpadding=3><tr>" +
+                    "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
+        body += ["<tr>" + "".join(f"<td>{html.escape(_fmt(c))}</td>" for c in r) + "</tr>" for r in shown]
+        body.append("</table>")
+        if len(rows) > len(shown):
+            note = f"{len(rows) - len(shown)} more rows in report.json and the Parquet tables."
+            md.append(f"\n{note}")
+            body.append(f"<p>{note}</p>")
+        md.append("")
+    md += ["## Plots", ""]
+    body.append("<h2>Plots</h2>")
+    for name, fname in plots.items():
+        if fname:
+            md.append(f"![{name}]({fname})")
+            body.append(f'<p><img src="{fname}" alt="{html.escape(name)}"></p>')
+    md_path, html_path = out / "report.md", out / "report.html"
+    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    html_path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>kraft-tck pipeline</title>"
+                         "</head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
+    (out / "report.json").write_text(json.dumps({
+        "summary": summary, "violations": [asdict(v) for v in violations], "quarantine": quarantine,
+        "metrics": metrics.summary, "validation": [asdict(v) for v in verdicts],
+    }, indent=1, default=str) + "\n", encoding="utf-8")
+    return md_path, html_path

@@ -1,0 +1,302 @@
+"""Deterministic synthetic traces for the pipeline's tests and benchmarks (not a protocol simulator).
+
+`synth_run` plays a plausible KRaft history for a 3-voter cluster — elections with Vote round trips,
+BeginQuorumEpoch, client appends, Fetch round trips that advance the high watermark by majority, a leader
+that loses unreplicated records and truncates them after a new election, restarts — and emits it as trace
+events (schema-valid, seq in order). The same seed gives the same events. The planting helpers insert one
+invariant violation each, at a known seq, touching nothing else, so tests know exactly what to expect.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import zlib
+from pathlib import Path
+from typing import Any
+
+Event = dict[str, Any]
+
+API_KEYS = {"Vote": 52, "BeginQuorumEpoch": 53, "EndQuorumEpoch": 54, "Fetch": 1}
+
+
+def _digest(*parts: object) -> str:
+    return f"{zlib.crc32(repr(parts).encode()):08x}"
+
+
+class _Cluster:
+    def __init__(self, run: str, seed: int, voters: list[int]) -> None:
+        self.run = run
+        self.rng = random.Random(seed)
+        self.voters = voters
+        self.ts = 0.0
+        self.events: list[Event] = []
+        self.corr = dict.fromkeys(voters, 0)
+        self.st = {n: {"role": "Unattached", "epoch": 0, "votedId": -1, "leaderId": -1, "logEndOffset": 0,
+                       "lastFetchedEpoch": -1, "highWatermark": 0} for n in voters}
+        self.log: dict[int, list[dict[str, Any]]] = {n: [] for n in voters}  # batches per node
+        self.match: dict[int, int] = {}
+
+    def tick(self, lo: float = 0.2, hi: float = 3.0) -> None:
+        self.ts = round(self.ts + self.rng.uniform(lo, hi), 3)
+
+    def act(self, node: int, event: str, log: dict[str, Any] | None = None, cause: str | None = None) -> None:
+        self.tick()
+        ev: Event = {"ts": self.ts, "node": node, "event": event, "state": dict(self.st[node])}
+        if cause:
+            ev["cause"] = cause
+        if log:
+            ev["log"] = log
+        self.events.append(ev)
+
+    def msg(self, direction: str, at: int, api: str, kind: str, frm: int, to: int, corr: int,
+            body: dict[str, Any]) -> None:
+        self.tick(0.05, 0.5)
+        self.events.append({"ts": self.ts, "node": at, "event": direction, "msg": {
+            "api": api, "apiKey": API_KEYS[api], "kind": kind, "version": 0, "correlationId": corr,
+            "from": frm, "to": to, "body": body}})
+
+    def rpc(self, src: int, dst: int, api: str, req: dict[str, Any]) -> int:
+        self.corr[src] += 1
+        c = self.corr[src]
+        self.msg("Send", src, api, "request", src, dst, c, req)
+        self.msg("Receive", dst, api, "request", src, dst, c, req)
+        return c
+
+    def reply(self, src: int, dst: int, api: str, corr: int, body: dict[str, Any]) -> None:
+        self.msg("Send", src, api, "response", src, dst, corr, body)
+        self.msg("Receive", dst, api, "response", src, dst, corr, body)
+
+    def leo(self, n: int) -> int:
+        return self.log[n][-1]["lastOffset"] + 1 if self.log[n] else 0
+
+    def set_log_state(self, n: int) -> None:
+        s = self.st[n]
+        s["logEndOffset"] = self.leo(n)
+        s["lastFetchedEpoch"] = self.log[n][-1]["epoch"] if self.log[n] else -1
+
+    def elect(self, cand: int) -> None:
+        s = self.st[cand]
+        epoch = max(st["epoch"] for st in self.st.values()) + 1
+        s.update(role="Candidate", epoch=epoch, votedId=cand, leaderId=-1)
+        self.act(cand, "StartElection", log={"persisted": True}, cause="ElectionTimeout")
+        for v in self.voters:
+            if v == cand:
+                continue
+            c = self.rpc(cand, v, "Vote", {"CandidateEpoch": epoch, "CandidateId": cand})
+            o = self.st[v]
+            o.update(role="Voted", epoch=epoch, votedId=cand, leaderId=-1)
+            self.act(v, "HandleVoteRequest", log={"persisted": True})
+            self.reply(v, cand, "Vote", c, {"VoteGranted": True, "LeaderEpoch": epoch})
+            self.act(cand, "HandleVoteResponse")
+        s.update(role="Leader", leaderId=cand)
+        base = self.leo(cand)
+        batch = {"baseOffset": base, "lastOffset": base, "epoch": epoch, "control": True,
+                 "digest": _digest(self.run, base, epoch, "LeaderChange")}
+        self.log[cand].append(batch)
+        self.set_log_state(cand)
+        self.match = {v: -1 for v in self.voters if v != cand}
+        self.act(cand, "BecomeLeader", log={"appended": [batch]})
+        for v in self.voters:
+            if v == cand:
+                continue
+            c = self.rpc(cand, v, "BeginQuorumEpoch", {"LeaderEpoch": epoch, "LeaderId": cand})
+            self.st[v].update(role="Follower", leaderId=cand)
+            self.act(v, "HandleBeginQuorumEpochRequest")
+            self.reply(v, cand, "BeginQuorumEpoch", c, {"ErrorCode": 0})
+            self.act(cand, "HandleBeginQuorumEpochResponse")
+
+    def append(self, leader: int) -> None:
+        base = self.leo(leader)
+        n = self.rng.randint(1, 5)
+        epoch = self.st[leader]["epoch"]
+        batch = {"baseOffset": base, "lastOffset": base + n - 1, "epoch": epoch, "control": False,
+                 "digest": _digest(self.run, base, epoch, n)}
+        self.log[leader].append(batch)
+        self.set_log_state(leader)
+        self.act(leader, "ClientAppend", log={"appended": [batch]})
+
+    def fetch(self, leader: int, f: int) -> None:
+        fo = self.leo(f)
+        self.act(f, "SendFetchRequest")
+        c = self.rpc(f, leader, "Fetch", {"FetchOffset": fo, "LastFetchedEpoch": self.st[f]["lastFetchedEpoch"]})
+        # The leader's log is a superset of the follower's here except after a leader change, where the
+        # follower may hold records of an old epoch the leader never had: answer DivergingEpoch then.
+        lead_log = self.log[leader]
+        common = 0
+        for a, b in zip(self.log[f], lead_log, strict=False):
+            if a != b:
+                break
+            common = a["lastOffset"] + 1
+        if common < fo:
+            self.act(leader, "HandleFetchRequest")
+            self.reply(leader, f, "Fetch", c, {"DivergingEpoch": {"EndOffset": common}})
+            before = self.st[f]["highWatermark"]
+            self.log[f] = [b for b in self.log[f] if b["lastOffset"] < common]
+            self.set_log_state(f)
+            self.st[f]["highWatermark"] = min(before, self.leo(f))
+            self.act(f, "HandleFetchResponse", log={"truncatedTo": common})
+            return
+        self.match[f] = fo
+        ends = sorted([self.leo(leader), *[max(m, 0) for m in self.match.values()]], reverse=True)
+        hw = max(self.st[leader]["highWatermark"], ends[len(self.voters) // 2])
+        self.st[leader]["highWatermark"] = hw
+        self.act(leader, "HandleFetchRequest")
+        new = [b for b in lead_log if b["baseOffset"] >= fo]
+        self.reply(leader, f, "Fetch", c, {"HighWatermark": hw, "Records": {"batches": new}})
+        self.log[f].extend(new)
+        self.set_log_state(f)
+        self.st[f]["highWatermark"] = max(self.st[f]["highWatermark"], min(hw, self.leo(f)))
+        self.act(f, "HandleFetchResponse", log={"appended": new} if new else None)
+
+    def restart(self, n: int) -> None:
+        # Volatile state is lost: the HW is relearned from the leader (TLA+: HighWatermarkMonotonic allows it).
+        s = self.st[n]
+        s["highWatermark"] = 0
+        if s["role"] in ("Leader", "Candidate", "Follower"):
+            s.update(role="Unattached" if s["votedId"] == -1 else "Voted", leaderId=-1)
+        self.act(n, "Restart")
+
+
+def synth_run(run: str, seed: int, events: int, voters: list[int] | None = None) -> list[Event]:
+    """At least `events` events (without seq) of one deterministic cluster history."""
+    cl = _Cluster(run, seed, voters or [1, 2, 3])
+    leader = cl.rng.choice(cl.voters)
+    cl.elect(leader)
+    while len(cl.events) < events:
+        r = cl.rng.random()
+        if r < 0.03:
+            # Leader change: sometimes the old leader had appended a batch no one fetched (truncated later).
+            if cl.rng.random() < 0.5:
+                cl.append(leader)
+            others = [v for v in cl.voters if v != leader]
+            leader = max(others, key=lambda v: (cl.leo(v), cl.rng.random()))
+            cl.elect(leader)
+        elif r < 0.04:
+            victim = cl.rng.choice([v for v in cl.voters if v != leader])
+            cl.restart(victim)
+            c = cl.rpc(leader, victim, "BeginQuorumEpoch", {"LeaderEpoch": cl.st[leader]["epoch"], "LeaderId": leader})
+            cl.st[victim].update(role="Follower", epoch=cl.st[leader]["epoch"], leaderId=leader)
+            cl.act(victim, "HandleBeginQuorumEpochRequest")
+            cl.reply(victim, leader, "BeginQuorumEpoch", c, {"ErrorCode": 0})
+        else:
+            if cl.rng.random() < 0.6:
+                cl.append(leader)
+            for f in cl.voters:
+                if f != leader:
+                    cl.fetch(leader, f)
+    return cl.events
+
+
+def header(run: str, seed: int, voters: list[int] | None = None) -> dict[str, Any]:
+    return {"type": "header", "format": 1, "source": "simulator", "run": run,
+            "implementation": "synthetic/1", "voters": voters or [1, 2, 3],
+            "config": {"controller.quorum.election.timeout.ms": 1000, "seed": seed}}
+
+
+def write_trace(path: Path, head: dict[str, Any], events: list[Event]) -> int:
+    """Write header + events with seq 0..n-1; returns the number of lines written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(head, separators=(",", ":")) + "\n")
+        for seq, ev in enumerate(events):
+            fh.write(json.dumps({"type": "event", "seq": seq, **ev}, separators=(",", ":")) + "\n")
+    return len(events) + 1
+
+
+def write_corpus(out: Path, runs: int, events_per_run: int, seed: int = 0) -> int:
+    """`runs` trace files under `out`; returns the total number of events written."""
+    total = 0
+    for i in range(runs):
+        run = f"seed-{seed + i}"
+        evs = synth_run(run, seed + i, events_per_run)
+        write_trace(out / f"{run}.ndjson", header(run, seed + i), evs)
+        total += len(evs)
+    return total
+
+
+# ----------------------------------------------------------------------------- planted violations
+# Each helper inserts (or edits) one event and returns the seq it now has; every other event keeps its
+# content, so exactly one violation appears.
+
+
+def _last_state(events: list[Event], node: int, before: int) -> dict[str, Any]:
+    for ev in reversed(events[:before]):
+        if ev["node"] == node and "state" in ev:
+            return copy.deepcopy(ev["state"])
+    raise ValueError(f"node {node} has no state before index {before}")
+
+
+def _index_after(events: list[Event], pred: Any, start: int = 0) -> int:
+    for i in range(start, len(events)):
+        if pred(events[i]):
+            return i
+    raise ValueError("no event matches")
+
+
+def _insert(events: list[Event], at: int, ev: Event) -> int:
+    ev = {"ts": events[at - 1]["ts"], **ev}
+    events.insert(at, ev)
+    return at
+
+
+def plant_two_leaders(events: list[Event]) -> tuple[int, int, int]:
+    """A follower also becomes Leader of its leader's epoch. Returns (seq, node, epoch)."""
+    i = _index_after(events, lambda e: e["event"] == "HandleBeginQuorumEpochRequest", len(events) // 3)
+    node = events[i]["node"]
+    st = _last_state(events, node, i + 1)
+    st.update(role="Leader", leaderId=node)
+    return _insert(events, i + 1, {"node": node, "event": "BecomeLeader", "state": st}), node, st["epoch"]
+
+
+def plant_second_vote(events: list[Event]) -> tuple[int, int, int]:
+    """A voter grants a second candidate in the same epoch."""
+    i = _index_after(events, lambda e: e["event"] == "HandleVoteRequest", len(events) // 3)
+    node = events[i]["node"]
+    st = _last_state(events, node, i + 1)
+    other = next(v for v in (1, 2, 3, 4) if v not in (node, st["votedId"]))
+    st["votedId"] = other
+    return _insert(events, i + 1, {"node": node, "event": "HandleVoteRequest", "state": st}), node, st["epoch"]
+
+
+def plant_truncation_below_hw(events: list[Event]) -> tuple[int, int, int]:
+    """A follower truncates below its high watermark (HW itself unchanged, so only this is wrong)."""
+    i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and e["state"]["highWatermark"] > 2,
+                     len(events) // 3)
+    node = events[i]["node"]
+    st = _last_state(events, node, i + 1)
+    to = st["highWatermark"] - 2
+    st["logEndOffset"] = to
+    ev = {"node": node, "event": "HandleFetchResponse", "state": st, "log": {"truncatedTo": to}}
+    return _insert(events, i + 1, ev), node, st["epoch"]
+
+
+def plant_diverging_records(events: list[Event]) -> tuple[int, int, int]:
+    """A follower's copy of a batch differs (same offset and epoch, another digest)."""
+    i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and bool(e.get("log", {}).get("appended")),
+                     len(events) // 3)
+    events[i]["log"] = copy.deepcopy(events[i]["log"])  # batches are shared with the leader's events
+    batch = events[i]["log"]["appended"][0]
+    batch["digest"] = "deadbeef"
+    return i, events[i]["node"], batch["epoch"]
+
+
+def plant_hw_backwards(events: list[Event]) -> tuple[int, int, int]:
+    """A node's high watermark moves back (not in a Restart)."""
+    i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and e["state"]["highWatermark"] > 2,
+                     len(events) // 3)
+    node = events[i]["node"]
+    st = _last_state(events, node, i + 1)
+    st["highWatermark"] -= 1
+    return _insert(events, i + 1, {"node": node, "event": "HandleFetchResponse", "state": st}), node, st["epoch"]
+
+
+def plant_epoch_backwards(events: list[Event]) -> tuple[int, int, int]:
+    """A node's epoch goes down by one (as an Unattached node with no vote and no leader)."""
+    i = _index_after(events, lambda e: e["event"] == "HandleBeginQuorumEpochRequest" and e["state"]["epoch"] > 1,
+                     len(events) // 3)
+    node = events[i]["node"]
+    st = _last_state(events, node, i + 1)
+    st.update(role="Unattached", epoch=st["epoch"] - 1, votedId=-1, leaderId=-1)
+    return _insert(events, i + 1, {"node": node, "event": "HandleBeginQuorumEpochRequest", "state": st}), node, st["epoch"]

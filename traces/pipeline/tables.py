@@ -1,0 +1,87 @@
+"""Normalised Parquet tables from the ingested lines, partitioned by source and run.
+
+* `events`      — one row per accepted event: identity, the state after it, the log change summary.
+* `messages`    — one row per Send/Receive: api, kind, correlation id, from/to, the body as JSON text.
+* `appends`     — one row per appended batch (offsets, epoch, digest): what LogMatching compares.
+* `transitions` — one row per change of a node's (role, epoch, leaderId): the state machine's path.
+* `quarantine`  — every line that was not accepted, with file, line, reason and the text itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+PARTITIONS = ("source", "run")
+STATE_FIELDS = ("role", "epoch", "votedId", "leaderId", "logEndOffset", "lastFetchedEpoch", "highWatermark",
+                "clusterId")
+
+
+@dataclass(frozen=True)
+class TablePaths:
+    root: Path
+
+    def __getitem__(self, name: str) -> str:
+        return str(self.root / name)
+
+
+def events_frame(lines: DataFrame) -> DataFrame:
+    accepted = lines.where(F.col("status") == "event")
+    return accepted.select(
+        "source", "run", "implementation", "file", "line",
+        F.col("e.seq").alias("seq"), F.col("e.ts").alias("ts"), F.col("e.node").alias("node"),
+        F.col("e.event").alias("event"), F.col("e.cause").alias("cause"), F.col("e.note").alias("note"),
+        *[F.col(f"e.state.{k}").alias(k) for k in STATE_FIELDS],
+        F.col("e.log.truncatedTo").alias("truncatedTo"), F.col("e.log.persisted").alias("persisted"),
+        F.col("e.log.appended").alias("appended"),
+        F.col("e.msg.api").alias("api"), F.col("e.msg.kind").alias("kind"),
+        F.col("e.msg.version").alias("version"), F.col("e.msg.correlationId").alias("correlationId"),
+        F.col("e.msg.from").alias("from"), F.col("e.msg.to").alias("to"), F.col("e.msg.body").alias("body"),
+    )
+
+
+def _write(df: DataFrame, path: str, partitioned: bool = True) -> None:
+    if partitioned:
+        # One task per (source, run) group writes that run's files: a file per run, not one per task and run.
+        df.repartition(*PARTITIONS).write.mode("overwrite").partitionBy(*PARTITIONS).parquet(path)
+    else:
+        df.coalesce(1).write.mode("overwrite").parquet(path)
+
+
+def write_tables(lines: DataFrame, out: Path) -> TablePaths:
+    """Write all five tables under `out/tables/`; later stages read them back (columnar, pruned)."""
+    paths = TablePaths(out / "tables")
+    ev = events_frame(lines)
+    _write(ev.drop("api", "kind", "version", "correlationId", "from", "to", "body"), paths["events"])
+    quarantine = lines.where(F.col("status") == "quarantined").select("file", "line", "reason", "text")
+    _write(quarantine.orderBy("file", "line"), paths["quarantine"], partitioned=False)
+    events = lines.sparkSession.read.parquet(paths["events"])
+    # Messages are re-read from the ingested lines (their columns are not in `events`).
+    msgs = ev.where(F.col("event").isin("Send", "Receive")).select(
+        "source", "run", "file", "line", "seq", "ts", "node", F.col("event").alias("direction"),
+        "api", "kind", "version", "correlationId", "from", "to", "body")
+    _write(msgs, paths["messages"])
+    appends = events.where(F.size("appended") > 0).select(
+        "source", "run", "node", "seq", "ts", F.posexplode("appended").alias("pos", "b")).select(
+        "source", "run", "node", "seq", "ts", "pos", F.col("b.baseOffset").alias("baseOffset"),
+        F.col("b.lastOffset").alias("lastOffset"), F.col("b.epoch").alias("epoch"),
+        F.col("b.control").alias("control"), F.col("b.digest").alias("digest"))
+    _write(appends, paths["appends"])
+    _write(transitions_frame(events), paths["transitions"])
+    return paths
+
+
+def transitions_frame(events: DataFrame) -> DataFrame:
+    w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
+    st = events.where(F.col("role").isNotNull())
+    prev = {k: F.lag(k).over(w) for k in ("role", "epoch", "leaderId")}
+    changed = prev["role"].isNull() | (prev["role"] != F.col("role")) | (prev["epoch"] != F.col("epoch")) \
+        | (prev["leaderId"] != F.col("leaderId"))
+    return st.select("source", "run", "node", "seq", "ts", "event",
+                     prev["role"].alias("fromRole"), F.col("role").alias("toRole"),
+                     prev["epoch"].alias("fromEpoch"), F.col("epoch").alias("toEpoch"),
+                     F.col("leaderId"), changed.alias("changed")) \
+        .where("changed").drop("changed")
