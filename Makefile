@@ -32,7 +32,14 @@ lint: setup
 	$(BIN)/mypy spec reference conformance traces tla
 
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+conformance: setup
+	$(BIN)/pytest conformance --report out/conformance $(PYTEST_ARGS)
+
+pipeline: setup
+	$(BIN)/kraft-tck simulate --seeds 200 --nodes 3 --duration 30s --out out/sim
+	$(BIN)/kraft-tck pipeline --input out/sim --out out/pipeline
 
 tlc: setup
 	$(BIN)/kraft-tck tlc --config tla/MCKRaft.cfg
@@ -41,4 +48,4 @@ cluster: setup
 	$(BIN)/kraft-tck cluster --voters 3 --dir .cluster --base-port 19190
 
 clean:
-	rm -rf $(VENV) build *.egg-info .cluster .pytest_cache
+	rm -rf $(VENV) build *.egg-info .cluster .pytest_cache out

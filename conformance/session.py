@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from kraft_tck.conformance.catalog import CaseSpec, catalog
 from kraft_tck.conformance.scenario import CaseSkipped, ConformanceFailure, Scenario
 from kraft_tck.conformance.target import Target, Timeouts
-from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress
+from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress, VLog
 from kraft_tck.traces.trace import TraceWriter, read_trace, to_jsonable
 
 T = TypeVar("T")
@@ -133,7 +133,25 @@ class Session:
             result.frames = list(sc.frames.frames)
             self.loop.run(self.quorum.stop_tasks(), 10)
             result.trace = self._write_trace(spec, result.frames)
+            if result.outcome in ("failed", "error"):
+                self.heal()
         return result
+
+    def heal(self) -> None:
+        """After a failure the target's log may no longer match any history the harness can serve (a
+        node that never truncates, say), and every later case would fail for that one reason. A target
+        the harness can restart is started again on a fresh, formatted directory and the virtual voters
+        forget their log with it: later cases then judge their own clause only."""
+        if not self.target.can_restart:
+            return
+        self.target.restart(wipe=True, formatted=True)
+        self.loop.run(self._forget_log(), 10)
+
+    async def _forget_log(self) -> None:
+        self.quorum.log = VLog()
+        for v in self.quorum.voters.values():
+            if v.client is not None:
+                await v.client.close()
 
     async def _scenario(self, spec: CaseSpec) -> Scenario:
         await self.quorum.reset()

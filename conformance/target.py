@@ -251,14 +251,16 @@ class CommandTarget(Target):
 class EmbeddedTarget(CommandTarget):
     """The reference node as a subprocess, its directory formatted with the session's cluster id.
 
-    ``launcher`` is the Python module run with ``-m``; tests point it at a fault-injecting launcher.
+    ``launcher`` is the Python module run with ``-m`` (or a ``.py`` script run directly, taking the same
+    ``node --config ... --trace-file ...`` arguments); tests point it at a fault-injecting launcher.
     """
 
     launcher: str = "kraft_tck.reference.cli"
 
     def __post_init__(self) -> None:
         if not self.template:
-            prefix = f"{shlex.quote(sys.executable)} -m {self.launcher}"
+            how = shlex.quote(self.launcher) if self.launcher.endswith(".py") else f"-m {self.launcher}"
+            prefix = f"{shlex.quote(sys.executable)} {how}"
             self.template = f"{prefix} node --config {{config}} --trace-file {{trace_file}}"
         super().__post_init__()
 

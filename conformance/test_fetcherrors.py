@@ -21,9 +21,8 @@ def check_error(sc: Scenario, resp: dict[str, object], what: str, error: Errors,
 @case("KIP-595/FetchErrors/1")
 async def test_older_epoch_fenced(sc: Scenario) -> None:
     epoch = await sc.make_leader()
-    log = sc.q.log
-    resp = await sc.call("Fetch is answered", sc.v(0).fetch(epoch - 1, log.end, log.last_epoch))
-    check_error(sc, resp, f"Fetch(CurrentLeaderEpoch={epoch - 1}) to the leader of {epoch}",
+    resp = await sc.call("Fetch is answered", sc.v(0).fetch(epoch - 1, 0, -1))
+    check_error(sc, resp, f"Fetch(CurrentLeaderEpoch={epoch - 1}, offset 0) to the leader of {epoch}",
                 Errors.FENCED_LEADER_EPOCH, (sc.target_id, epoch))
 
 

@@ -172,6 +172,8 @@ class KRaftCore:
         self._pending_cluster_id: tuple[int, str] | None = None  # (offset, id) of the log's first id record
         self._note_cluster_id_records(log.batches)
         self._ready_at: dict[int, int] = {}  # destination -> when it may get the next request
+        self._inflight: dict[int, int] = {}  # destination -> id of the one request awaiting its answer
+        self._last_request_id = 0
         self._parked: list[_ParkedFetch] = []
         self._probe_index = 0  # observers without a leader ask the voters in turn
         self._shutting_down = False
@@ -200,7 +202,8 @@ class KRaftCore:
         elif isinstance(inp, ResponseReceived):
             self._on_response(inp)
         elif isinstance(inp, RequestFailed):
-            self._request_failed(inp.dest_id)
+            if self._answers_inflight(inp.dest_id, inp.request_id):
+                self._request_failed(inp.dest_id)
         elif isinstance(inp, ClientWrite):
             self._out.client_append = self.client_append(inp.values)
         elif isinstance(inp, Shutdown):
@@ -287,7 +290,17 @@ class KRaftCore:
             raise TypeError(f"KRaftCore: unknown request {req!r}")
         self._out.replies.append(Reply(inp.reply_to, resp))
 
+    def _answers_inflight(self, dest: int, request_id: int | None) -> bool:
+        """Is this the answer to the one request in flight to ``dest``? Anything else is stale: acting on
+        it could, e.g., apply an old DivergingEpoch after a newer fetch already moved the log on."""
+        if request_id is not None and self._inflight.get(dest) != request_id:
+            return False
+        self._inflight.pop(dest, None)
+        return True
+
     def _on_response(self, inp: ResponseReceived) -> None:
+        if not self._answers_inflight(inp.sender_id, inp.request_id):
+            return
         self._ready_at[inp.sender_id] = self._now  # that destination is free for the next request
         resp = inp.response
         if isinstance(resp, VoteResponse):
@@ -999,7 +1012,10 @@ class KRaftCore:
             self.send_fetch_request(dest, max_wait_ms=0)  # a probe: who leads?
 
     def _send(self, dest: int, req: Request) -> None:
-        self._out.send.append(OutboundRequest(dest, req))
+        # One request in flight per destination: a newer one supersedes any the shell never answered.
+        self._last_request_id += 1
+        self._inflight[dest] = self._last_request_id
+        self._out.send.append(OutboundRequest(dest, req, self._last_request_id))
         self._ready_at[dest] = self._now + self.config.request_timeout_ms  # in flight until answered
 
     def _request_failed(self, dest: int) -> None:

@@ -56,10 +56,17 @@ class RequestReceived:
 
 @dataclass(frozen=True, slots=True)
 class ResponseReceived:
-    """The response to a request this core asked the shell to send to ``sender_id``."""
+    """The response to a request this core asked the shell to send to ``sender_id``.
+
+    ``request_id`` is the ``OutboundRequest.request_id`` it answers. The core has at most one request in
+    flight per destination and drops a response that does not answer it (late, duplicated, or for a
+    request it has since given up on) — Kafka's RaftClient does the same with correlation ids. Shells
+    must pass it; ``None`` is only for hand-fed input in tests, and skips the check.
+    """
 
     sender_id: int
     response: Response
+    request_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,7 @@ class RequestFailed:
 
     dest_id: int
     api: str
+    request_id: int | None = None  # as in ResponseReceived
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +114,7 @@ LogOp = AppendBatches | TruncateTo
 class OutboundRequest:
     dest_id: int
     request: Request
+    request_id: int = 0  # hand it back in the ResponseReceived / RequestFailed for this request
 
 
 @dataclass(frozen=True, slots=True)

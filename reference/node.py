@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft_tck.reference import controller as broker_controller
 from kraft_tck.reference import wire
 from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.controller import Controller, Decision
 from kraft_tck.reference.core import CoreConfig, KRaftCore
 from kraft_tck.reference.io import (
     AppendBatches,
@@ -40,8 +42,11 @@ from kraft_tck.reference.io import (
 )
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.reference.registry import BrokerRegistry
+from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
 from kraft_tck.spec import codec
+from kraft_tck.spec.errors import Errors
 from kraft_tck.traces.trace import TraceWriter, to_jsonable
 
 log = logging.getLogger("kraft_tck.reference.node")
@@ -111,8 +116,14 @@ class Node:
         self.core: KRaftCore | None = None
         self.server: KafkaServer | None = None
         self._timer: asyncio.Task[None] | None = None
+        self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
+        # Issue 7: the broker registry every node applies from the committed log, and the controller
+        # logic that runs while this node is the active controller (both pure; the shell only routes).
+        self.registry = BrokerRegistry()
+        self.controller = Controller(self.registry, config.broker_session_timeout_ms)
+        self._controller_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []  # (offset, epoch, fut)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -173,7 +184,7 @@ class Node:
                 self._peers[voter.node_id] = _Peer(voter.node_id, host, voter.endpoint.port)
         self.server = KafkaServer(
             self._handle,
-            wire.SERVED_API_VERSIONS,
+            {**wire.SERVED_API_VERSIONS, **broker_controller.SERVED_API_VERSIONS},
             host=cfg.listener.endpoint.host or "0.0.0.0",
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
@@ -182,6 +193,7 @@ class Node:
         await self.server.start()
         self._apply(first)
         self._timer = asyncio.create_task(self._timer_loop())
+        self._controller_task = asyncio.create_task(self._controller_loop())
         log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(cfg.voter_ids))
 
     async def stop(self, graceful: bool = True, grace_s: float = 1.0) -> None:
@@ -197,6 +209,8 @@ class Node:
         self._stopping = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._controller_task is not None:
+            self._controller_task.cancel()
         if self.server is not None:
             await self.server.close()
         for task in list(self._tasks):
@@ -210,6 +224,7 @@ class Node:
         for _, fut in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(RuntimeError("node stopped"))
+        self._fail_controller_waiters()
         if self.trace is not None:
             self.trace.close()
         if self.storage is not None:
@@ -244,17 +259,20 @@ class Node:
         for event in ready.trace:
             self._emit(event)
         for out in ready.send:
-            self._spawn(self._send(out.dest_id, out.request))
+            self._spawn(self._send(out.dest_id, out.request, out.request_id))
         for rep in ready.replies:
             fut = self._replies.pop(rep.reply_to, None)
             if fut is not None and not fut.done():
                 fut.set_result(rep.response)
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
+            self._apply_committed_records()
             self._release_commits()
+            self._release_controller_waiters()
         if ready.next_deadline_ms is not None:
             self._deadline = ready.next_deadline_ms
             self._wake.set()
+        self._sync_controller()
 
     async def _timer_loop(self) -> None:
         assert self.core is not None
@@ -281,6 +299,8 @@ class Node:
     async def _handle(self, req: Request) -> dict[str, Any] | None:
         if self._stopping:
             return None
+        if req.api_key in broker_controller.SERVED_API_VERSIONS:
+            return await self._handle_broker_request(req)
         try:
             core_req = wire.request_from_kafka(req.api_key, req.api_version, req.body)
         except wire.WireError as exc:
@@ -317,7 +337,7 @@ class Node:
             peer.client = client
             return client
 
-    async def _send(self, dest: int, request: Any) -> None:
+    async def _send(self, dest: int, request: Any, request_id: int) -> None:
         peer = self._peers.get(dest)
         api_key = wire.api_key(request)
         api = codec.api_name(api_key)
@@ -339,10 +359,10 @@ class Node:
             if peer.client is not None and not peer.client.connected:
                 await peer.client.close()
                 peer.client = None
-            self._step(RequestFailed(dest_id=dest, api=api))
+            self._step(RequestFailed(dest_id=dest, api=api, request_id=request_id))
             return
         if not self._stopping:
-            self._step(ResponseReceived(sender_id=dest, response=response))
+            self._step(ResponseReceived(sender_id=dest, response=response, request_id=request_id))
 
     # ------------------------------------------------------------------ client writes
 
@@ -367,6 +387,123 @@ class Node:
                 keep.append((offset, fut))
         self._commit_waiters = keep
 
+    # ------------------------------------------------------------------ brokers (issue 7)
+
+    def _apply_committed_records(self) -> None:
+        """Every node applies newly committed records to the broker registry, in log order."""
+        assert self.core is not None
+        hw = self.high_watermark
+        if self.registry.next_offset >= hw:
+            return
+        batches = self.core.log.read(self.registry.next_offset, 1 << 62)
+        changes, errors = self.registry.apply_committed(batches, hw)
+        now = self.clock.now_ms()
+        for change in changes:
+            self._emit({"ts": now, "node": self.config.node_id, "event": "BrokerEvent",
+                        "broker": change.to_json(), "note": change.record})
+        for error in errors:
+            log.error("broker registry refused a committed record: %s", error)
+        self.controller.committed(hw)
+
+    def _sync_controller(self) -> None:
+        """Active controller = Raft leader whose epoch has committed an entry (so the registry holds the
+        whole committed log, as Kafka's controller claims leadership only after replaying up to it)."""
+        core = self.core
+        if core is None:
+            return
+        role = core.role
+        should = (
+            not self._stopping
+            and isinstance(role, Leader)
+            and self.high_watermark > role.epoch_start_offset
+            and self.registry.next_offset >= self.high_watermark
+        )
+        if should and isinstance(role, Leader):
+            if not self.controller.active or self.controller.epoch != role.epoch:
+                self.controller.activate(self.clock.now_ms(), role.epoch, core.cluster_id)
+                log.info("node %d is the active controller (epoch %d, %d brokers)",
+                         self.config.node_id, role.epoch, len(self.registry))
+        elif self.controller.active:
+            self.controller.deactivate()
+            self._fail_controller_waiters()
+            log.info("node %d is no longer the active controller", self.config.node_id)
+
+    async def _handle_broker_request(self, req: Request) -> dict[str, Any] | None:
+        """BrokerRegistration / BrokerHeartbeat: the controller decides; the shell appends and waits."""
+        assert self.core is not None
+        now, next_offset = self.clock.now_ms(), self.core.log.end_offset
+        if req.api_key == broker_controller.BROKER_REGISTRATION:
+            decision = self.controller.handle_broker_registration(req.body, now, next_offset)
+        else:
+            decision = self.controller.handle_broker_heartbeat(req.body, now, next_offset)
+        if decision.note:
+            log.debug("%s", decision.note)
+        if not await self._commit_decision(decision):
+            return broker_controller.error_response(req.api_key, Errors.NOT_CONTROLLER)
+        return decision.response
+
+    async def _commit_decision(self, decision: Decision) -> bool:
+        """Append the decision's records and wait until everything it depends on is committed.
+
+        False when this node turned out not to be (or stopped being) the controller: the append was
+        refused, or the entries were lost to a new leader (same offset, other epoch) or never committed.
+        """
+        assert self.core is not None
+        epoch = self.controller.epoch
+        if decision.records:
+            ready = self._step(ClientWrite(tuple(r.value() for r in decision.records)))
+            result = ready.client_append
+            if result is None or not result.accepted or result.base_offset != decision.base_offset:
+                if self.controller.active:
+                    self.controller.deactivate()
+                    self._fail_controller_waiters()
+                return False
+            epoch = result.epoch
+        last = decision.commit_offset - 1
+        if last < 0:
+            return True
+        if self.high_watermark <= last:
+            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._controller_waiters.append((last, epoch, fut))
+            self._release_controller_waiters()
+            try:
+                # An answer later than a session is worthless to the broker; it will ask again.
+                return await asyncio.wait_for(fut, self.config.broker_session_timeout_ms / 1000)
+            except TimeoutError:
+                return False
+        return self.core.log.epoch_of(last) == epoch
+
+    def _release_controller_waiters(self) -> None:
+        assert self.core is not None
+        keep = []
+        for offset, epoch, fut in self._controller_waiters:
+            if fut.done():
+                continue
+            if self.high_watermark > offset:
+                # Log Matching: the same offset in the same epoch is the very entry we appended.
+                fut.set_result(self.core.log.epoch_of(offset) == epoch)
+            else:
+                keep.append((offset, epoch, fut))
+        self._controller_waiters = keep
+
+    def _fail_controller_waiters(self) -> None:
+        waiters, self._controller_waiters = self._controller_waiters, []
+        for _, _, fut in waiters:
+            if not fut.done():
+                fut.set_result(False)
+
+    async def _controller_loop(self) -> None:
+        """Session expiry: fence brokers that stopped heartbeating (``broker.session.timeout.ms``)."""
+        period = max(0.01, min(0.25, self.config.broker_session_timeout_ms / 4000))
+        while not self._stopping:
+            await asyncio.sleep(period)
+            if self._stopping or self.core is None or not self.controller.active:
+                continue
+            decision = self.controller.fence_expired(self.clock.now_ms(), self.core.log.end_offset)
+            if decision is not None:
+                log.info("%s", decision.note)
+                self._spawn(self._commit_decision(decision))
+
     # ------------------------------------------------------------------ tracing
 
     def _emit(self, event: dict[str, Any]) -> None:
@@ -390,10 +527,13 @@ class Node:
         # The wire does not say who a connection belongs to; the request body does (CandidateId, ...).
         me = self.config.node_id
         if direction == "recv":
-            try:
-                other = wire.sender_of(wire.request_from_kafka(api_key, version, body))
-            except wire.WireError:
-                other = -1
+            if api_key in broker_controller.SERVED_API_VERSIONS:
+                other = body.get("BrokerId", -1)
+            else:
+                try:
+                    other = wire.sender_of(wire.request_from_kafka(api_key, version, body))
+                except wire.WireError:
+                    other = -1
             self._peer_of_corr[(peer, corr)] = other
             self._message_event("request", "recv", api_key, version, corr, body, other, me)
         else:

@@ -310,18 +310,22 @@ HandleBeginQuorumEpochResponse(i, m) ==
 
 \* core: send_fetch_request.  "Fetch": a Follower fetches from its leader at
 \* FetchOffset = log end with the epoch of its last record; an observer that
-\* knows no leader asks any voter.  No identical fetch may be in flight
-\* (Kafka keeps one outstanding fetch and resends after a request timeout).
+\* knows no leader asks any voter.  Kafka keeps one fetch outstanding: a new
+\* one goes out once the previous request or its answer is gone (answered,
+\* or lost and timed out).
+FetchOutstanding(i) ==
+    \E m \in DOMAIN msgs :
+        \/ m.type = "FetchRequest" /\ m.from = i
+        \/ m.type = "FetchResponse" /\ m.to = i
 SendFetchRequest(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
        \/ i \in Observers /\ role[i] = Unattached
+    /\ ~FetchOutstanding(i)
     /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Voters) :
-         LET m == [type |-> "FetchRequest", from |-> i, to |-> j,
-                   clusterId |-> clusterId[i], epoch |-> epoch[i],
-                   fetchOffset |-> LogEndOffset(log[i]),
-                   lastFetchedEpoch |-> LastEpoch(log[i])]
-         IN /\ ~InFlight(m)
-            /\ Send(m)
+         Send([type |-> "FetchRequest", from |-> i, to |-> j,
+               clusterId |-> clusterId[i], epoch |-> epoch[i],
+               fetchOffset |-> LogEndOffset(log[i]),
+               lastFetchedEpoch |-> LastEpoch(log[i])])
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
 \* The HW a leader may move to: the largest offset a majority of voters has
@@ -536,38 +540,26 @@ ForeignClusterCopy(m) ==
 
 -----------------------------------------------------------------------------
 
-\* Receive actions, one per handler, for a message already in flight.
-Receive(m) ==
-    \E i \in Nodes :
-        \/ HandleVoteRequest(i, m)
-        \/ HandleVoteResponse(i, m)
-        \/ HandleBeginQuorumEpochRequest(i, m)
-        \/ HandleBeginQuorumEpochResponse(i, m)
-        \/ HandleFetchRequest(i, m)
-        \/ HandleFetchResponse(i, m)
-        \/ HandleEndQuorumEpochRequest(i, m)
-        \/ HandleEndQuorumEpochResponse(i, m)
-
-NodeStep ==
-    \E i \in Nodes :
-        \/ StartElection(i)
-        \/ BecomeLeader(i)
-        \/ SendFetchRequest(i)
-        \/ \E v \in Values : ClientAppend(i, v)
-        \/ LeaderProgressTimeout(i)
-        \/ Resign(i)
-        \/ Restart(i)
-
-NetworkStep ==
-    \E m \in DOMAIN msgs :
-        \/ DropMessage(m)
-        \/ DuplicateMessage(m)
-        \/ ForeignClusterCopy(m)
-
+\* One disjunct per action, so that TLC names the action in a counterexample.
 Next ==
-    \/ NodeStep
-    \/ \E m \in DOMAIN msgs : Receive(m)
-    \/ NetworkStep
+    \/ \E i \in Nodes : StartElection(i)
+    \/ \E i \in Nodes : BecomeLeader(i)
+    \/ \E i \in Nodes : SendFetchRequest(i)
+    \/ \E i \in Nodes, v \in Values : ClientAppend(i, v)
+    \/ \E i \in Nodes : LeaderProgressTimeout(i)
+    \/ \E i \in Nodes : Resign(i)
+    \/ \E i \in Nodes : Restart(i)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleVoteRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleVoteResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochResponse(i, m)
+    \/ \E m \in DOMAIN msgs : DropMessage(m)
+    \/ \E m \in DOMAIN msgs : DuplicateMessage(m)
+    \/ \E m \in DOMAIN msgs : ForeignClusterCopy(m)
 
 Spec == Init /\ [][Next]_vars
 

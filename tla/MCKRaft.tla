@@ -2,9 +2,10 @@
 (***************************************************************************)
 (* Bounded model of KRaft for TLC.  The bounds are state constraints, so   *)
 (* a state past a bound is still checked against every invariant but not  *)
-(* explored further.  Voters (and observers) are model values: nothing in *)
-(* KRaft orders or computes with node ids, so permuting them maps          *)
-(* behaviours onto behaviours and symmetry reduction is sound.            *)
+(* explored further; the network faults can be switched off per config to *)
+(* keep the small model small.  Voters (and observers) are model values:   *)
+(* nothing in KRaft orders or computes with node ids, so permuting them    *)
+(* maps behaviours onto behaviours and symmetry reduction is sound.        *)
 (***************************************************************************)
 EXTENDS KRaft
 
@@ -14,17 +15,41 @@ CONSTANTS
     MaxMsgs,       \* distinct messages in flight
     MaxCopies,     \* copies of one message in flight (duplication)
     MaxForeign,    \* foreign-cluster requests in flight
-    MaxRestarts    \* Restart steps in a behaviour
+    MaxRestarts,   \* Restart steps in a behaviour
+    AllowDrop,     \* BOOLEAN: enable DropMessage
+    AllowDuplicate \* BOOLEAN: enable DuplicateMessage
 
 ForeignInFlight == {m \in DOMAIN msgs : m.type \in Requests /\ m.clusterId = ForeignCluster}
 
+\* KRaft's Next with the bounds as guards, so a disabled fault or a spent
+\* budget costs nothing.  Each disjunct still names one KRaft action.
+MCNext ==
+    \/ \E i \in Nodes : epoch[i] < MaxEpoch /\ StartElection(i)
+    \/ \E i \in Nodes : BecomeLeader(i)
+    \/ \E i \in Nodes : SendFetchRequest(i)
+    \/ \E i \in Nodes, v \in Values : Len(log[i]) < MaxLogLen /\ ClientAppend(i, v)
+    \/ \E i \in Nodes : LeaderProgressTimeout(i)
+    \/ \E i \in Nodes : Resign(i)
+    \/ \E i \in Nodes : restarts < MaxRestarts /\ Restart(i)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleVoteRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleVoteResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochResponse(i, m)
+    \/ \E m \in DOMAIN msgs : AllowDrop /\ DropMessage(m)
+    \/ \E m \in DOMAIN msgs : AllowDuplicate /\ msgs[m] < MaxCopies /\ DuplicateMessage(m)
+    \/ \E m \in DOMAIN msgs : Cardinality(ForeignInFlight) < MaxForeign /\ ForeignClusterCopy(m)
+
+MCSpec == Init /\ [][MCNext]_vars
+
+\* BecomeLeader may still grow a log to MaxLogLen + 1; sends may exceed
+\* MaxMsgs.  Such states are checked but not expanded.
 StateBound ==
-    /\ \A i \in Nodes : epoch[i] <= MaxEpoch
     /\ \A i \in Nodes : Len(log[i]) <= MaxLogLen
     /\ Cardinality(DOMAIN msgs) <= MaxMsgs
-    /\ \A m \in DOMAIN msgs : msgs[m] <= MaxCopies
-    /\ Cardinality(ForeignInFlight) <= MaxForeign
-    /\ restarts <= MaxRestarts
 
 \* Symmetry over voters and, separately, over observers.
 Symmetry == Permutations(Voters) \cup Permutations(Observers)

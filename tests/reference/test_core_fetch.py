@@ -12,6 +12,7 @@ from kraft_tck.reference.io import (
     ClientWrite,
     QuorumStateSnapshot,
     Ready,
+    RequestFailed,
     RequestReceived,
     ResponseReceived,
     TruncateTo,
@@ -338,3 +339,23 @@ def test_skipping_truncation_is_an_injectable_fault() -> None:
     )
     ready = core.step(ResponseReceived(1, FetchResponse(0, (), (1, 3), LeaderIdAndEpoch(1, 4))), 5)
     assert core.log.end_offset == 5 and not any(isinstance(op, TruncateTo) for op in ready.log_ops)
+
+
+def test_a_stale_fetch_response_is_dropped_not_applied() -> None:
+    """Found by the simulator (seed 24, heavy faults): an old DivergingEpoch answer arriving after a newer
+    fetch was answered must not truncate the log. The core keeps one request in flight per destination
+    and drops any response that does not answer it (KIP-595 relies on Kafka's correlation ids for this)."""
+    core = follower(2, 4, 1)
+    first = core.step(ResponseReceived(1, FetchResponse(0, log_with((1, 3)), None, LeaderIdAndEpoch(1, 4))), 5)
+    (fetch1,) = first.send
+    newer = core.step(
+        ResponseReceived(1, FetchResponse(3, log_with((1, 3), (4, 2))[3:], None, LeaderIdAndEpoch(1, 4)),
+                         request_id=fetch1.request_id), 6)
+    (fetch2,) = newer.send
+    assert fetch2.request_id != fetch1.request_id and core.log.end_offset == 5
+    # A duplicate of the answer to fetch1, now carrying a DivergingEpoch, arrives late: ignored.
+    stale = core.step(ResponseReceived(1, FetchResponse(0, (), (1, 1), LeaderIdAndEpoch(1, 4)),
+                                       request_id=fetch1.request_id), 7)
+    assert stale.log_ops == [] and stale.trace == [] and core.log.end_offset == 5
+    # A failure report for a superseded request changes nothing either.
+    assert core.step(RequestFailed(1, "Fetch", request_id=fetch1.request_id), 8).send == []

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig
 from kraft_tck.reference.io import QuorumStateSnapshot
@@ -23,7 +22,7 @@ from kraft_tck.traces.trace import read_trace, to_jsonable, validate_file
 
 def _run(tmp_path: Path, name: str, **kw: object) -> Path:
     path = tmp_path / f"{name}.ndjson"
-    result = simulate(SimConfig(**kw), path)  # type: ignore[arg-type]
+    result = simulate(SimConfig(**kw), path)
     result.raise_for_violation()
     return path
 
@@ -178,3 +177,12 @@ def test_cli_rejects_a_bad_duration() -> None:
     (command,) = [c for c in COMMANDS if c.name == "simulate"]
     result = CliRunner().invoke(command, ["--duration", "soon", "--out", "x"])
     assert result.exit_code != 0 and "expected a positive duration" in result.output
+
+
+def test_seed_24_heavy_regression_stale_responses_are_dropped(tmp_path: Path) -> None:
+    """Seed 24 under heavy faults once made the core apply a stale DivergingEpoch and truncate below its
+    high watermark (CommittedNeverTruncated). One request in flight per destination fixed it."""
+
+    result = simulate(SimConfig(seed=24, nodes=3, duration_ms=60_000, profile="heavy"),
+                      trace_path=tmp_path / "seed-24.ndjson")
+    assert result.violation is None, result.violation

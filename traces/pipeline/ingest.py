@@ -91,7 +91,7 @@ def classify(lines: DataFrame, files: list[FileInfo]) -> DataFrame:
     info = spark.createDataFrame(rows, info_schema)
     typed = F.from_json("value", S.event_type())
     raw = F.from_json("value", S.RAW_OBJECT)
-    df = lines.join(F.broadcast(info), "uri").withColumn("raw", raw).withColumn("e", typed)
+    df = S.with_raw_columns(lines.join(F.broadcast(info), "uri").withColumn("raw", raw).withColumn("e", typed))
     problems = F.when(F.trim("value") == "", F.array(F.lit("empty line"))) \
         .when(F.col("raw").isNull(), F.array(F.lit("not a JSON object (malformed or truncated line)"))) \
         .when(F.col("raw")["type"] == "header", F.array(F.lit("a second header line"))) \

@@ -176,7 +176,7 @@ def object_problems(node: dict[str, Any], typed: Column, raw: Column, path: str)
         raw_text = raw[key]
         kinds = [k for k in _json_types(sub) if k != "null"]
         if kinds == ["object"] and sub.get("properties"):
-            inner = F.from_json(raw_text, RAW_OBJECT)
+            inner = F.col(raw_column(sub_path))
             out.append((present & raw_text.isNotNull() & inner.isNull(), F.lit(f"{sub_path}: not an object")))
             for cond, msg in object_problems(sub, typed[key], inner, sub_path):
                 out.append((present & inner.isNotNull() & cond, msg))
@@ -199,7 +199,7 @@ def _array_problems(node: dict[str, Any], typed: Column, present: Column, raw_te
         out.append((F.size(F.array_distinct(typed)) < F.size(typed), F.lit(f"{path}: items are not unique")))
     item_kinds = [k for k in _json_types(items) if k != "null"]
     if item_kinds == ["object"] and items.get("properties"):
-        raw_items = F.from_json(raw_text, T.ArrayType(RAW_OBJECT))
+        raw_items = F.col(raw_column(path))
         zipped = F.arrays_zip(typed.alias("t"), raw_items.alias("r"))
 
         def item(z: Column) -> Column:
@@ -221,8 +221,42 @@ def _collect(checks: list[Problem]) -> Column:
     return F.filter(flagged, lambda x: x.isNotNull() & (F.length(x) > 0))
 
 
+def raw_column(path: str) -> str:
+    """Name of the column holding the raw map (or array of maps) of the nested object at `path`."""
+    return "__raw_" + path.replace("/", "_")
+
+
+def _nested_raw(node: dict[str, Any], parent: str, path: str, out: list[tuple[str, Column]]) -> None:
+    for key, sub in resolve(node).get("properties", {}).items():
+        sub = resolve(sub)
+        sub_path = f"{path}/{key}" if path else key
+        kinds = [k for k in _json_types(sub) if k != "null"]
+        text = F.col(parent)[key]
+        if kinds == ["object"] and sub.get("properties"):
+            out.append((raw_column(sub_path), F.from_json(text, RAW_OBJECT)))
+            _nested_raw(sub, raw_column(sub_path), sub_path, out)
+        elif kinds == ["array"] and resolve(sub.get("items", {})).get("properties"):
+            out.append((raw_column(sub_path), F.from_json(text, T.ArrayType(RAW_OBJECT))))
+
+
+def raw_columns(node_name: str, raw: str) -> list[tuple[str, Column]]:
+    """(name, expression) of every nested raw map, parents first: parse each nested object once, as its
+    own column, instead of once per check that looks at it."""
+    out: list[tuple[str, Column]] = []
+    _nested_raw(definition(node_name), raw, "", out)
+    return out
+
+
+def with_raw_columns(df: Any, raw: str = "raw") -> Any:
+    for name, expr in raw_columns("event", raw):
+        df = df.withColumn(name, expr)
+    return df
+
+
 def event_problems(typed: Column, raw: Column) -> Column:
-    """array<string>: every way one event line breaks the trace schema (empty when it conforms)."""
+    """array<string>: every way one event line breaks the trace schema (empty when it conforms).
+
+    Needs the nested raw columns of `with_raw_columns` on the same DataFrame."""
     return _collect(object_problems(definition("event"), typed, raw, ""))
 
 

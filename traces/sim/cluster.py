@@ -137,7 +137,8 @@ class _Node:
     incarnation: int = 0
     tick_at: int | None = None
     hw: int = 0  # the core's high watermark after its last step
-    inflight: dict[int, tuple[int, str]] = field(default_factory=dict)  # correlation id -> (dest, api)
+    # correlation id -> (dest, api, the core's request id)
+    inflight: dict[int, tuple[int, str, int]] = field(default_factory=dict)
 
     def local(self, now: int) -> int:
         """This node's clock reading at global virtual time ``now`` (monotonic in ``now``)."""
@@ -423,7 +424,7 @@ class Simulation:
         self._corr += 1
         corr = self._corr
         api = api_name(req)
-        node.inflight[corr] = (dst, api)
+        node.inflight[corr] = (dst, api, out.request_id)
         target = self.nodes.get(dst)
         if target is None:
             raise SimulationError(f"node {src} sent {api} to unknown node {dst}")
@@ -492,7 +493,8 @@ class Simulation:
 
     def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool]) -> None:
         src, corr, resp, dup = payload
-        if node.core is None or node.inflight.pop(corr, None) is None:
+        pending = node.inflight.pop(corr, None) if node.core is not None else None
+        if pending is None:
             return  # a late, duplicate or orphaned response: the client has no such correlation id
         if self._writer is not None:
             self._message_event(
@@ -500,7 +502,7 @@ class Simulation:
             )
         else:
             self.seq += 1
-        self._step(node, ResponseReceived(sender_id=src, response=resp))
+        self._step(node, ResponseReceived(sender_id=src, response=resp, request_id=pending[2]))
 
     def _timeout(self, node: _Node, payload: tuple[int, int]) -> None:
         corr, incarnation = payload
@@ -508,7 +510,7 @@ class Simulation:
             return
         pending = node.inflight.pop(corr, None)
         if pending is not None:
-            self._step(node, RequestFailed(dest_id=pending[0], api=pending[1]))
+            self._step(node, RequestFailed(dest_id=pending[0], api=pending[1], request_id=pending[2]))
 
     # ------------------------------------------------------------------------------------ faults
 
