@@ -114,22 +114,28 @@ def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool) -> None
 
 
 @main.group("quorum")
-@click.option("--bootstrap-controller", required=True, help="host:port of any controller.")
+@click.option("--bootstrap-controller", required=True,
+              help="host:port of any controller (a comma-separated list is allowed; the first is asked "
+                   "for --status/--replication, all are tried for --brokers).")
 @click.option("--timeout-ms", type=int, default=5000, show_default=True)
 @click.pass_context
 def quorum_cmd(ctx: click.Context, bootstrap_controller: str, timeout_ms: int) -> None:
     """Ask a quorum about itself (like kafka-metadata-quorum)."""
-    host, _, port = bootstrap_controller.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(
-            f"expected host:port, got {bootstrap_controller!r}", param_hint="--bootstrap-controller"
-        )
-    ctx.obj = {"host": host.strip("[]"), "port": int(port), "timeout": timeout_ms / 1000}
+    from kraft_tck.reference.broker_client import parse_endpoints
+
+    try:
+        endpoints = parse_endpoints(bootstrap_controller)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--bootstrap-controller") from exc
+    host, port = endpoints[0]
+    ctx.obj = {"host": host, "port": port, "endpoints": endpoints, "timeout": timeout_ms / 1000}
 
 
 @quorum_cmd.command("describe")
 @click.option("--status", "mode", flag_value="status", default=True, help="Summary of the quorum.")
 @click.option("--replication", "mode", flag_value="replication", help="Per-replica replication table.")
+@click.option("--brokers", "mode", flag_value="brokers",
+              help="Registered brokers with state and epoch, replayed from the leader's committed log.")
 @click.pass_obj
 def describe_cmd(obj: dict[str, Any], mode: str) -> None:
     """DescribeQuorum against any node that speaks it (KIP-595, KIP-836 fields)."""
@@ -140,6 +146,15 @@ def describe_cmd(obj: dict[str, Any], mode: str) -> None:
         render_status,
     )
 
+    if mode == "brokers":
+        from kraft_tck.reference.broker_client import BrokerError, read_registry, render_brokers
+
+        try:
+            registry, qinfo = asyncio.run(read_registry(obj["endpoints"], obj["timeout"]))
+        except BrokerError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(render_brokers(registry, qinfo))
+        return
     try:
         info = asyncio.run(describe_quorum(obj["host"], obj["port"], obj["timeout"]))
     except QuorumError as exc:

@@ -155,6 +155,8 @@ def test_restarted_voter_keeps_its_epoch_and_vote(cluster: LocalCluster) -> None
     cluster.start_all()
     info = run(cluster.wait_for_leader(15, min_hw=20))
     follower = next(i for i in (1, 2, 3) if i != info.leader_id)
+    # Two voters suffice for a leader; make sure this one is up and following before crashing it.
+    info = run(cluster.wait_caught_up(follower, 30, info.high_watermark))
     cluster.kill(follower, signal.SIGKILL)
     with LogDir.open(cluster.data_dir(follower)) as d:
         qs = d.read_quorum_state()
