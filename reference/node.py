@@ -26,7 +26,7 @@ from kraft_tck.reference import controller as broker_controller
 from kraft_tck.reference import wire
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.controller import Controller, Decision
-from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientAppendResult,
@@ -111,6 +111,7 @@ class Node:
         self._stopping = False
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.high_watermark = 0
+        self.safety_refusals = 0  # inputs refused because they would have broken a safety property
         self.trace: TraceWriter | None = None
         self.storage: LogDir | None = None
         self.core: KRaftCore | None = None
@@ -234,7 +235,15 @@ class Node:
 
     def _step(self, inp: Input) -> Ready:
         assert self.core is not None
-        ready = self.core.step(inp, self.clock.now_ms())
+        try:
+            ready = self.core.step(inp, self.clock.now_ms())
+        except SafetyViolation as exc:
+            # A peer asked for something that would break safety (e.g. a DivergingEpoch below our high
+            # watermark). The core checks before it changes anything, so refusing the input keeps it
+            # consistent; say so loudly, since one side of the exchange has a bug.
+            self.safety_refusals += 1
+            log.error("SAFETY: refused %s from the network: %s", type(inp).__name__, exc)
+            return Ready()
         self._apply(ready)
         return ready
 
