@@ -56,6 +56,21 @@ IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 #: A factory for the core; tests inject faults by passing a subclass (never a flag in the product).
 CoreFactory = type[KRaftCore]
 
+class WriteLost(Exception):
+    """A client write was appended but truncated before it committed (its leader lost the epoch)."""
+
+
+def commit_outcome(log: Log, high_watermark: int, last_offset: int, epoch: int) -> str:
+    """"committed", "lost" or "pending" for a write that ended at ``last_offset`` in ``epoch``.
+
+    Offsets alone are not enough: after a leader change the same offset may hold another epoch's record,
+    and the high watermark passing it says nothing about *our* write (Raft's log matching: same offset
+    and epoch means same entry)."""
+    if log.epoch_of(last_offset) != epoch:
+        return "lost"  # truncated away, or replaced by another epoch's record
+    return "committed" if high_watermark > last_offset else "pending"
+
+
 class StartupError(Exception):
     """The node cannot start; the message names the file or setting at fault."""
 
@@ -109,7 +124,7 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
         self.high_watermark = 0
         self.safety_refusals = 0  # inputs refused because they would have broken a safety property
         self.trace: TraceWriter | None = None
@@ -189,7 +204,7 @@ class Node:
             host=cfg.listener.endpoint.host or "0.0.0.0",
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
-            observer=self._observe_server,
+            observer=self._observe_server if self.trace is not None else None,
         )
         await self.server.start()
         self._apply(first)
@@ -212,6 +227,10 @@ class Node:
             self._timer.cancel()
         if self._controller_task is not None:
             self._controller_task.cancel()
+        # Unblock parked replies first: a connection waiting to write one would keep server.close() waiting.
+        for fut in self._replies.values():
+            if not fut.done():
+                fut.cancel()
         if self.server is not None:
             await self.server.close()
         for task in list(self._tasks):
@@ -219,10 +238,7 @@ class Node:
         for peer in self._peers.values():
             if peer.client is not None:
                 await peer.client.close()
-        for fut in self._replies.values():
-            if not fut.done():
-                fut.cancel()
-        for _, fut in self._commit_waiters:
+        for _, _, fut in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(RuntimeError("node stopped"))
         self._fail_controller_waiters()
@@ -267,6 +283,8 @@ class Node:
             self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
         for event in ready.trace:
             self._emit(event)
+        if self.trace is not None and ready.trace:
+            self.trace.flush()  # hand each step's events to the kernel: kill -9 then loses nothing before it
         for out in ready.send:
             self._spawn(self._send(out.dest_id, out.request, out.request_id))
         for rep in ready.replies:
@@ -334,7 +352,7 @@ class Node:
             if time.monotonic() < peer.backoff_until:
                 raise RequestError(f"node {peer.node_id}: reconnect backoff")
             client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
-                                 observer=self._observe_client(peer.node_id))
+                                 observer=self._observe_client(peer.node_id) if self.trace else None)
             try:
                 await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
             except RequestError:
@@ -380,20 +398,26 @@ class Node:
         ready = self._step(ClientWrite(tuple(values)))
         result = ready.client_append
         assert result is not None, "the core answers every ClientWrite"
-        if result.accepted and wait_commit and self.high_watermark <= result.last_offset:
+        if result.accepted and wait_commit:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._commit_waiters.append((result.last_offset, fut))
+            self._commit_waiters.append((result.last_offset, result.epoch, fut))
+            self._release_commits()
             await fut
         return result
 
     def _release_commits(self) -> None:
+        assert self.core is not None
         keep = []
-        for offset, fut in self._commit_waiters:
-            if self.high_watermark > offset:
-                if not fut.done():
+        for offset, epoch, fut in self._commit_waiters:
+            outcome = commit_outcome(self.core.log, self.high_watermark, offset, epoch)
+            if outcome == "pending":
+                keep.append((offset, epoch, fut))
+            elif not fut.done():
+                if outcome == "committed":
                     fut.set_result(None)
-            else:
-                keep.append((offset, fut))
+                else:
+                    fut.set_exception(WriteLost(f"the write ending at offset {offset} (epoch {epoch}) was "
+                                                "truncated before it committed: leadership changed"))
         self._commit_waiters = keep
 
     # ------------------------------------------------------------------ brokers (issue 7)

@@ -120,6 +120,7 @@ class TraceWriter:
         self._fh: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         head = {"type": "header", "format": FORMAT_VERSION, **header}
         self._write(head)
+        self.flush()  # a process killed right after start still leaves a readable (header-only) trace
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         if self._validate:
