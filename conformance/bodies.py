@@ -71,7 +71,10 @@ def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: in
         "ClusterId": cluster_id,
         "VoterId": voter_id,
         "Topics": [
-            {"TopicName": METADATA_TOPIC, "Partitions": [{"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}]}
+            {
+                "TopicName": METADATA_TOPIC,
+                "Partitions": [{"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}],
+            }
         ],
         "LeaderEndpoints": [],
     }
@@ -129,8 +132,9 @@ def describe_quorum_request() -> Body:
 # ---------------------------------------------------------------------------------------------- responses
 
 
-def election_response(api_key: int, leader_id: int, epoch: int, error: int = 0, top_error: int = 0,
-                      granted: bool | None = None) -> Body:
+def election_response(
+    api_key: int, leader_id: int, epoch: int, error: int = 0, top_error: int = 0, granted: bool | None = None
+) -> Body:
     """Vote / BeginQuorumEpoch / EndQuorumEpoch responses share one layout (Vote adds VoteGranted)."""
     part: Body = {"PartitionIndex": 0, "ErrorCode": int(error), "LeaderId": leader_id, "LeaderEpoch": epoch}
     if api_key == VOTE:
@@ -226,36 +230,50 @@ def describe(api: str, kind: str, body: Body) -> str:
     part = partition_or_none(body) or {}
     if kind == "request":
         if api == "Vote":
-            return (f"Vote(epoch={part.get('CandidateEpoch')}, candidate={part.get('CandidateId')}, "
-                    f"last={part.get('LastOffsetEpoch')}/{part.get('LastOffset')}, cid={body.get('ClusterId')})")
+            return (
+                f"Vote(epoch={part.get('CandidateEpoch')}, candidate={part.get('CandidateId')}, "
+                f"last={part.get('LastOffsetEpoch')}/{part.get('LastOffset')}, cid={body.get('ClusterId')})"
+            )
         if api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
             extra = ""
             if api == "EndQuorumEpoch":
-                succ = part.get("PreferredSuccessors") or [c.get("CandidateId") for c in part.get("PreferredCandidates", [])]
+                succ = part.get("PreferredSuccessors") or [
+                    c.get("CandidateId") for c in part.get("PreferredCandidates", [])
+                ]
                 extra = f", successors={succ}"
             return f"{api}(leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')}{extra})"
         if api == "Fetch":
-            return (f"Fetch(replica={fetch_replica_id(body)}, epoch={part.get('CurrentLeaderEpoch')}, "
-                    f"offset={part.get('FetchOffset')}, lastFetchedEpoch={part.get('LastFetchedEpoch')})")
+            return (
+                f"Fetch(replica={fetch_replica_id(body)}, epoch={part.get('CurrentLeaderEpoch')}, "
+                f"offset={part.get('FetchOffset')}, lastFetchedEpoch={part.get('LastFetchedEpoch')})"
+            )
         return f"{api}()"
     top = body.get("ErrorCode", 0)
     err = f"{error_name(top)} " if top else ""
     perr = part.get("ErrorCode", 0)
     perr_s = f"{error_name(perr)}, " if perr else ""
     if api == "Vote":
-        return f"{err}Vote→({perr_s}granted={part.get('VoteGranted')}, epoch={part.get('LeaderEpoch')}, leader={part.get('LeaderId')})"
+        return (
+            f"{err}Vote→({perr_s}granted={part.get('VoteGranted')}, epoch={part.get('LeaderEpoch')}, "
+            f"leader={part.get('LeaderId')})"
+        )
     if api == "Fetch":
         try:
             batches = records_of(part)
-        except Exception:  # noqa: BLE001 - a summary must never fail; the checks report bad records
+        except Exception:
             batches = []
         recs = f"[{batches[0].base_offset}..{batches[-1].last_offset}]" if batches else "[]"
         div = diverging_of(part)
         leader = part.get("CurrentLeader") or {}
-        return (f"{err}Fetch→({perr_s}HW={part.get('HighWatermark')}, records={recs}"
-                f"{f', diverging={div}' if div else ''}, leader={leader.get('LeaderId')}/{leader.get('LeaderEpoch')})")
+        return (
+            f"{err}Fetch→({perr_s}HW={part.get('HighWatermark')}, records={recs}"
+            f"{f', diverging={div}' if div else ''}, leader={leader.get('LeaderId')}/{leader.get('LeaderEpoch')})"
+        )
     if api == "DescribeQuorum":
-        return f"{err}DescribeQuorum→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')}, HW={part.get('HighWatermark')})"
+        return (
+            f"{err}DescribeQuorum→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')}, "
+            f"HW={part.get('HighWatermark')})"
+        )
     if api == "ApiVersions":
         return f"ApiVersions→({error_name(top) if top else 'NONE'}, {len(body.get('ApiKeys', []))} apis)"
     return f"{err}{api}→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')})"

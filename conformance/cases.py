@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-
 from kraft_tck.conformance.catalog import catalog, register
 from kraft_tck.conformance.scenario import CaseSkipped, Scenario
 

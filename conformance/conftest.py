@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from kraft_tck.conformance.report import ReportPlugin
 from kraft_tck.conformance.scenario import ConformanceFailure
 from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session
@@ -43,8 +42,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--target-fetch-timeout-ms", type=int, help="the target's controller.quorum.fetch.timeout.ms")
     g.addoption("--target-cmd", help="command template to launch the target: {config} {data_dir} {trace_file}")
     g.addoption("--target-image", help="container image of the target (needs Docker; testcontainers)")
-    g.addoption("--target-launcher", default="kraft_tck.reference.cli", help=(
-        "python module run with -m for the embedded target (tests use a fault-injecting launcher)"))
+    g.addoption(
+        "--target-launcher",
+        default="kraft_tck.reference.cli",
+        help=("python module run with -m for the embedded target (tests use a fault-injecting launcher)"),
+    )
     g.addoption("--trace-dir", help="write one harness trace per case here (spec/trace.schema.json)")
     g.addoption("--report", help="write an HTML report, results.json and per-case sequence diagrams here")
     g.addoption("--no-validate", action="store_true", help="do not schema-validate the written traces")
@@ -91,8 +93,9 @@ def build_target(config: pytest.Config) -> tuple[Target, Timeouts]:
     base = EMBEDDED_TIMEOUTS if managed else Timeouts(1000, 2000, 1000, 2000, 500)
     election = opt("--target-election-timeout-ms") or base.election_ms
     fetch = opt("--target-fetch-timeout-ms") or base.fetch_ms
-    timeouts = Timeouts(election, fetch, base.election_backoff_max_ms, base.request_timeout_ms,
-                        min(base.fetch_max_wait_ms, fetch // 2))
+    timeouts = Timeouts(
+        election, fetch, base.election_backoff_max_ms, base.request_timeout_ms, min(base.fetch_max_wait_ms, fetch // 2)
+    )
     cluster_id = opt("--cluster-id") or (DEFAULT_CLUSTER_ID if managed else None)
     target: Target
     if image is not None:
@@ -118,8 +121,9 @@ def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
     report = config.getoption("--report")
     if trace_dir is None and report is not None:
         trace_dir = str(Path(report) / "traces")
-    session = Session(target, timeouts, Path(trace_dir) if trace_dir else None,
-                      validate=not config.getoption("--no-validate"))
+    session = Session(
+        target, timeouts, Path(trace_dir) if trace_dir else None, validate=not config.getoption("--no-validate")
+    )
     config.stash[_SESSION_KEY] = session
     plugin = config.pluginmanager.get_plugin("kraft-tck-report")
     if isinstance(plugin, ReportPlugin):

@@ -36,12 +36,15 @@ def sequence_svg(frames: list[Frame], target_id: int, limit: int = DIAGRAM_FRAME
     width = 90 + 230 * max(1, len(nodes) - 1) + 260
     row = 24
     height = 60 + row * (len(shown) + 1)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" '
-           'font-size="11">',
-           '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
-           '<path d="M0,0 L8,4 L0,8 z" fill="#333"/></marker></defs>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" '
+        'font-size="11">',
+        '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
+        '<path d="M0,0 L8,4 L0,8 z" fill="#333"/></marker></defs>',
+    ]
     for n, x in lane_x.items():
-        out.append(f'<text x="{x}" y="18" text-anchor="middle" font-weight="bold">{html.escape(_lane_name(n, target_id))}</text>')
+        name = html.escape(_lane_name(n, target_id))
+        out.append(f'<text x="{x}" y="18" text-anchor="middle" font-weight="bold">{name}</text>')
         out.append(f'<line x1="{x}" y1="26" x2="{x}" y2="{height - 10}" stroke="#bbb" stroke-dasharray="2,3"/>')
     if len(frames) > len(shown):
         out.append(f'<text x="4" y="40" fill="#666">… {len(frames) - len(shown)} earlier frames</text>')
@@ -69,6 +72,8 @@ def write_report(directory: Path, results: Iterable[CaseResult], target: str, st
     (directory / "results.json").write_text(json.dumps({
         "target": target, "started": started, "cases": [r.to_json() for r in results],
         "summary": {k: sum(r.outcome == k for r in results) for k in _COLORS},
+        "durationS": round(sum(r.duration_s for r in results), 3),
+        "protocolWaitS": round(sum(r.wait_s for r in results), 3),
     }, indent=1), "utf-8")  # fmt: skip
     sections: dict[str, list[CaseResult]] = {}
     for r in results:
@@ -82,32 +87,40 @@ def write_report(directory: Path, results: Iterable[CaseResult], target: str, st
         "details{margin:.5em 0 1.5em 0}pre{background:#f6f8fa;padding:8px;overflow-x:auto}"
         ".ev{display:grid;grid-template-columns:1fr 1fr;gap:1em}.svg{overflow-x:auto}</style></head><body>",
         "<h1>kraft-tck conformance report</h1>",
-        f"<p>Target: <code>{html.escape(target)}</code> — run {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started))}"
+        f"<p>Target: <code>{html.escape(target)}</code> — run "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started))}"
         f" — {' · '.join(f'{v} {k}' for k, v in counts.items())}</p>",
     ]
     for section, rs in sections.items():
-        parts.append(f"<h2>{html.escape(section)}</h2><table><tr><th>case</th><th>verdict</th><th>title</th>"
-                     "<th>clause</th><th>time</th></tr>")
+        parts.append(
+            f"<h2>{html.escape(section)}</h2><table><tr><th>case</th><th>verdict</th><th>title</th>"
+            "<th>clause</th><th>time</th></tr>"
+        )
         for r in rs:
             anchor = r.case.id.replace("/", "_")
             parts.append(
                 f"<tr><td><a href='#{anchor}'>{html.escape(r.case.id)}</a></td>"
                 f"<td><span class='o' style='background:{_COLORS.get(r.outcome, '#555')}'>{r.outcome}</span></td>"
                 f"<td>{html.escape(r.case.title)}</td><td>{html.escape(str(r.case.clause))}</td>"
-                f"<td>{r.duration_s:.2f}s</td></tr>")
+                f"<td>{r.duration_s:.2f}s</td></tr>"
+            )
         parts.append("</table>")
         for r in rs:
             anchor = r.case.id.replace("/", "_")
             opened = " open" if r.outcome in ("failed", "error") else ""
-            parts.append(f"<details id='{anchor}'{opened}><summary><b>{html.escape(r.case.id)}</b> "
-                         f"{html.escape(r.case.title)} — {r.outcome}</summary>")
+            parts.append(
+                f"<details id='{anchor}'{opened}><summary><b>{html.escape(r.case.id)}</b> "
+                f"{html.escape(r.case.title)} — {r.outcome}</summary>"
+            )
             seed = f" (seed {html.escape(r.case.clause.seed)})" if r.case.clause.seed else ""
             parts.append(f"<p>Clause: {html.escape(str(r.case.clause))}{seed}</p>")
             parts.append("<p>Steps:</p><ol>" + "".join(f"<li>{html.escape(s)}</li>" for s in r.case.steps) + "</ol>")
             if r.outcome == "failed":
-                parts.append(f"<p>Check: {html.escape(r.what)}</p><div class='ev'>"
-                             f"<div><b>expected</b><pre>{html.escape(r.expected)}</pre></div>"
-                             f"<div><b>actual</b><pre>{html.escape(r.actual)}</pre></div></div>")
+                parts.append(
+                    f"<p>Check: {html.escape(r.what)}</p><div class='ev'>"
+                    f"<div><b>expected</b><pre>{html.escape(r.expected)}</pre></div>"
+                    f"<div><b>actual</b><pre>{html.escape(r.actual)}</pre></div></div>"
+                )
             elif r.message:
                 parts.append(f"<pre>{html.escape(r.message)}</pre>")
             if r.trace:
@@ -154,5 +167,5 @@ class ReportPlugin:
         report_dir = self.config.getoption("--report", None)
         if report_dir and self.session is not None:
             for r in self.session.results.values():
-                r.target_id = self.session.target.node_id  # type: ignore[attr-defined]
+                r.target_id = self.session.target.node_id
             write_report(Path(report_dir), self.session.results.values(), self.session.target.describe(), self.started)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import threading
 import time
 import uuid
@@ -27,7 +28,9 @@ T = TypeVar("T")
 ScenarioFn = Callable[[Scenario], Awaitable[None]]
 
 #: A fixed, Kafka-shaped (22-character base64) cluster id for targets the harness formats itself.
-DEFAULT_CLUSTER_ID = base64.urlsafe_b64encode(uuid.UUID("6b726166-742d-7463-6b2d-636f6e666f72").bytes).rstrip(b"=").decode()
+DEFAULT_CLUSTER_ID = (
+    base64.urlsafe_b64encode(uuid.UUID("6b726166-742d-7463-6b2d-636f6e666f72").bytes).rstrip(b"=").decode()
+)
 
 
 @dataclass
@@ -49,15 +52,24 @@ class CaseResult:
         return {
             "id": self.case.id, "title": self.case.title, "section": self.case.section,
             "clause": str(self.case.clause), "seed": self.case.clause.seed, "outcome": self.outcome,
-            "durationS": round(self.duration_s, 3), "check": self.what, "expected": self.expected,
+            "durationS": round(self.duration_s, 3),
+            "waitS": round(self.wait_s, 3), "check": self.what, "expected": self.expected,
             "actual": self.actual, "message": self.message, "trace": self.trace,
             "frames": [frame_json(f) for f in self.frames],
         }  # fmt: skip
 
 
 def frame_json(f: Frame) -> dict[str, Any]:
-    return {"seq": f.seq, "tsMs": round(f.ts_ms, 1), "src": f.src, "dst": f.dst, "api": f.api, "kind": f.kind,
-            "version": f.version, "summary": f.summary()}
+    return {
+        "seq": f.seq,
+        "tsMs": round(f.ts_ms, 1),
+        "src": f.src,
+        "dst": f.dst,
+        "api": f.api,
+        "kind": f.kind,
+        "version": f.version,
+        "summary": f.summary(),
+    }
 
 
 class LoopThread:
@@ -67,7 +79,7 @@ class LoopThread:
         self._thread.start()
 
     def run(self, coro: Awaitable[T], timeout_s: float | None = None) -> T:
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
         return fut.result(timeout_s)
 
     def stop(self) -> None:
@@ -76,8 +88,14 @@ class LoopThread:
 
 
 class Session:
-    def __init__(self, target: Target, timeouts: Timeouts, trace_dir: Path | None, validate: bool = True,
-                 case_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        timeouts: Timeouts,
+        trace_dir: Path | None,
+        validate: bool = True,
+        case_timeout_s: float = 30.0,
+    ) -> None:
         self.target = target
         self.timeouts = timeouts
         self.trace_dir = trace_dir
@@ -91,8 +109,13 @@ class Session:
         self.started = False
 
     async def _make_quorum(self, host: str, port: int, ports: dict[int, int]) -> Quorum:
-        q = Quorum(TargetAddress(self.target.node_id, host, port), self.target.cluster_id, ports,
-                   self.target.layout.harness_host, request_timeout_s=max(2.0, self.timeouts.request_timeout_ms / 250))
+        q = Quorum(
+            TargetAddress(self.target.node_id, host, port),
+            self.target.cluster_id,
+            ports,
+            self.target.layout.harness_host,
+            request_timeout_s=max(2.0, self.timeouts.request_timeout_ms / 250),
+        )
         await q.start()
         return q
 
@@ -106,6 +129,7 @@ class Session:
             self.loop.run(self.quorum.close(), 10)
         finally:
             self.target.stop()
+            self.target.collect(self.trace_dir)
             self.loop.stop()
 
     def run_case(self, case_id: str, fn: ScenarioFn) -> CaseResult:
@@ -117,7 +141,7 @@ class Session:
         t0 = time.monotonic()
         sc = self.loop.run(self._scenario(spec))
         try:
-            self.loop.run(asyncio.wait_for(fn(sc), self.case_timeout_s), self.case_timeout_s + 5)  # type: ignore[arg-type]
+            self.loop.run(asyncio.wait_for(fn(sc), self.case_timeout_s), self.case_timeout_s + 5)
         except ConformanceFailure as exc:
             result.outcome, result.what, result.expected, result.actual = "failed", exc.what, exc.expected, exc.actual
             result.message = exc.render()
@@ -131,6 +155,7 @@ class Session:
         finally:
             result.duration_s = time.monotonic() - t0
             result.frames = list(sc.frames.frames)
+            result.wait_s = sc.frames.waited_s
             self.loop.run(self.quorum.stop_tasks(), 10)
             result.trace = self._write_trace(spec, result.frames)
             if result.outcome in ("failed", "error"):

@@ -2,9 +2,10 @@
 
 * ``AddressTarget`` — an already running node at host:port (``--target``). It cannot be restarted, so
   scenarios that need a restart (durable vote, bootstrap without a cluster id) are skipped, saying so.
-* ``CommandTarget`` — ``--target-cmd``: a command-line template with ``{config}``, ``{data_dir}`` and
-  ``{trace_file}`` placeholders; the harness writes the properties, launches it, ``kill -9``s it and
-  launches it again on the same data directory.
+* ``CommandTarget`` — ``--target-cmd``: a command-line template with ``{config}``, ``{data_dir}``,
+  ``{trace_file}`` and ``{cluster_id}`` placeholders; the harness writes the properties, launches it,
+  ``kill -9``s it and launches it again on the same data directory. Formatting the directory is the
+  command's job (e.g. ``sh -c "kraft-tck format ... && exec kraft-tck node ..."``).
 * ``EmbeddedTarget`` — no ``--target``: the reference node as a subprocess
   (``python -m kraft_tck.reference.cli node``), its directory formatted with the cluster id first.
 * ``ContainerTarget`` — ``--target-image``: a container (testcontainers) on the host network with the
@@ -74,7 +75,9 @@ class QuorumLayout:
 
     def voters(self) -> dict[int, tuple[str, int]]:
         out = {self.target_id: (self.target_host, self.target_port)}
-        out.update({vid: (self.harness_host, port) for vid, port in zip(self.virtual_ids, self.harness_ports, strict=True)})
+        out.update(
+            {vid: (self.harness_host, port) for vid, port in zip(self.virtual_ids, self.harness_ports, strict=True)}
+        )
         return dict(sorted(out.items()))
 
 
@@ -102,15 +105,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_listening(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None,
-                   log_path: Path | None = None) -> None:
+def wait_listening(
+    host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None, log_path: Path | None = None
+) -> None:
     """Poll until a TCP connect succeeds; fail early (with the process's output) if it exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-3000:] if log_path and log_path.exists() else ""
-            raise TargetError(f"the target exited with status {proc.returncode} before listening on "
-                              f"{host}:{port}; its output:\n{tail}")
+            raise TargetError(
+                f"the target exited with status {proc.returncode} before listening on "
+                f"{host}:{port}; its output:\n{tail}"
+            )
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
             return
         time.sleep(0.02)
@@ -147,14 +153,19 @@ class Target:
         """Leave the target as it is (address-only targets belong to someone else)."""
 
     def kill(self) -> None:
-        raise RestartUnsupported(f"{self.describe()} was given by address; pass --target-cmd or "
-                                 "--target-image so the harness can kill -9 and restart it")
+        raise RestartUnsupported(
+            f"{self.describe()} was given by address; pass --target-cmd or "
+            "--target-image so the harness can kill -9 and restart it"
+        )
 
     def restart(self, wipe: bool = False, formatted: bool = True) -> None:
         self.kill()
 
     def output_tail(self, chars: int = 2000) -> str:
         return ""
+
+    def collect(self, into: Path | None) -> None:
+        """Keep whatever the adapter produced (nothing for an address-only target)."""
 
 
 class AddressTarget(Target):
@@ -176,8 +187,10 @@ class CommandTarget(Target):
         self.can_restart = True
         for name in ("{config}",):
             if name not in self.template:
-                raise TargetError(f"--target-cmd {self.template!r} has no {name} placeholder; the harness "
-                                  "writes the node's properties there")
+                raise TargetError(
+                    f"--target-cmd {self.template!r} has no {name} placeholder; the harness "
+                    "writes the node's properties there"
+                )
 
     @property
     def data_dir(self) -> Path:
@@ -208,11 +221,16 @@ class CommandTarget(Target):
         trace = self.workdir / f"target-trace-{self._launches}.ndjson"
         self._launches += 1
         self.trace_files.append(trace)
-        cmd = self.template.format(config=shlex.quote(str(self.config_path)),
-                                   data_dir=shlex.quote(str(self.data_dir)), trace_file=shlex.quote(str(trace)))
+        cmd = self.template.format(
+            config=shlex.quote(str(self.config_path)),
+            data_dir=shlex.quote(str(self.data_dir)),
+            trace_file=shlex.quote(str(trace)),
+            cluster_id=shlex.quote(self.cluster_id or "") if formatted else "''",
+        )
         self._out = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()/stop()
-        self.proc = subprocess.Popen(shlex.split(cmd), stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            shlex.split(cmd), stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         wait_listening(self.host, self.port, self.start_timeout_s, self.proc, self.log_path)
 
     def kill(self) -> None:
@@ -240,6 +258,16 @@ class CommandTarget(Target):
             except subprocess.TimeoutExpired:
                 self.kill()
         self.kill()
+
+    def collect(self, into: Path | None) -> None:
+        """Keep the node's output and traces (into ``into``/target/) and remove the work directory."""
+        if into is not None:
+            dest = into / "target"
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in [self.log_path, *self.trace_files]:
+                if f.exists():
+                    shutil.copy2(f, dest / f.name)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def output_tail(self, chars: int = 2000) -> str:
         if not self.log_path.exists():
@@ -288,12 +316,14 @@ class ContainerTarget(Target):
     @staticmethod
     def docker_unavailable_reason() -> str | None:
         try:
-            import docker  # type: ignore[import-untyped]
+            import docker
 
             docker.from_env(timeout=3).ping()
-        except Exception as exc:  # noqa: BLE001 - any failure means the same thing: no usable daemon
-            return (f"--target-image needs a Docker daemon and none answered ({type(exc).__name__}: {exc}); "
-                    "start Docker or set DOCKER_HOST, or use --target-cmd / --target instead")
+        except Exception as exc:
+            return (
+                f"--target-image needs a Docker daemon and none answered ({type(exc).__name__}: {exc}); "
+                "start Docker or set DOCKER_HOST, or use --target-cmd / --target instead"
+            )
         return None
 
     def start(self, formatted: bool = True) -> None:

@@ -16,12 +16,16 @@ async def test_follow_announced_leader(sc: Scenario) -> None:
     log = sc.q.log
     mark = sc.frames.mark()
     new_epoch = await sc.make_follower(b)
-    first = sc.frames.select(lambda f: sc.from_target("Fetch", dst=b)(f) and f.part.get("CurrentLeaderEpoch") == new_epoch,
-                             mark)[0]
+    first = sc.frames.select(
+        lambda f: sc.from_target("Fetch", dst=b)(f) and f.part.get("CurrentLeaderEpoch") == new_epoch, mark
+    )[0]
     p = first.part
-    sc.check((p.get("FetchOffset"), p.get("LastFetchedEpoch")) == (log.end, log.last_epoch),
-             f"the first Fetch to the new leader v{b}", f"FetchOffset={log.end}, LastFetchedEpoch={log.last_epoch}",
-             first.summary())
+    sc.check(
+        (p.get("FetchOffset"), p.get("LastFetchedEpoch")) == (log.end, log.last_epoch),
+        f"the first Fetch to the new leader v{b}",
+        f"FetchOffset={log.end}, LastFetchedEpoch={log.last_epoch}",
+        first.summary(),
+    )
 
 
 @case("KIP-595/BeginQuorumEpoch/2")
@@ -31,10 +35,21 @@ async def test_older_epoch_fenced(sc: Scenario) -> None:
     resp = await sc.call("BeginQuorumEpoch is answered", sc.v(1).begin_quorum_epoch(epoch - 1))
     part = B.partition(resp)
     err = int(resp.get("ErrorCode", 0)) or int(part.get("ErrorCode", 0))
-    sc.check(err == Errors.FENCED_LEADER_EPOCH, f"BeginQuorumEpoch of epoch {epoch - 1} < {epoch}",
-             "FENCED_LEADER_EPOCH", B.describe("BeginQuorumEpoch", "response", resp))
-    sc.check(part.get("LeaderEpoch") == epoch, "the rejection names the current epoch", f"LeaderEpoch={epoch}",
-             B.describe("BeginQuorumEpoch", "response", resp))
-    await sc.expect_frame(lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
-                          sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
-                          "the target keeps following its leader", f"Fetch(epoch={epoch}) to v{a}")
+    sc.check(
+        err == Errors.FENCED_LEADER_EPOCH,
+        f"BeginQuorumEpoch of epoch {epoch - 1} < {epoch}",
+        "FENCED_LEADER_EPOCH",
+        B.describe("BeginQuorumEpoch", "response", resp),
+    )
+    sc.check(
+        part.get("LeaderEpoch") == epoch,
+        "the rejection names the current epoch",
+        f"LeaderEpoch={epoch}",
+        B.describe("BeginQuorumEpoch", "response", resp),
+    )
+    await sc.expect_frame(
+        lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
+        sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
+        "the target keeps following its leader",
+        f"Fetch(epoch={epoch}) to v{a}",
+    )

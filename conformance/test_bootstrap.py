@@ -22,14 +22,27 @@ async def test_requests_carry_cluster_id(sc: Scenario) -> None:
     cid = need_cluster_id(sc)
     await sc.make_leader()
     await sc.make_follower(sc.virtual_ids[1])
-    sent = sc.frames.select(lambda f: f.src == sc.target_id and f.kind == "request"
-                            and f.api in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"))
+    sent = sc.frames.select(
+        lambda f: (
+            f.src == sc.target_id
+            and f.kind == "request"
+            and f.api in ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch")
+        )
+    )
     apis = {f.api for f in sent}
-    sc.check({"Vote", "BeginQuorumEpoch", "Fetch"} <= apis, "setup: the target sent Vote, BeginQuorumEpoch, Fetch",
-             "all three", sorted(apis))
+    sc.check(
+        {"Vote", "BeginQuorumEpoch", "Fetch"} <= apis,
+        "setup: the target sent Vote, BeginQuorumEpoch, Fetch",
+        "all three",
+        sorted(apis),
+    )
     for f in sent:
-        sc.check(f.body.get("ClusterId") == cid, f"ClusterId of the target's {f.api} request #{f.seq}",
-                 repr(cid), repr(f.body.get("ClusterId")))
+        sc.check(
+            f.body.get("ClusterId") == cid,
+            f"ClusterId of the target's {f.api} request #{f.seq}",
+            repr(cid),
+            repr(f.body.get("ClusterId")),
+        )
 
 
 @case("KIP-595/ClusterId/2")
@@ -47,16 +60,28 @@ async def test_other_cluster_id_rejected(sc: Scenario) -> None:
     }
     for api, coro in calls.items():
         resp = await sc.call(f"{api} is answered", coro)
-        sc.check(resp.get("ErrorCode") == Errors.INCONSISTENT_CLUSTER_ID, f"{api} with ClusterId={OTHER_ID!r}",
-                 "top-level ErrorCode INCONSISTENT_CLUSTER_ID", B.describe(api, "response", resp))
+        sc.check(
+            resp.get("ErrorCode") == Errors.INCONSISTENT_CLUSTER_ID,
+            f"{api} with ClusterId={OTHER_ID!r}",
+            "top-level ErrorCode INCONSISTENT_CLUSTER_ID",
+            B.describe(api, "response", resp),
+        )
         if api == "Vote":
             part = B.partition_or_none(resp) or {}
-            sc.check(not part.get("VoteGranted"), "no vote for another cluster", "VoteGranted=false",
-                     B.describe(api, "response", resp))
+            sc.check(
+                not part.get("VoteGranted"),
+                "no vote for another cluster",
+                "VoteGranted=false",
+                B.describe(api, "response", resp),
+            )
     mark = sc.frames.mark()
-    await sc.expect_frame(lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
-                          sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
-                          "requests of another cluster changed nothing", f"Fetch(epoch={epoch}) to v{a}", mark)
+    await sc.expect_frame(
+        lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
+        sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
+        "requests of another cluster changed nothing",
+        f"Fetch(epoch={epoch}) to v{a}",
+        mark,
+    )
 
 
 @case("KIP-595/ClusterId/3")
@@ -65,21 +90,34 @@ async def test_null_cluster_id_accepted(sc: Scenario) -> None:
     log = sc.q.log
     v3 = sc.v(1)
     resp = await sc.call("Vote is answered", v3.vote(epoch - 1, log.last_epoch, log.end, cluster_id=None))
-    sc.check(resp.get("ErrorCode") == 0, "Vote with ClusterId=null", "top-level ErrorCode NONE",
-             B.describe("Vote", "response", resp))
+    sc.check(
+        resp.get("ErrorCode") == 0,
+        "Vote with ClusterId=null",
+        "top-level ErrorCode NONE",
+        B.describe("Vote", "response", resp),
+    )
     resp = await sc.call("Fetch is answered", v3.fetch(epoch, log.end, log.last_epoch, cluster_id=None))
-    sc.check(resp.get("ErrorCode") == 0, "Fetch with ClusterId=null", "top-level ErrorCode NONE",
-             B.describe("Fetch", "response", resp))
+    sc.check(
+        resp.get("ErrorCode") == 0,
+        "Fetch with ClusterId=null",
+        "top-level ErrorCode NONE",
+        B.describe("Fetch", "response", resp),
+    )
     new_epoch = sc.q.next_epoch()
     sc.q.set_leader(v3.node_id, new_epoch)
     mark = sc.frames.mark()
     resp = await sc.call("BeginQuorumEpoch is answered", v3.begin_quorum_epoch(new_epoch, cluster_id=None))
     err = int(resp.get("ErrorCode", 0)) or int(B.partition(resp).get("ErrorCode", 0))
-    sc.check(err == 0, "BeginQuorumEpoch with ClusterId=null", "no error", B.describe("BeginQuorumEpoch", "response", resp))
+    sc.check(
+        err == 0, "BeginQuorumEpoch with ClusterId=null", "no error", B.describe("BeginQuorumEpoch", "response", resp)
+    )
     await sc.expect_frame(
         lambda f: sc.from_target("Fetch", dst=v3.node_id)(f) and f.part.get("CurrentLeaderEpoch") == new_epoch,
-        sc.bound_ms(sc.timeouts.request_timeout_ms), "the target follows the leader announced with a null id",
-        f"Fetch(epoch={new_epoch}) to v{v3.node_id}", mark)
+        sc.bound_ms(sc.timeouts.request_timeout_ms),
+        "the target follows the leader announced with a null id",
+        f"Fetch(epoch={new_epoch}) to v{v3.node_id}",
+        mark,
+    )
 
 
 @case("KIP-595/ClusterId/4")
@@ -99,8 +137,15 @@ async def test_unformatted_node_adopts_cluster_id(sc: Scenario) -> None:
     mark = sc.frames.mark()
     fr = await sc.expect_frame(
         lambda f: sc.from_target("Fetch", dst=a)(f) and f.body.get("ClusterId") == cid,
-        sc.bound_ms(3000), f"once the cluster-id record at offset {cid_offset} is committed, the node adopts it",
-        f"Fetch with ClusterId={cid!r}", 0)
-    sc.check(fr.part.get("CurrentLeaderEpoch") == epoch, "the adopting node follows its leader",
-             f"CurrentLeaderEpoch={epoch}", fr.summary())
+        sc.bound_ms(3000),
+        f"once the cluster-id record at offset {cid_offset} is committed, the node adopts it",
+        f"Fetch with ClusterId={cid!r}",
+        0,
+    )
+    sc.check(
+        fr.part.get("CurrentLeaderEpoch") == epoch,
+        "the adopting node follows its leader",
+        f"CurrentLeaderEpoch={epoch}",
+        fr.summary(),
+    )
     del mark

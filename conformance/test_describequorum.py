@@ -14,41 +14,76 @@ from kraft_tck.spec.errors import Errors
 async def test_leader_reports_progress(sc: Scenario) -> None:
     epoch = await sc.make_leader()
     log = sc.q.log
-    v2, v3 = sc.v(0), sc.v(1)
     t0 = int(time.time() * 1000)
-    await sc.call("Fetch is answered", v2.follow_once(epoch))
+    for vid in sc.followers:
+        await sc.call("Fetch is answered", sc.q.voters[vid].follow_once(epoch))
     t1 = int(time.time() * 1000)
-    resp = await sc.call("DescribeQuorum is answered", v3.describe_quorum())
+    resp = await sc.call("DescribeQuorum is answered", sc.q.voters[sc.bystander].describe_quorum())
     part = B.partition(resp)
     summary = B.describe("DescribeQuorum", "response", resp)
-    sc.check(not resp.get("ErrorCode") and not part.get("ErrorCode"), "the leader answers DescribeQuorum",
-             "no error", summary)
-    sc.check((part.get("LeaderId"), part.get("LeaderEpoch")) == (sc.target_id, epoch), "who leads, in which epoch",
-             f"LeaderId={sc.target_id}, LeaderEpoch={epoch}", summary)
-    sc.check(part.get("HighWatermark") == log.end, "the high watermark (v2 holds everything)",
-             f"HighWatermark={log.end}", summary)
+    sc.check(
+        not resp.get("ErrorCode") and not part.get("ErrorCode"),
+        "the leader answers DescribeQuorum",
+        "no error",
+        summary,
+    )
+    sc.check(
+        (part.get("LeaderId"), part.get("LeaderEpoch")) == (sc.target_id, epoch),
+        "who leads, in which epoch",
+        f"LeaderId={sc.target_id}, LeaderEpoch={epoch}",
+        summary,
+    )
+    sc.check(
+        part.get("HighWatermark") == log.end,
+        "the high watermark (a majority holds everything)",
+        f"HighWatermark={log.end}",
+        summary,
+    )
     rows = {int(r["ReplicaId"]): r for r in part.get("CurrentVoters", [])}
     sc.check(sorted(rows) == sc.q.voter_ids, "CurrentVoters lists every voter", sc.q.voter_ids, sorted(rows))
-    sc.check(rows[sc.target_id]["LogEndOffset"] == log.end, "the leader's own LogEndOffset",
-             f"LogEndOffset={log.end}", rows[sc.target_id])
-    r2 = rows[v2.node_id]
+    sc.check(
+        rows[sc.target_id]["LogEndOffset"] == log.end,
+        "the leader's own LogEndOffset",
+        f"LogEndOffset={log.end}",
+        rows[sc.target_id],
+    )
     skew = sc.slack_ms
-    sc.check(r2["LogEndOffset"] == log.end, f"v{v2.node_id}'s LogEndOffset (its last FetchOffset)",
-             f"LogEndOffset={log.end}", r2)
-    if "LastFetchTimestamp" in r2:
-        sc.check(t0 - skew <= r2["LastFetchTimestamp"] <= t1 + skew,
-                 f"v{v2.node_id}'s LastFetchTimestamp: it fetched between {t0} and {t1} (wall clock, ms)",
-                 f"in [{t0 - skew}, {t1 + skew}] (± {skew} ms)", r2["LastFetchTimestamp"])
-        sc.check(t0 - skew <= r2["LastCaughtUpTimestamp"] <= t1 + skew,
-                 f"v{v2.node_id}'s LastCaughtUpTimestamp: that fetch reached the leader's log end",
-                 f"in [{t0 - skew}, {t1 + skew}] (± {skew} ms)", r2["LastCaughtUpTimestamp"])
-        r3 = rows[v3.node_id]
-        sc.check((r3["LogEndOffset"], r3["LastFetchTimestamp"], r3["LastCaughtUpTimestamp"]) == (-1, -1, -1),
-                 f"v{v3.node_id} never fetched from this leader", "LogEndOffset, LastFetchTimestamp, "
-                 "LastCaughtUpTimestamp all -1 (unknown)", r3)
-    else:
-        sc.fail("DescribeQuorum v1+ carries the KIP-836 timestamps", "LastFetchTimestamp in ReplicaState",
-                f"the target answered a version without them: {r2}")
+    for vid in sc.followers:
+        row = rows[vid]
+        sc.check(
+            row["LogEndOffset"] == log.end,
+            f"v{vid}'s LogEndOffset (its last FetchOffset)",
+            f"LogEndOffset={log.end}",
+            row,
+        )
+        sc.check(
+            "LastFetchTimestamp" in row,
+            "DescribeQuorum v1+ carries the KIP-836 timestamps",
+            "LastFetchTimestamp in ReplicaState",
+            f"the target answered a version without them: {row}",
+        )
+        sc.check(
+            t0 - skew <= row["LastFetchTimestamp"] <= t1 + skew,
+            f"v{vid}'s LastFetchTimestamp: it fetched between {t0} and {t1} (wall clock, ms)",
+            f"in [{t0 - skew}, {t1 + skew}] (± {skew} ms)",
+            row["LastFetchTimestamp"],
+        )
+        sc.check(
+            t0 - skew <= row["LastCaughtUpTimestamp"] <= t1 + skew,
+            f"v{vid}'s LastCaughtUpTimestamp: that fetch reached the leader's log end",
+            f"in [{t0 - skew}, {t1 + skew}] (± {skew} ms)",
+            row["LastCaughtUpTimestamp"],
+        )
+    for vid in sc.virtual_ids:
+        if vid in sc.followers:
+            continue
+        row = rows[vid]
+        sc.check(
+            (row["LogEndOffset"], row["LastFetchTimestamp"], row["LastCaughtUpTimestamp"]) == (-1, -1, -1),
+            f"v{vid} never fetched from this leader",
+            "LogEndOffset, LastFetchTimestamp, LastCaughtUpTimestamp all -1 (unknown)",
+            row,
+        )
 
 
 @case("KIP-595/DescribeQuorum/1")
@@ -59,8 +94,11 @@ async def test_non_leader_refuses(sc: Scenario) -> None:
     part = B.partition_or_none(resp)
     err = int(resp.get("ErrorCode", 0)) or int((part or {}).get("ErrorCode", 0))
     summary = B.describe("DescribeQuorum", "response", resp)
-    sc.check(err == Errors.NOT_LEADER_OR_FOLLOWER, "a follower asked DescribeQuorum", "NOT_LEADER_OR_FOLLOWER",
-             summary)
+    sc.check(err == Errors.NOT_LEADER_OR_FOLLOWER, "a follower asked DescribeQuorum", "NOT_LEADER_OR_FOLLOWER", summary)
     if part is not None:
-        sc.check((part.get("LeaderId"), part.get("LeaderEpoch")) == (a, epoch),
-                 "the answer names the leader the node knows", f"LeaderId={a}, LeaderEpoch={epoch}", summary)
+        sc.check(
+            (part.get("LeaderId"), part.get("LeaderEpoch")) == (a, epoch),
+            "the answer names the leader the node knows",
+            f"LeaderId={a}, LeaderEpoch={epoch}",
+            summary,
+        )

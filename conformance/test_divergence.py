@@ -15,8 +15,9 @@ def fetch_pos(f: Frame) -> tuple[int, int]:
     return int(f.part.get("FetchOffset", -1)), int(f.part.get("LastFetchedEpoch", -1))
 
 
-async def expect_fetches(sc: Scenario, leader: int, epoch: int, expected: list[tuple[int, int]], hw: int,
-                         start: int) -> None:
+async def expect_fetches(
+    sc: Scenario, leader: int, epoch: int, expected: list[tuple[int, int]], hw: int, start: int
+) -> None:
     """The target's fetches to ``leader`` in ``epoch`` from ``start`` on must walk exactly ``expected``
     (FetchOffset, LastFetchedEpoch); none may go below the high watermark ``hw``."""
     seen: list[tuple[int, int]] = []
@@ -25,15 +26,25 @@ async def expect_fetches(sc: Scenario, leader: int, epoch: int, expected: list[t
         fr = await sc.expect_frame(
             lambda f: sc.from_target("Fetch", dst=leader)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
             sc.bound_ms(sc.timeouts.request_timeout_ms + sc.timeouts.fetch_max_wait_ms),
-            "the follower keeps fetching", f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]})", pos)
+            "the follower keeps fetching",
+            f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]})",
+            pos,
+        )
         pos = fr.seq + 1
         got = fetch_pos(fr)
         seen.append(got)
-        sc.check(got[0] >= hw, "a follower never truncates below its high watermark",
-                 f"FetchOffset >= {hw}", f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); fetches so far {seen}")
-        sc.check(got == want, "the follower truncates to the divergence point and refetches from there",
-                 f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]}); walk {expected}",
-                 f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); walk so far {seen}")
+        sc.check(
+            got[0] >= hw,
+            "a follower never truncates below its high watermark",
+            f"FetchOffset >= {hw}",
+            f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); fetches so far {seen}",
+        )
+        sc.check(
+            got == want,
+            "the follower truncates to the divergence point and refetches from there",
+            f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]}); walk {expected}",
+            f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); walk so far {seen}",
+        )
 
 
 @case("KIP-595/Divergence/1")
@@ -91,16 +102,24 @@ async def test_never_below_high_watermark(sc: Scenario) -> None:
     sc.v(0).fetch_hook = lie
     mark = sc.frames.mark()
     sc.q.changed()
-    await sc.expect_frame(lambda f: f.src == a and f.api == "Fetch" and f.kind == "response"
-                          and B.diverging_of(f.part) is not None, sc.bound_ms(2000),
-                          "the leader's DivergingEpoch below the high watermark reaches the target",
-                          f"DivergingEpoch({epoch}, {hw - 2}) sent", mark)
+    await sc.expect_frame(
+        lambda f: f.src == a and f.api == "Fetch" and f.kind == "response" and B.diverging_of(f.part) is not None,
+        sc.bound_ms(2000),
+        "the leader's DivergingEpoch below the high watermark reaches the target",
+        f"DivergingEpoch({epoch}, {hw - 2}) sent",
+        mark,
+    )
     after = sc.frames.mark()
-    fr = await sc.expect_frame(sc.from_target("Fetch", dst=a), sc.bound_ms(2000),
-                               "the follower fetches again", "another Fetch", after)
+    fr = await sc.expect_frame(
+        sc.from_target("Fetch", dst=a), sc.bound_ms(2000), "the follower fetches again", "another Fetch", after
+    )
     got = fetch_pos(fr)
-    sc.check(got[0] >= hw, "a follower never truncates committed records", f"FetchOffset >= {hw} (its high watermark)",
-             f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})")
+    sc.check(
+        got[0] >= hw,
+        "a follower never truncates committed records",
+        f"FetchOffset >= {hw} (its high watermark)",
+        f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})",
+    )
 
 
 async def leader_with_history(sc: Scenario) -> int:
@@ -122,9 +141,12 @@ async def test_leader_answers_inconsistent_offset(sc: Scenario) -> None:
     want = log.diverging(offset, prev)
     resp = await sc.call("Fetch is answered", sc.v(1).fetch(epoch, offset, prev))
     part = B.partition(resp)
-    sc.check(B.diverging_of(part) == want and not B.records_of(part),
-             f"Fetch(offset={offset}, lastFetchedEpoch={prev}) past the end of epoch {prev}",
-             f"DivergingEpoch{want}, no records", B.describe("Fetch", "response", resp))
+    sc.check(
+        B.diverging_of(part) == want and not B.records_of(part),
+        f"Fetch(offset={offset}, lastFetchedEpoch={prev}) past the end of epoch {prev}",
+        f"DivergingEpoch{want}, no records",
+        B.describe("Fetch", "response", resp),
+    )
 
 
 @case("KIP-595/Divergence/5")
@@ -133,12 +155,15 @@ async def test_leader_answers_unknown_epoch(sc: Scenario) -> None:
     log = sc.q.log
     phantom = epoch - 1
     if phantom in [e for e, _ in log.epochs()]:
-        sc.fail("setup: an epoch before the leader's with no records", f"epoch {phantom} absent from the log",
-                log.epochs())
+        sc.fail(
+            "setup: an epoch before the leader's with no records", f"epoch {phantom} absent from the log", log.epochs()
+        )
     want = log.diverging(log.end, phantom)
     resp = await sc.call("Fetch is answered", sc.v(1).fetch(epoch, log.end, phantom))
     part = B.partition(resp)
-    sc.check(B.diverging_of(part) == want and not B.records_of(part),
-             f"Fetch(offset={log.end}, lastFetchedEpoch={phantom}) with an epoch the leader has no records of",
-             f"DivergingEpoch{want} (largest epoch below, its end offset), no records",
-             B.describe("Fetch", "response", resp))
+    sc.check(
+        B.diverging_of(part) == want and not B.records_of(part),
+        f"Fetch(offset={log.end}, lastFetchedEpoch={phantom}) with an epoch the leader has no records of",
+        f"DivergingEpoch{want} (largest epoch below, its end offset), no records",
+        B.describe("Fetch", "response", resp),
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.cases import case
 from kraft_tck.conformance.scenario import Scenario
@@ -9,8 +11,20 @@ from kraft_tck.conformance.scenario import Scenario
 OBSERVER = 99
 
 
-def hw_of(resp: dict[str, object]) -> int:
-    return int(B.partition(resp).get("HighWatermark", -1))  # type: ignore[arg-type]
+def hw_of(resp: dict[str, Any]) -> int:
+    return int(B.partition(resp).get("HighWatermark", -1))
+
+
+async def until_hw(sc: Scenario, epoch: int, want: int, what: str) -> None:
+    """Every follower fetches (up to two rounds) until a response carries HighWatermark ``want``."""
+    seen = []
+    for _ in range(2):
+        for vid in sc.followers:
+            resp = await sc.call("Fetch is answered", sc.q.voters[vid].follow_once(epoch))
+            seen.append(hw_of(resp))
+            if hw_of(resp) == want:
+                return
+    sc.fail(what, f"HighWatermark = {want} within two fetch rounds", f"HighWatermark {seen}")
 
 
 @case("KIP-595/HighWatermark/1")
@@ -22,58 +36,64 @@ async def test_needs_entry_of_own_epoch(sc: Scenario) -> None:
     h = log.committed
     await sc.feed(a, e0, 2, commit=False)
     epoch = await sc.make_leader(follow=False)
-    v = sc.v(0)
     lc = log.end  # where the leader's LeaderChange record sits
-    resp = await sc.call("Fetch is answered", v.follow_once(epoch))
-    sc.check(hw_of(resp) <= h, f"v{a} holds the old-epoch records up to {lc} but no entry of epoch {epoch}",
-             f"HighWatermark <= {h} (the old records are not committed by this leader yet)",
-             B.describe("Fetch", "response", resp))
+    first, *others = sc.followers
+    for vid in others:  # the rest of the majority holds everything the leader sends
+        await sc.call("Fetch is answered", sc.q.voters[vid].follow_once(epoch))
+    resp = await sc.call("Fetch is answered", sc.q.voters[first].fetch(epoch, lc, e0))
+    sc.check(
+        hw_of(resp) <= h,
+        f"v{first} holds the old-epoch records up to {lc} but no entry of epoch {epoch}",
+        f"HighWatermark <= {h} (the old records are not committed by this leader yet)",
+        B.describe("Fetch", "response", resp),
+    )
+    if not others:
+        await sc.call("Fetch is answered", sc.q.voters[first].follow_once(epoch))
     sc.check(log.end > lc, "setup: the leader served its LeaderChange record", f"records from {lc}", log.end)
-    target_hw = log.end
-    seen = []
-    for _ in range(2):
-        resp = await sc.call("Fetch is answered", v.follow_once(epoch))
-        seen.append(hw_of(resp))
-        if hw_of(resp) == target_hw:
-            return
-    sc.fail(f"v{a} now holds the epoch-{epoch} record too: a majority has an entry of the leader's epoch",
-            f"HighWatermark = {target_hw} within two fetches", f"HighWatermark {seen}")
+    await until_hw(sc, epoch, log.end, f"a majority now holds the epoch-{epoch} record")
 
 
 @case("KIP-595/HighWatermark/2")
 async def test_observers_do_not_count(sc: Scenario) -> None:
     log = sc.q.log
     epoch = await sc.make_leader(follow=False)
-    v2, v3 = sc.v(0), sc.v(1)
+    first, *others = sc.followers
     lc = log.end
-    resp = await sc.call("Fetch is answered", v2.follow_once(epoch))
+    await sc.call("Fetch is answered", sc.q.voters[first].follow_once(epoch))  # gets LeaderChange, reports lc
     sc.check(log.end > lc, "setup: the leader served its LeaderChange record", f"records from {lc}", log.end)
-    resp = await sc.call("observer Fetch is answered",
-                         v3.fetch(epoch, log.end, log.last_epoch, replica_id=OBSERVER))
-    sc.check(hw_of(resp) <= lc, f"only the leader and observer {OBSERVER} hold offset {lc}",
-             f"HighWatermark <= {lc} (observers never count)", B.describe("Fetch", "response", resp))
-    seen = []
-    for _ in range(2):
-        resp = await sc.call("Fetch is answered", v2.follow_once(epoch))
-        seen.append(hw_of(resp))
-        if hw_of(resp) == log.end:
-            return
-    sc.fail(f"control: voter v{v2.node_id} now holds offset {lc}", f"HighWatermark = {log.end}",
-            f"HighWatermark {seen}")
+    for vid in others:  # all but one of the majority hold it: one more holder would commit it
+        await sc.call("Fetch is answered", sc.q.voters[vid].follow_once(epoch))
+    resp = await sc.call(
+        "observer Fetch is answered",
+        sc.q.voters[sc.bystander].fetch(epoch, log.end, log.last_epoch, replica_id=OBSERVER),
+    )
+    sc.check(
+        hw_of(resp) <= lc,
+        f"observer {OBSERVER} completes a 'majority' at offset {lc + 1} only if observers counted",
+        f"HighWatermark <= {lc} (observers never count)",
+        B.describe("Fetch", "response", resp),
+    )
+    await until_hw(sc, epoch, log.end, f"control: voter v{first} now holds offset {lc}")
 
 
 @case("KIP-595/HighWatermark/3")
 async def test_never_goes_backwards(sc: Scenario) -> None:
     epoch = await sc.make_leader()
     log = sc.q.log
-    v3 = sc.v(1)
+    lagging = sc.q.voters[sc.bystander]
     for offset in range(min(log.end, 4)):
-        await sc.call("Fetch is answered", v3.fetch(epoch, offset, log.epoch_at(offset - 1) if offset else -1))
+        await sc.call("Fetch is answered", lagging.fetch(epoch, offset, log.epoch_at(offset - 1) if offset else -1))
     await sc.call("Fetch is answered", sc.v(0).follow_once(epoch))
-    hws = [(f.seq, int(f.part.get("HighWatermark", -1)))
-           for f in sc.frames.select(lambda f: f.src == sc.target_id and f.api == "Fetch" and f.kind == "response")]
+    hws = [
+        (f.seq, int(f.part.get("HighWatermark", -1)))
+        for f in sc.frames.select(lambda f: f.src == sc.target_id and f.api == "Fetch" and f.kind == "response")
+    ]
     best = -1
     for seq, hw in hws:
-        sc.check(hw >= best, "the leader's high watermark in fetch responses", f"never below {best}",
-                 f"{hw} in response #{seq}; sequence {[h for _, h in hws]}")
+        sc.check(
+            hw >= best,
+            "the leader's high watermark in fetch responses",
+            f"never below {best}",
+            f"{hw} in response #{seq}; sequence {[h for _, h in hws]}",
+        )
         best = max(best, hw)

@@ -37,8 +37,12 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
         writer.close()
     sc.frames.note(sc.target_id, f"raw {name}: connection {outcome}")
     if data and len(data) >= 4 and struct.unpack(">i", data[:4])[0] == len(data) - 4:
-        sc.check(outcome in ("closed", "answered"), f"the node reacts to a {name}",
-                 "an error response or the connection closed", f"{outcome} within the request timeout")
+        sc.check(
+            outcome in ("closed", "answered"),
+            f"the node reacts to a {name}",
+            "an error response or the connection closed",
+            f"{outcome} within the request timeout",
+        )
     probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe")
     try:
         await probe.connect(timeout_s=2)
@@ -47,9 +51,13 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
     finally:
         await probe.close()
     mark = sc.frames.mark()
-    await sc.expect_frame(lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
-                          sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
-                          f"after a {name} the node keeps its quorum role", f"Fetch(epoch={epoch}) to v{a}", mark)
+    await sc.expect_frame(
+        lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("CurrentLeaderEpoch") == epoch,
+        sc.bound_ms(sc.timeouts.fetch_max_wait_ms + sc.timeouts.request_timeout_ms),
+        f"after a {name} the node keeps its quorum role",
+        f"Fetch(epoch={epoch}) to v{a}",
+        mark,
+    )
 
 
 def framed(payload: bytes) -> bytes:
@@ -65,8 +73,9 @@ async def test_garbage_body(sc: Scenario) -> None:
 @case("PROTOCOL/Robustness/2")
 async def test_truncated_frame(sc: Scenario) -> None:
     await sc.make_follower()
-    await abuse(sc, "truncated frame (length 100, 10 bytes)", struct.pack(">i", 100) + header(B.VOTE, 0)[:10],
-                hang_up=True)
+    await abuse(
+        sc, "truncated frame (length 100, 10 bytes)", struct.pack(">i", 100) + header(B.VOTE, 0)[:10], hang_up=True
+    )
 
 
 @case("PROTOCOL/Robustness/3")

@@ -14,7 +14,7 @@ def granted(resp: dict[str, object]) -> bool:
 
 
 def vote_summary(resp: dict[str, object]) -> str:
-    return B.describe("Vote", "response", resp)  # type: ignore[arg-type]
+    return B.describe("Vote", "response", resp)
 
 
 async def follower_with_records(sc: Scenario) -> int:
@@ -29,10 +29,18 @@ async def test_grant_up_to_date_higher_epoch(sc: Scenario) -> None:
     await follower_with_records(sc)
     log, e = sc.q.log, sc.q.next_epoch()
     resp = await sc.call("Vote is answered", sc.v(1).vote(e, log.last_epoch, log.end))
-    sc.check(granted(resp), f"vote for v{sc.virtual_ids[1]} in epoch {e} with a log equal to the target's",
-             "VoteGranted=true", vote_summary(resp))
-    sc.check(B.partition(resp).get("LeaderEpoch") == e, "the voter moved to the candidate's epoch",
-             f"LeaderEpoch={e}", vote_summary(resp))
+    sc.check(
+        granted(resp),
+        f"vote for v{sc.virtual_ids[1]} in epoch {e} with a log equal to the target's",
+        "VoteGranted=true",
+        vote_summary(resp),
+    )
+    sc.check(
+        B.partition(resp).get("LeaderEpoch") == e,
+        "the voter moved to the candidate's epoch",
+        f"LeaderEpoch={e}",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/2")
@@ -40,12 +48,20 @@ async def test_refuse_older_last_epoch(sc: Scenario) -> None:
     epoch = await follower_with_records(sc)
     log, e = sc.q.log, sc.q.next_epoch()
     resp = await sc.call("Vote is answered", sc.v(1).vote(e, epoch - 1, log.end + FAR))
-    sc.check(not granted(resp), f"vote with LastOffsetEpoch={epoch - 1} < the target's last epoch {epoch}",
-             "VoteGranted=false", vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"vote with LastOffsetEpoch={epoch - 1} < the target's last epoch {epoch}",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
     e2 = sc.q.next_epoch()
     resp = await sc.call("Vote is answered", sc.v(0).vote(e2, log.last_epoch, log.end))
-    sc.check(granted(resp), "control: a vote with the target's own last epoch/offset in a newer epoch",
-             "VoteGranted=true", vote_summary(resp))
+    sc.check(
+        granted(resp),
+        "control: a vote with the target's own last epoch/offset in a newer epoch",
+        "VoteGranted=true",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/3")
@@ -53,12 +69,20 @@ async def test_refuse_shorter_log_same_epoch(sc: Scenario) -> None:
     await follower_with_records(sc)
     log, e = sc.q.log, sc.q.next_epoch()
     resp = await sc.call("Vote is answered", sc.v(1).vote(e, log.last_epoch, log.end - 1))
-    sc.check(not granted(resp), f"vote with LastOffset={log.end - 1} < the target's log end {log.end} (same epoch)",
-             "VoteGranted=false", vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"vote with LastOffset={log.end - 1} < the target's log end {log.end} (same epoch)",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
     e2 = sc.q.next_epoch()
     resp = await sc.call("Vote is answered", sc.v(0).vote(e2, log.last_epoch, log.end))
-    sc.check(granted(resp), "control: the same last epoch with LastOffset = the target's log end",
-             "VoteGranted=true", vote_summary(resp))
+    sc.check(
+        granted(resp),
+        "control: the same last epoch with LastOffset = the target's log end",
+        "VoteGranted=true",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/4")
@@ -66,10 +90,18 @@ async def test_refuse_older_epoch(sc: Scenario) -> None:
     epoch = await sc.make_follower()
     resp = await sc.call("Vote is answered", sc.v(1).vote(epoch - 1, epoch - 1, FAR))
     part = B.partition(resp)
-    sc.check(not granted(resp), f"vote in epoch {epoch - 1} < the voter's epoch {epoch}", "VoteGranted=false",
-             vote_summary(resp))
-    sc.check(part.get("LeaderEpoch") == epoch, "the refusal names the voter's epoch", f"LeaderEpoch={epoch}",
-             vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"vote in epoch {epoch - 1} < the voter's epoch {epoch}",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
+    sc.check(
+        part.get("LeaderEpoch") == epoch,
+        "the refusal names the voter's epoch",
+        f"LeaderEpoch={epoch}",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/5")
@@ -80,27 +112,43 @@ async def test_one_vote_per_epoch(sc: Scenario) -> None:
     resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
     sc.check(granted(resp), f"first vote in epoch {e} (v{a.node_id})", "VoteGranted=true", vote_summary(resp))
     resp = await sc.call("Vote is answered", b.vote(e, log.last_epoch, log.end + FAR))
-    sc.check(not granted(resp), f"a second candidate v{b.node_id} in the same epoch {e}", "VoteGranted=false",
-             vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"a second candidate v{b.node_id} in the same epoch {e}",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
     resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
-    sc.check(granted(resp), f"the same candidate v{a.node_id} asking again in epoch {e}", "VoteGranted=true",
-             vote_summary(resp))
+    sc.check(
+        granted(resp),
+        f"the same candidate v{a.node_id} asking again in epoch {e}",
+        "VoteGranted=true",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/6")
 async def test_leader_refuses_same_epoch(sc: Scenario) -> None:
     epoch = await sc.make_leader()
     resp = await sc.call("Vote is answered", sc.v(1).vote(epoch, epoch, sc.q.log.end + FAR))
-    sc.check(not granted(resp), f"the leader of epoch {epoch} asked for a vote in {epoch}", "VoteGranted=false",
-             vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"the leader of epoch {epoch} asked for a vote in {epoch}",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/7")
 async def test_follower_refuses_same_epoch(sc: Scenario) -> None:
     epoch = await follower_with_records(sc)
     resp = await sc.call("Vote is answered", sc.v(1).vote(epoch, epoch, sc.q.log.end + FAR))
-    sc.check(not granted(resp), f"a follower of v{sc.virtual_ids[0]} in epoch {epoch} asked for a vote in {epoch}",
-             "VoteGranted=false", vote_summary(resp))
+    sc.check(
+        not granted(resp),
+        f"a follower of v{sc.virtual_ids[0]} in epoch {epoch} asked for a vote in {epoch}",
+        "VoteGranted=false",
+        vote_summary(resp),
+    )
 
 
 @case("KIP-595/Vote/8")
@@ -120,9 +168,15 @@ async def test_vote_survives_restart(sc: Scenario) -> None:
             # The restarted node's election timer fired before the question arrived: inconclusive, again.
             last = vote_summary(resp)
             continue
-        sc.check(not granted(resp), f"after kill -9, another candidate v{sc.virtual_ids[0]} in epoch {e}",
-                 f"VoteGranted=false, LeaderEpoch={e} (the vote for v{sc.virtual_ids[1]} was persisted)",
-                 vote_summary(resp))
+        sc.check(
+            not granted(resp),
+            f"after kill -9, another candidate v{sc.virtual_ids[0]} in epoch {e}",
+            f"VoteGranted=false, LeaderEpoch={e} (the vote for v{sc.virtual_ids[1]} was persisted)",
+            vote_summary(resp),
+        )
         return
-    sc.fail("ask the restarted target within its election timeout", "an answer in the voted epoch",
-            f"it had moved to a newer epoch every time: {last}")
+    sc.fail(
+        "ask the restarted target within its election timeout",
+        "an answer in the voted epoch",
+        f"it had moved to a newer epoch every time: {last}",
+    )

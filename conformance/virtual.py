@@ -80,6 +80,7 @@ class FrameLog:
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []
+        self.waited_s = 0.0  # time spent waiting on the target (the benchmark's "protocol wait" share)
         self._t0 = time.monotonic()
         self._changed = asyncio.Event()
 
@@ -88,8 +89,9 @@ class FrameLog:
 
     def add(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]) -> Frame:
         api = codec.api_name(api_key) if api_key >= 0 else "note"
-        fr = Frame(len(self.frames), self.now_ms(), int(time.time() * 1000), src, dst, api, api_key, kind,
-                   version, corr, body)
+        fr = Frame(
+            len(self.frames), self.now_ms(), int(time.time() * 1000), src, dst, api, api_key, kind, version, corr, body
+        )
         self.frames.append(fr)
         self._changed.set()
         return fr
@@ -102,6 +104,13 @@ class FrameLog:
         return len(self.frames)
 
     async def wait_for(self, pred: Callable[[Frame], bool], timeout_s: float, start: int = 0) -> Frame | None:
+        t0 = time.monotonic()
+        try:
+            return await self._wait_for(pred, timeout_s, start)
+        finally:
+            self.waited_s += time.monotonic() - t0
+
+    async def _wait_for(self, pred: Callable[[Frame], bool], timeout_s: float, start: int) -> Frame | None:
         deadline = time.monotonic() + timeout_s
         i = start
         while True:
@@ -189,8 +198,12 @@ class VLog:
             self.committed = self.end
 
     def append_leader_change(self, epoch: int, leader_id: int, voters: list[int]) -> None:
-        body = {"Version": 0, "LeaderId": leader_id, "Voters": [{"VoterId": v} for v in voters],
-                "GrantingVoters": [{"VoterId": v} for v in voters]}
+        body = {
+            "Version": 0,
+            "LeaderId": leader_id,
+            "Voters": [{"VoterId": v} for v in voters],
+            "GrantingVoters": [{"VoterId": v} for v in voters],
+        }
         self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body))
 
     def append_cluster_id(self, epoch: int, cluster_id: str) -> None:
@@ -274,16 +287,18 @@ class VirtualVoter:
 
     # ---------------------------------------------------------------- frames
 
-    def _observe_server(self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any],
-                        _peer: str) -> None:
+    def _observe_server(
+        self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], _peer: str
+    ) -> None:
         t = self.quorum.target.node_id
         src, dst, kind = (t, self.node_id, "request") if direction == "recv" else (self.node_id, t, "response")
         if direction == "recv" and api_key == B.FETCH:
             src = B.fetch_replica_id(body)
         self.quorum.record(src, dst, api_key, kind, version, corr, body)
 
-    def _observe_client(self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any],
-                        _peer: str) -> None:
+    def _observe_client(
+        self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], _peer: str
+    ) -> None:
         t = self.quorum.target.node_id
         src, dst, kind = (self.node_id, t, "request") if direction == "send" else (t, self.node_id, "response")
         if api_key == B.FETCH and direction == "send" and B.fetch_replica_id(body) != self.node_id:
@@ -333,8 +348,9 @@ class VirtualVoter:
         deadline = time.monotonic() + min(int(body.get("MaxWaitMs", 0)), MAX_PARK_MS) / 1000
         while True:
             if q.leader_id != self.node_id:
-                return B.fetch_response(version, error=Errors.NOT_LEADER_OR_FOLLOWER,
-                                        leader=(q.leader_id, q.known_epoch))
+                return B.fetch_response(
+                    version, error=Errors.NOT_LEADER_OR_FOLLOWER, leader=(q.leader_id, q.known_epoch)
+                )
             epoch = q.leader_epoch
             req_epoch = int(part.get("CurrentLeaderEpoch", -1))
             if req_epoch < epoch:
@@ -360,14 +376,16 @@ class VirtualVoter:
         if self.client is not None:
             await self.client.close()
         t = self.quorum.target
-        client = KafkaClient(t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}",
-                             observer=self._observe_client)
+        client = KafkaClient(
+            t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}", observer=self._observe_client
+        )
         await client.connect(timeout_s=self.quorum.request_timeout_s)
         self.client = client
         return client
 
-    async def request(self, api_key: int, build: Callable[[int], dict[str, Any]],
-                      timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
+    async def request(
+        self, api_key: int, build: Callable[[int], dict[str, Any]], timeout_s: float | None = None
+    ) -> tuple[int, dict[str, Any]]:
         """Send a request at the highest common version; returns (version, response body)."""
         client = await self.connect()
         version = client.best_version(api_key)
@@ -379,8 +397,9 @@ class VirtualVoter:
             raise
         return version, resp
 
-    async def vote(self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default",
-                   candidate: int | None = None) -> dict[str, Any]:
+    async def vote(
+        self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default", candidate: int | None = None
+    ) -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         cand = self.node_id if candidate is None else candidate
         t = self.quorum.target.node_id
@@ -390,8 +409,9 @@ class VirtualVoter:
     async def begin_quorum_epoch(self, epoch: int, cluster_id: Any = "default") -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         t = self.quorum.target.node_id
-        _, resp = await self.request(B.BEGIN_QUORUM_EPOCH,
-                                     lambda _v: B.begin_quorum_epoch_request(cid, self.node_id, epoch, t))
+        _, resp = await self.request(
+            B.BEGIN_QUORUM_EPOCH, lambda _v: B.begin_quorum_epoch_request(cid, self.node_id, epoch, t)
+        )
         return resp
 
     async def end_quorum_epoch(self, epoch: int, successors: list[int], cluster_id: Any = "default") -> dict[str, Any]:
@@ -401,9 +421,17 @@ class VirtualVoter:
         )
         return resp
 
-    async def fetch(self, epoch: int, offset: int, last_fetched_epoch: int, *, max_wait_ms: int = 0,
-                    replica_id: int | None = None, cluster_id: Any = "default",
-                    timeout_s: float | None = None) -> dict[str, Any]:
+    async def fetch(
+        self,
+        epoch: int,
+        offset: int,
+        last_fetched_epoch: int,
+        *,
+        max_wait_ms: int = 0,
+        replica_id: int | None = None,
+        cluster_id: Any = "default",
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         rid = self.node_id if replica_id is None else replica_id
         if offset > self.quorum.log.end:
@@ -411,7 +439,8 @@ class VirtualVoter:
             # voter can later serve back.
             raise HarnessError(f"fetch claims offset {offset} beyond the harness log end {self.quorum.log.end}")
         _, resp = await self.request(
-            B.FETCH, lambda v: B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms),
+            B.FETCH,
+            lambda v: B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms),
             timeout_s=timeout_s or (self.quorum.request_timeout_s + max_wait_ms / 1000),
         )
         return resp
@@ -447,8 +476,14 @@ class VirtualVoter:
 class Quorum:
     """The target plus the virtual voters, alive for the whole session (the target keeps connections)."""
 
-    def __init__(self, target: TargetAddress, cluster_id: str | None, voter_ports: dict[int, int], host: str,
-                 request_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        target: TargetAddress,
+        cluster_id: str | None,
+        voter_ports: dict[int, int],
+        host: str,
+        request_timeout_s: float = 2.0,
+    ) -> None:
         self.target = target
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
@@ -475,8 +510,9 @@ class Quorum:
         for v in self.voters.values():
             await v.close()
 
-    def record(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int,
-               body: dict[str, Any]) -> None:
+    def record(
+        self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]
+    ) -> None:
         self.frames.add(src, dst, api_key, kind, version, corr, body)
         part = B.partition_or_none(body) or {}
         for key in ("CandidateEpoch", "LeaderEpoch", "CurrentLeaderEpoch"):

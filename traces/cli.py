@@ -117,9 +117,15 @@ COMMANDS: list[click.Command] = [simulate_cmd]
 @click.option("--no-tlc", is_flag=True, help="Skip the per-trace validation fan-out.")
 def pipeline_cmd(input_dir: str, out_dir: str, master: str | None, no_tlc: bool) -> None:
     """Check and summarise traces with Spark. Exit 0 clean, 1 violations, 2 bad input (or quarantined lines)."""
-    from kraft_tck.traces.pipeline.run import run_pipeline
+    from kraft_tck.traces.pipeline.files import BadInput, list_trace_files
+    from kraft_tck.traces.pipeline.run import EXIT_BAD_INPUT, run_pipeline
     from kraft_tck.traces.pipeline.session import build_session
 
+    try:
+        list_trace_files(input_dir)  # nothing to read: say so before paying for a Spark session
+    except BadInput as exc:
+        click.echo(f"bad input: {exc}", err=True)
+        raise SystemExit(EXIT_BAD_INPUT) from exc
     spark = build_session(master)
     try:
         result = run_pipeline(spark, input_dir, out_dir, validator=not no_tlc, echo=click.echo)

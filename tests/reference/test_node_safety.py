@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.io import RequestReceived, ResponseReceived
 from kraft_tck.reference.messages import BeginQuorumEpochRequest, FetchResponse, LeaderIdAndEpoch

@@ -7,10 +7,9 @@ single-process results compare directly.
 
 from __future__ import annotations
 
+from kraft_tck.traces.checker import Violation, sorted_violations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-
-from kraft_tck.traces.checker import Violation, sorted_violations
 
 COLUMNS = ("invariant", "source", "run", "node", "epoch", "seq", "detail")
 

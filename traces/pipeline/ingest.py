@@ -92,24 +92,27 @@ def classify(lines: DataFrame, files: list[FileInfo]) -> DataFrame:
     typed = F.from_json("value", S.event_type())
     raw = F.from_json("value", S.RAW_OBJECT)
     df = S.with_raw_columns(lines.join(F.broadcast(info), "uri").withColumn("raw", raw).withColumn("e", typed))
-    problems = F.when(F.trim("value") == "", F.array(F.lit("empty line"))) \
-        .when(F.col("raw").isNull(), F.array(F.lit("not a JSON object (malformed or truncated line)"))) \
-        .when(F.col("raw")["type"] == "header", F.array(F.lit("a second header line"))) \
-        .otherwise(F.concat(
-            S.event_problems(F.col("e"), F.col("raw")),
-            F.when(F.col("e.seq").isNotNull() & (F.col("e.seq") != F.col("line") - 2),
-                   F.array(F.concat(F.lit("seq "), F.col("e.seq").cast("string"), F.lit(" where "),
-                                    (F.col("line") - 2).cast("string"), F.lit(" was expected")))
-                   ).otherwise(F.array())))
-    reason = F.when(F.col("refused").isNotNull(), F.concat(F.lit("file refused: "), F.col("refused"))) \
-        .when(F.col("line") == 1, F.lit(None).cast("string")) \
-        .otherwise(F.nullif(F.array_join(problems, "; "), F.lit("")))
-    status = F.when(reason.isNotNull(), "quarantined").when(F.col("line") == 1, "header").otherwise("event")
+    seq_problem = F.when(F.col("e.seq").isNotNull() & (F.col("e.seq") != F.col("line") - 2),
+                         F.concat(F.lit("seq "), F.col("e.seq").cast("string"), F.lit(" where "),
+                                  (F.col("line") - 2).cast("string"), F.lit(" was expected")))
+    problems = F.when(F.trim("value") == "", F.lit("empty line")) \
+        .when(F.col("raw").isNull(), F.lit("not a JSON object (malformed or truncated line)")) \
+        .when(F.col("raw")["type"] == "header", F.lit("a second header line")) \
+        .otherwise(F.concat_ws("; ", F.nullif(S.event_problems(F.col("e"), F.col("raw")), F.lit("")), seq_problem))
+    # Each stage is its own column so the (large) problem expression is evaluated once per line, not once
+    # per place that reads the verdict.
+    df = df.withColumn("problems", F.when((F.col("line") > 1) & F.col("refused").isNull(), problems))
+    refused = F.concat(F.lit("file refused: "), F.col("refused"))
+    df = df.withColumn("reason", F.when(F.col("refused").isNotNull(), refused)
+                       .when(F.col("line") == 1, F.lit(None).cast("string"))
+                       .otherwise(F.nullif(F.col("problems"), F.lit(""))))
+    ok = F.col("reason").isNull()
+    status = F.when(~ok, "quarantined").when(F.col("line") == 1, "header").otherwise("event")
     return df.select(
-        F.col("uri").alias("file"), "line", status.alias("status"), reason.alias("reason"),
-        F.when(reason.isNotNull(), F.col("value")).alias("text"),
+        F.col("uri").alias("file"), "line", status.alias("status"), "reason",
+        F.when(~ok, F.col("value")).alias("text"),
         "source", "run", "implementation",
-        F.when(reason.isNull() & (F.col("line") > 1), F.col("e")).alias("e"),
+        F.when(ok & (F.col("line") > 1), F.col("e")).alias("e"),
     )
 
 

@@ -18,9 +18,8 @@ from kraft_tck.traces.checker import Violation
 from kraft_tck.traces.pipeline.files import BadInput
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from kraft_tck.traces.pipeline.tlc_fanout import Validator, Verdict
+    from pyspark.sql import SparkSession
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -46,7 +45,7 @@ class PipelineResult:
 
 
 def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                 validator: Validator | None | bool = True, metrics: bool = True, report: bool = True,
+                 validator: Validator | bool | None = True, metrics: bool = True, report: bool = True,
                  echo: Callable[[str], None] = print) -> PipelineResult:
     """Run every stage; `validator=True` picks the default (TLA+ if available), False/None skips it."""
     from kraft_tck.traces.pipeline import checks, tables

@@ -206,12 +206,12 @@ def _array_problems(node: dict[str, Any], typed: Column, present: Column, raw_te
             checks = object_problems(items, z["t"], z["r"], f"{path}/*")
             return _collect(checks)
 
-        out.append((F.lit(True), F.array_join(F.flatten(F.transform(F.coalesce(zipped, F.array()), item)), "; ")))
+        out.append((F.lit(True), F.nullif(F.array_join(F.flatten(F.transform(zipped, item)), "; "), F.lit(""))))
     else:
         def scalar(x: Column) -> Column:
             return _collect(_leaf_problems(items, x, F.lit(True), x.cast("string"), f"{path}/*"))
 
-        out.append((F.lit(True), F.array_join(F.flatten(F.transform(F.coalesce(typed, F.array()), scalar)), "; ")))
+        out.append((F.lit(True), F.nullif(F.array_join(F.flatten(F.transform(typed, scalar)), "; "), F.lit(""))))
     return out
 
 
@@ -254,9 +254,12 @@ def with_raw_columns(df: Any, raw: str = "raw") -> Any:
 
 
 def event_problems(typed: Column, raw: Column) -> Column:
-    """array<string>: every way one event line breaks the trace schema (empty when it conforms).
+    """Every way one event line breaks the trace schema, "; "-joined (empty string when it conforms).
 
+    A flat concat_ws of conditional messages, not an array filtered by a lambda: higher-order functions
+    keep Spark from compiling the stage, and this expression runs once per line.
     Needs the nested raw columns of `with_raw_columns` on the same DataFrame."""
-    return _collect(object_problems(definition("event"), typed, raw, ""))
+    checks = object_problems(definition("event"), typed, raw, "")
+    return F.concat_ws("; ", *[F.when(F.coalesce(c, F.lit(False)), m) for c, m in checks])
 
 

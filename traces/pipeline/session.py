@@ -26,6 +26,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
+    # The parsed event struct has more than the default 100 nested fields, the limit above which Spark
+    # gives up whole-stage code generation for a stage.
+    "spark.sql.codegen.maxFields": "2000",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.driver.extraJavaOptions": "-XX:+UseG1GC",

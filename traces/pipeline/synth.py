@@ -33,7 +33,8 @@ class _Cluster:
         self.ts = 0.0
         self.events: list[Event] = []
         self.corr = dict.fromkeys(voters, 0)
-        self.st = {n: {"role": "Unattached", "epoch": 0, "votedId": -1, "leaderId": -1, "logEndOffset": 0,
+        self.st: dict[int, dict[str, Any]] = {
+                  n: {"role": "Unattached", "epoch": 0, "votedId": -1, "leaderId": -1, "logEndOffset": 0,
                        "lastFetchedEpoch": -1, "highWatermark": 0} for n in voters}
         self.log: dict[int, list[dict[str, Any]]] = {n: [] for n in voters}  # batches per node
         self.match: dict[int, int] = {}
@@ -299,4 +300,5 @@ def plant_epoch_backwards(events: list[Event]) -> tuple[int, int, int]:
     node = events[i]["node"]
     st = _last_state(events, node, i + 1)
     st.update(role="Unattached", epoch=st["epoch"] - 1, votedId=-1, leaderId=-1)
-    return _insert(events, i + 1, {"node": node, "event": "HandleBeginQuorumEpochRequest", "state": st}), node, st["epoch"]
+    ev = {"node": node, "event": "HandleBeginQuorumEpochRequest", "state": st}
+    return _insert(events, i + 1, ev), node, st["epoch"]

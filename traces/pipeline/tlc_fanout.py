@@ -69,25 +69,20 @@ def schema_validator(path: str) -> tuple[bool, int | None, str]:
     return True, None, f"{len(trace.events)} events conform"
 
 
+def tla_validator(path: str) -> tuple[bool, int | None, str]:
+    """TLA+ trace validation (`kraft_tck.tla.trace_module.validate_trace`: TLC on TraceKRaft, one worker —
+    the parallelism is the fan-out's, one TLC per task)."""
+    from kraft_tck.tla.trace_module import validate_trace
+
+    v = validate_trace(path, workers=1)
+    seq = v.failed_event.seq if v.failed_event is not None else None
+    return bool(v.passed), seq, v.reason
+
+
 def default_validator() -> tuple[str, Validator]:
-    """The TLA+ trace validator when `kraft_tck.tla` provides one, else the schema validator (named)."""
+    """TLA+ trace validation when `kraft_tck.tla.trace_module` is importable, else the schema validator."""
     try:
-        from kraft_tck.tla import trace_validation  # type: ignore[attr-defined]
+        from kraft_tck.tla.trace_module import validate_trace  # noqa: F401 - probing that it exists
     except ImportError:
         return "trace schema (TLA+ trace validation not available)", schema_validator
-    fn = getattr(trace_validation, "validate_trace_file", None)
-    if fn is None:
-        return "trace schema (TLA+ trace validation not available)", schema_validator
-    return "TLA+ trace validation", _adapt(fn)
-
-
-def _adapt(fn: Callable[[str], Any]) -> Validator:
-    def validate(path: str) -> tuple[bool, int | None, str]:
-        res = fn(path)
-        if isinstance(res, tuple):
-            return res  # type: ignore[return-value]
-        ok = bool(getattr(res, "ok", getattr(res, "passed", False)))
-        seq = getattr(res, "first_bad_seq", getattr(res, "seq", None))
-        return ok, seq, str(getattr(res, "message", res))
-
-    return validate
+    return "TLA+ trace validation (TLC)", tla_validator

@@ -1,0 +1,109 @@
+"""Proof that the catalog catches bugs: the reference node with one injected fault (tests/conformance/
+faulty_node.py) fails exactly the matching cases, with the right clause; the correct node passes all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kraft_tck.traces.trace import read_trace
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = Path(__file__).with_name("faulty_node.py")
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def run_catalog(
+    tmp_path: Path, fault: str, *modules: str
+) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
+    report = tmp_path / "report"
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *(modules or ("conformance",)),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--target-launcher",
+        str(LAUNCHER),
+        "--report",
+        str(report),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+    ]
+    env = {**os.environ, "KRAFT_TCK_FAULT": fault}
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    results = report / "results.json"
+    assert results.exists(), f"no results.json; pytest said:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+    cases = {c["id"]: c for c in json.loads(results.read_text())["cases"]}
+    return cases, proc
+
+
+FAULTS = [
+    (
+        "skip-truncation",
+        "conformance/test_divergence.py",
+        {"KIP-595/Divergence/1", "KIP-595/Divergence/2"},
+        'KIP-595 "Fetch Response Handling"',
+    ),
+    (
+        "truncate-below-hw",
+        "conformance/test_divergence.py",
+        {"KIP-595/Divergence/1", "KIP-595/Divergence/2", "KIP-595/Divergence/3"},
+        'KIP-595 "Fetch Response Handling"',
+    ),
+    ("forget-vote", "conformance/test_vote.py", {"KIP-595/Vote/8"}, 'KIP-595 "Vote Request Handling"'),
+    (
+        "never-resign",
+        "conformance/test_leaderprogress.py",
+        {"KIP-595/LeaderProgress/1"},
+        'KIP-595 "Leader Progress Timeout"',
+    ),
+    (
+        "ignore-cluster-id",
+        "conformance/test_bootstrap.py",
+        {"KIP-595/ClusterId/2"},
+        'KIP-595 "Fetch Request Handling" step 1',
+    ),
+    (
+        "observers-count",
+        "conformance/test_highwatermark.py",
+        {"KIP-595/HighWatermark/2"},
+        'KIP-595 "Fetch Request Handling" step 4',
+    ),
+]
+
+
+@pytest.mark.parametrize(("fault", "module", "expected", "clause"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_fault_fails_the_matching_cases(
+    tmp_path: Path, fault: str, module: str, expected: set[str], clause: str
+) -> None:
+    cases, proc = run_catalog(tmp_path, fault, module)
+    failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
+    assert failed == expected, f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n{proc.stdout[-4000:]}"
+    for cid in expected:
+        assert str(cases[cid]["clause"]).startswith(clause), cases[cid]["clause"]
+        assert cid in proc.stdout and "expected:" in proc.stdout and "actual:" in proc.stdout
+    assert proc.returncode == 1
+
+
+def test_correct_reference_node_passes_the_whole_catalog(tmp_path: Path) -> None:
+    cases, proc = run_catalog(tmp_path, "none")
+    bad = {cid: c["message"] for cid, c in cases.items() if c["outcome"] != "passed"}
+    assert not bad, f"{bad}\n{proc.stdout[-4000:]}"
+    assert proc.returncode == 0
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'name="case_id"' in junit and "KIP-595/Vote/1" in junit
+    index = (tmp_path / "report" / "index.html").read_text()
+    assert "<svg" in index and "Divergence truncation" in index
+    traces = sorted((tmp_path / "report" / "traces").glob("KIP-*.ndjson"))
+    assert len(traces) >= 30
+    for t in traces:
+        tr = read_trace(t)
+        assert tr.ok and tr.header["source"] == "harness", (t, tr.bad[:1])

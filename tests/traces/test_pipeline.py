@@ -1,0 +1,128 @@
+"""The Spark pipeline: planted violations are found where they were planted, clean traces are clean, and
+the Spark results equal the single-process checker's (kraft_tck.traces.checker)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kraft_tck.traces.checker import check_paths, trace_files
+from kraft_tck.traces.pipeline import synth
+from kraft_tck.traces.pipeline.run import EXIT_CLEAN, EXIT_VIOLATIONS, run_pipeline
+from kraft_tck.traces.pipeline.tlc_fanout import default_validator, fan_out, schema_validator, tla_validator
+
+pytestmark = pytest.mark.spark
+
+EVENTS = 1500
+
+PLANTS: dict[str, tuple[Callable[[list[dict[str, Any]]], tuple[int, int, int]], str]] = {
+    "two leaders in one epoch": (synth.plant_two_leaders, "ElectionSafety"),
+    "a second vote in an epoch": (synth.plant_second_vote, "VoteOnce"),
+    "truncation below the high watermark": (synth.plant_truncation_below_hw, "CommittedNeverTruncated"),
+    "diverging records at the same offset and epoch": (synth.plant_diverging_records, "LogMatching"),
+    "high watermark going backwards": (synth.plant_hw_backwards, "HighWatermarkMonotonic"),
+    "epoch going backwards": (synth.plant_epoch_backwards, "EpochMonotonic"),
+}
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple[str, int, int, int]]]:
+    """Two clean runs plus one run per planted violation, each in its own file."""
+    root = tmp_path_factory.mktemp("planted")
+    synth.write_corpus(root, runs=2, events_per_run=EVENTS, seed=100)
+    expected: dict[str, tuple[str, int, int, int]] = {}
+    for i, (name, (plant, invariant)) in enumerate(PLANTS.items()):
+        run = f"planted-{i}"
+        events = synth.synth_run(run, 200 + i, EVENTS)
+        seq, node, epoch = plant(events)
+        synth.write_trace(root / f"{run}.ndjson", synth.header(run, 200 + i), events)
+        expected[name] = (invariant, node, epoch, seq)
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def planted_result(spark: Any, planted: tuple[Path, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root, _ = planted
+    return run_pipeline(spark, root, tmp_path_factory.mktemp("out"), validator=False, echo=_quiet)
+
+
+@pytest.mark.parametrize("name", list(PLANTS))
+def test_each_planted_violation_is_found_exactly_where_planted(name: str, planted: Any, planted_result: Any) -> None:
+    _, expected = planted
+    invariant, node, epoch, seq = expected[name]
+    run = f"planted-{list(PLANTS).index(name)}"
+    found = [(v.invariant, v.node, v.epoch, v.seq) for v in planted_result.violations if v.run == run]
+    assert found == [(invariant, node, epoch, seq)]
+
+
+def test_clean_runs_are_not_flagged(planted_result: Any) -> None:
+    assert planted_result.violations, "the planted runs must be flagged"
+    assert not [v for v in planted_result.violations if not v.run.startswith("planted-")]
+    assert planted_result.exit_code == EXIT_VIOLATIONS
+
+
+def test_spark_results_equal_the_python_checker(planted: Any, planted_result: Any) -> None:
+    root, _ = planted
+    py = check_paths(trace_files(root), validate=False)
+    assert [v.key() for v in planted_result.violations] == [v.key() for v in py.violations]
+    assert [v.detail for v in planted_result.violations] == [v.detail for v in py.violations]
+    assert planted_result.counts["events accepted"] == py.accepted
+
+
+def test_tables_and_report_are_written(spark: Any, tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    synth.write_corpus(src, runs=2, events_per_run=800, seed=7)
+    out = tmp_path / "out"
+    res = run_pipeline(spark, src, out, validator=schema_validator, echo=_quiet)
+    assert res.exit_code == EXIT_CLEAN, (res.violations, res.quarantine)
+    for table in ("events", "messages", "appends", "transitions"):
+        parts = sorted(p.name for p in (out / "tables" / table).iterdir() if p.is_dir())
+        assert parts == ["source=simulator"], table
+        runs = sorted(p.name for p in (out / "tables" / table / "source=simulator").iterdir())
+        assert runs == ["run=seed-7", "run=seed-8"], table
+    events = spark.read.parquet(str(out / "tables" / "events"))
+    assert events.count() == res.counts["events accepted"]
+    assert events.where("line = seq + 2").count() == events.count()
+    md = (out / "report.md").read_text()
+    assert "## Safety violations" in md and "(none)" in md
+    assert "fetch round trip (ms)" in md and "commit latency (ms)" in md
+    assert list(out.glob("*.png")) and (out / "report.html").exists()
+    assert res.verdicts and all(v.ok for v in res.verdicts)
+    report = json.loads((out / "report.json").read_text())
+    metrics = {m["metric"]: m for m in report["metrics"]}
+    assert metrics["leader changes per run"]["n"] == 2
+    assert metrics["commit latency (ms)"]["n"] > 10 and metrics["commit latency (ms)"]["min"] > 0
+    assert metrics["fetch round trip (ms)"]["min"] > 0
+
+
+@pytest.mark.tlc
+def test_tla_validation_fans_out_with_the_same_verdicts_as_one_by_one(spark: Any, tmp_path: Path) -> None:
+    """Each task runs TLC on its traces; the joined verdicts equal validating each file in this process."""
+    name, fn = default_validator()
+    assert fn is tla_validator, name  # kraft_tck.tla provides trace validation
+    synth.write_corpus(tmp_path, runs=2, events_per_run=40, seed=11)
+    files = [str(p) for p in trace_files(tmp_path)]
+    fanned = fan_out(spark, files, fn, tasks=2)
+    assert [v.file for v in fanned] == sorted(files)
+    assert [(v.ok, v.first_bad_seq, v.message) for v in fanned] == [fn(f) for f in sorted(files)]
+
+
+def test_fan_out_turns_a_crashing_validator_into_a_failed_verdict(spark: Any, tmp_path: Path) -> None:
+    synth.write_corpus(tmp_path, runs=2, events_per_run=40, seed=12)
+    files = [str(p) for p in trace_files(tmp_path)]
+
+    def picky(path: str) -> tuple[bool, int | None, str]:
+        if path.endswith("seed-13.ndjson"):
+            raise RuntimeError("boom")
+        return schema_validator(path)
+
+    verdicts = fan_out(spark, files, picky, tasks=2)
+    assert [(Path(v.file).name, v.ok) for v in verdicts] == [("seed-12.ndjson", True), ("seed-13.ndjson", False)]
+    assert "validator failed: RuntimeError: boom" in verdicts[1].message
