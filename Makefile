@@ -42,7 +42,7 @@ pipeline: setup
 	$(BIN)/kraft-tck pipeline --input out/sim --out out/pipeline
 
 tlc: setup
-	$(BIN)/kraft-tck tlc --config tla/MCKRaft.cfg
+	$(BIN)/kraft-tck tlc --config MCKRaft.cfg
 
 cluster: setup
 	$(BIN)/kraft-tck cluster --voters 3 --dir .cluster --base-port 19190

@@ -43,8 +43,8 @@
 (*    has in flight; the model approximates that by the answer echoing the *)
 (*    request's FetchOffset/LastFetchedEpoch, which must still match the   *)
 (*    follower's log, and by never moving a follower's HW backwards;       *)
-(*  - record batches: one record per entry, at most one entry per Fetch    *)
-(*    response (a max-bytes limit of one record), values are abstract;     *)
+(*  - record batches: one record per entry, at most MaxFetchRecords per   *)
+(*    Fetch response (Kafka's max bytes), record values are abstract;      *)
 (*  - snapshots (FetchSnapshot), DescribeQuorum (read-only, no state       *)
 (*    change), voter-set changes (KIP-853) and the pre-vote of KIP-996.    *)
 (***************************************************************************)
@@ -55,7 +55,8 @@ CONSTANTS
     Observers,       \* node ids that only fetch
     Values,          \* client record values
     LocalCluster,    \* the cluster id every node has in meta.properties
-    ForeignCluster   \* a cluster id a rogue request may carry
+    ForeignCluster,  \* a cluster id a rogue request may carry
+    MaxFetchRecords  \* records per Fetch response (Kafka's max bytes, in records)
 
 ASSUME Voters # {} /\ Voters \cap Observers = {} /\ LocalCluster # ForeignCluster
 
@@ -376,8 +377,9 @@ HandleFetchRequest(i, m) ==
             /\ Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
                       epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
                       fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
-                      records |-> IF diverging \/ m.fetchOffset >= Len(log[i]) THEN <<>>
-                                  ELSE <<log[i][m.fetchOffset + 1]>>,
+                      records |-> IF diverging THEN <<>>
+                                  ELSE SubSeq(log[i], m.fetchOffset + 1,
+                                              Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
                       divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
                       divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
                       highWatermark |-> PublishedHW(log[i], epoch[i], hw)], m)

@@ -46,10 +46,12 @@ MCNext ==
 MCSpec == Init /\ [][MCNext]_vars
 
 \* BecomeLeader may still grow a log to MaxLogLen + 1; sends may exceed
-\* MaxMsgs.  Such states are checked but not expanded.
+\* MaxMsgs, and handling a duplicated request twice puts a second copy of
+\* its answer in flight.  Such states are checked but not expanded.
 StateBound ==
     /\ \A i \in Nodes : Len(log[i]) <= MaxLogLen
     /\ Cardinality(DOMAIN msgs) <= MaxMsgs
+    /\ \A m \in DOMAIN msgs : msgs[m] <= MaxCopies
 
 \* Symmetry over voters and, separately, over observers.
 Symmetry == Permutations(Voters) \cup Permutations(Observers)

