@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -233,3 +235,19 @@ def test_five_voter_layout() -> None:
     assert layout.virtual_ids == [2, 3, 4, 5]
     props: dict[str, Any] = target_properties(layout, EMBEDDED_TIMEOUTS, "/d")
     assert props["controller.quorum.voters"].count("@") == 5
+
+
+def test_target_image_without_a_docker_daemon_skips_with_an_actionable_reason(tmp_path: Path) -> None:
+    """--target-image uses testcontainers; with no daemon every case is skipped, and the reason says what to
+    do (start Docker, set DOCKER_HOST, or use --target-cmd / --target)."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/test_apiversions.py", "-q", "-rs", "-p", "no:cacheprovider",
+         "--target-image", "example/kraft:latest"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "skipped" in out and "passed" not in out.splitlines()[-1]
+    assert "Docker daemon" in out and "--target-cmd" in out
