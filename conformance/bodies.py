@@ -247,8 +247,25 @@ def describe(api: str, kind: str, body: Body) -> str:
                 f"Fetch(replica={fetch_replica_id(body)}, epoch={part.get('CurrentLeaderEpoch')}, "
                 f"offset={part.get('FetchOffset')}, lastFetchedEpoch={part.get('LastFetchedEpoch')})"
             )
+        if api == "BrokerRegistration":
+            return (
+                f"BrokerRegistration(broker={body.get('BrokerId')}, incarnation={str(body.get('IncarnationId'))[:8]}, "
+                f"cid={body.get('ClusterId')})"
+            )
+        if api == "BrokerHeartbeat":
+            return (
+                f"BrokerHeartbeat(broker={body.get('BrokerId')}, epoch={body.get('BrokerEpoch')}, "
+                f"offset={body.get('CurrentMetadataOffset')}, wantShutDown={body.get('WantShutDown')})"
+            )
         return f"{api}()"
     top = body.get("ErrorCode", 0)
+    if api == "BrokerRegistration":
+        return f"BrokerRegistration→({error_name(top) if top else 'NONE'}, epoch={body.get('BrokerEpoch')})"
+    if api == "BrokerHeartbeat":
+        return (
+            f"BrokerHeartbeat→({error_name(top) if top else 'NONE'}, caughtUp={body.get('IsCaughtUp')}, "
+            f"fenced={body.get('IsFenced')}, shutDown={body.get('ShouldShutDown')})"
+        )
     err = f"{error_name(top)} " if top else ""
     perr = part.get("ErrorCode", 0)
     perr_s = f"{error_name(perr)}, " if perr else ""

@@ -60,7 +60,8 @@ def profile_cmd(
         f"kraft-tck conformance profile: node {target_id} with virtual voters {voters}\n"
         f"then run: pytest conformance --target {target_host}:{target_port} --target-id {target_id} "
         f"--harness-ports {harness_ports} --cluster-id <its cluster id> "
-        f"--target-election-timeout-ms {election_timeout_ms} --target-fetch-timeout-ms {fetch_timeout_ms}"
+        f"--target-election-timeout-ms {election_timeout_ms} --target-fetch-timeout-ms {fetch_timeout_ms} "
+        f"--target-broker-session-timeout-ms {timeouts.broker_session_timeout_ms}"
     )
     click.echo(render_properties(props, header=header), nl=False)
 

@@ -2,7 +2,8 @@
 
 With no ``--target``/``--target-cmd``/``--target-image`` the harness formats a directory with the cluster
 id and launches the embedded reference node (``python -m kraft_tck.reference.cli node``) on a free
-loopback port with the short test timeouts of ``EMBEDDED_TIMEOUTS`` (election 300 ms, fetch 600 ms).
+loopback port with the short test timeouts of ``EMBEDDED_TIMEOUTS`` (election 300 ms, fetch 600 ms,
+broker session 1500 ms).
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--quorum-size", type=int, default=3, choices=(3, 5), help="voters including the target")
     g.addoption("--target-election-timeout-ms", type=int, help="the target's controller.quorum.election.timeout.ms")
     g.addoption("--target-fetch-timeout-ms", type=int, help="the target's controller.quorum.fetch.timeout.ms")
+    g.addoption(
+        "--target-broker-session-timeout-ms",
+        type=int,
+        help="the target's broker.session.timeout.ms (KIP-631; default: what the harness configures, 1500)",
+    )
     g.addoption("--target-cmd", help="command template to launch the target: {config} {data_dir} {trace_file}")
     g.addoption("--target-image", help="container image of the target (needs Docker; testcontainers)")
     g.addoption(
@@ -90,11 +96,17 @@ def build_target(config: pytest.Config) -> tuple[Target, Timeouts]:
     else:
         ports = _ports(opt("--harness-ports"), n_virtual, host)
     layout = QuorumLayout(int(opt("--target-id")), tp_host, tp_port, host, ports)
-    base = EMBEDDED_TIMEOUTS if managed else Timeouts(1000, 2000, 1000, 2000, 500)
+    base = EMBEDDED_TIMEOUTS if managed else Timeouts(1000, 2000, 1000, 2000, 500, 9000)
     election = opt("--target-election-timeout-ms") or base.election_ms
     fetch = opt("--target-fetch-timeout-ms") or base.fetch_ms
+    session = opt("--target-broker-session-timeout-ms") or base.broker_session_timeout_ms
     timeouts = Timeouts(
-        election, fetch, base.election_backoff_max_ms, base.request_timeout_ms, min(base.fetch_max_wait_ms, fetch // 2)
+        election,
+        fetch,
+        base.election_backoff_max_ms,
+        base.request_timeout_ms,
+        min(base.fetch_max_wait_ms, fetch // 2),
+        session,
     )
     cluster_id = opt("--cluster-id") or (DEFAULT_CLUSTER_ID if managed else None)
     target: Target

@@ -51,6 +51,8 @@ class Timeouts:
     election_backoff_max_ms: int = 100
     request_timeout_ms: int = 500
     fetch_max_wait_ms: int = 150
+    #: KIP-631 broker.session.timeout.ms: short, so the session-expiry case waits ~1.5 s, not Kafka's 9 s.
+    broker_session_timeout_ms: int = 1500
 
 
 #: The embedded reference node's test timeouts: short enough for the whole catalog in well under a
@@ -96,6 +98,7 @@ def target_properties(layout: QuorumLayout, timeouts: Timeouts, data_dir: str | 
         "controller.quorum.election.backoff.max.ms": str(timeouts.election_backoff_max_ms),
         "controller.quorum.request.timeout.ms": str(timeouts.request_timeout_ms),
         "controller.quorum.fetch.max.wait.ms": str(timeouts.fetch_max_wait_ms),
+        "broker.session.timeout.ms": str(timeouts.broker_session_timeout_ms),
     }
 
 

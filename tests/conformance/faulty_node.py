@@ -2,7 +2,8 @@
 
 Used as ``pytest conformance --target-launcher tests/conformance/faulty_node.py``; takes the reference
 CLI's ``node --config F --trace-file T`` arguments. The faults override the core's named rule methods
-(reference/core.py "Fault injection"), never a flag in the product.
+(reference/core.py "Fault injection") or, for broker faults, one helper of the active controller
+(reference/controller.py), never a flag in the product.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from typing import Any
 
 from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.controller import Controller
 from kraft_tck.reference.core import KRaftCore
 from kraft_tck.reference.node import Node
 
@@ -51,6 +53,16 @@ class ObserversCount(KRaftCore):
         return True
 
 
+class NeverExpireSessions(Controller):
+    def _expired(self, broker_id: int, now_ms: int) -> bool:
+        return False  # a broker that stopped heartbeating is never fenced
+
+
+#: Broker faults: the node's controller is replaced by one of these (the Raft core stays correct).
+CONTROLLER_FAULTS: dict[str, type[Controller]] = {
+    "never-fence-expired": NeverExpireSessions,
+}
+
 FAULTS: dict[str, type[KRaftCore]] = {
     "skip-truncation": SkipTruncation,
     "truncate-below-hw": TruncateBelowHighWatermark,
@@ -66,8 +78,10 @@ def _arg(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else None
 
 
-async def _run(cfg: NodeConfig, trace: str | None, factory: Any) -> None:
+async def _run(cfg: NodeConfig, trace: str | None, factory: Any, controller: type[Controller] | None) -> None:
     node = Node(cfg, trace_file=trace, core_factory=factory)
+    if controller is not None:
+        node.controller = controller(node.registry, cfg.broker_session_timeout_ms)
     await node.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -79,12 +93,14 @@ async def _run(cfg: NodeConfig, trace: str | None, factory: Any) -> None:
 
 def main(argv: list[str]) -> None:
     fault = os.environ.get("KRAFT_TCK_FAULT", "none")
-    if fault not in FAULTS:
-        raise SystemExit(f"KRAFT_TCK_FAULT={fault!r}: expected one of {', '.join(sorted(FAULTS))}")
+    if fault not in FAULTS and fault not in CONTROLLER_FAULTS:
+        known = ", ".join(sorted([*FAULTS, *CONTROLLER_FAULTS]))
+        raise SystemExit(f"KRAFT_TCK_FAULT={fault!r}: expected one of {known}")
     config = _arg(argv, "--config")
     if argv[:1] != ["node"] or config is None:
         raise SystemExit("usage: faulty_node.py node --config FILE [--trace-file FILE]")
-    asyncio.run(_run(NodeConfig.load(config), _arg(argv, "--trace-file"), FAULTS[fault]))
+    core = FAULTS.get(fault, KRaftCore)
+    asyncio.run(_run(NodeConfig.load(config), _arg(argv, "--trace-file"), core, CONTROLLER_FAULTS.get(fault)))
 
 
 if __name__ == "__main__":

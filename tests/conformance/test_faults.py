@@ -77,6 +77,12 @@ FAULTS = [
         {"KIP-595/HighWatermark/2"},
         'KIP-595 "Fetch Request Handling" step 4',
     ),
+    (
+        "never-fence-expired",
+        "conformance/test_brokers.py",
+        {"KIP-631/Brokers/2"},
+        'KIP-631 (seed 002) "Register Flow" step heartbeats missed',
+    ),
 ]
 
 
