@@ -25,8 +25,11 @@
 (*    EndQuorumEpoch sent, a later StartElection), graceful Resign;        *)
 (*  - clusterId checks: a request stamped with a foreign cluster id        *)
 (*    (ForeignClusterCopy) is consumed and changes nothing;                *)
-(*  - crash and restart: epoch, votedId, the log and clusterId are         *)
-(*    durable; role, leaderId, HW and the leader's replica state are lost; *)
+(*  - crash and restart: epoch, votedId, leaderId (quorum-state), the log *)
+(*    and clusterId are durable; role, HW and the leader's replica state   *)
+(*    are lost; the role resumed follows Kafka's QuorumState.initialize;   *)
+(*  - the leader's long poll: a caught-up fetch may be parked and answered *)
+(*    later (AnswerParkedFetch) with the log and HW of that later moment;  *)
 (*  - observers: they fetch and follow, but never vote or count for the HW.*)
 (*                                                                         *)
 (* Deliberately not modelled (and why):                                    *)
@@ -45,8 +48,9 @@
 (*    follower's log, and by never moving a follower's HW backwards;       *)
 (*  - record batches: one record per entry, at most MaxFetchRecords per   *)
 (*    Fetch response (Kafka's max bytes), record values are abstract;      *)
-(*  - snapshots (FetchSnapshot), DescribeQuorum (read-only, no state       *)
-(*    change), voter-set changes (KIP-853) and the pre-vote of KIP-996.    *)
+(*  - snapshots (FetchSnapshot), voter-set changes (KIP-853) and the      *)
+(*    pre-vote of KIP-996.  DescribeQuorum is a read-only action           *)
+(*    (HandleDescribeQuorumRequest) that changes no protocol state.        *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
@@ -66,6 +70,8 @@ Nodes == Voters \cup Observers
 Nil == -1
 \* The LeaderChange control record's value; never a client value.
 LeaderChange == "LeaderChange"
+\* The cluster-id bootstrap record's value (KIP-595 "Cluster Bootstrapping").
+ClusterIdRecord == "ClusterIdRecord"
 
 Unattached == "Unattached"
 Voted      == "Voted"
@@ -79,7 +85,8 @@ VARIABLES
     role,           \* role[i]: one of Roles (volatile)
     epoch,          \* epoch[i]: the node's epoch (durable, quorum-state)
     votedId,        \* votedId[i]: whom i voted for in epoch[i], or Nil (durable)
-    leaderId,       \* leaderId[i]: the leader i knows for epoch[i], or Nil (volatile)
+    leaderId,       \* leaderId[i]: the leader i knows for epoch[i], or Nil (durable:
+                    \* quorum-state holds LeaderId next to LeaderEpoch and VotedId)
     log,            \* log[i]: sequence of [epoch, value] records (durable)
     highWatermark,  \* highWatermark[i]: records at offsets < HW are committed (volatile)
     clusterId,      \* clusterId[i]: from meta.properties (durable, never changes)
@@ -121,9 +128,14 @@ LogUpToDate(lastEpoch, lastOffset, lg) ==
     \/ lastEpoch > LastEpoch(lg)
     \/ lastEpoch = LastEpoch(lg) /\ lastOffset >= LogEndOffset(lg)
 
-\* The HW the leader may publish: known only once it covers an entry of the
-\* leader's own epoch, Nil (-1) before ("Fetch Request Handling" step 4).
-PublishedHW(lg, e, hw) == IF hw > 0 /\ lg[hw].epoch = e THEN hw ELSE Nil
+\* The HWs a leader may publish.  Once its HW covers an entry of its own
+\* epoch ("Fetch Request Handling" step 4) it publishes it.  Before that,
+\* Kafka's leader publishes none (-1), while the reference core publishes the
+\* HW it kept from earlier epochs: a prefix it already knew to be committed,
+\* which every later leader holds (LeaderCompleteness), so both are allowed.
+PublishedHWs(lg, e, hw) ==
+    IF hw > 0 /\ lg[hw].epoch = e THEN {hw}
+    ELSE IF hw > 0 THEN {Nil, hw} ELSE {Nil}
 
 \* Bag operations on msgs.
 WithMsg(b, m) ==
@@ -254,18 +266,24 @@ HandleVoteResponse(i, m) ==
 \* core: become_leader.  "Vote Response Handling" 2: with a majority a
 \* Candidate becomes Leader, appends the LeaderChange control record in its
 \* epoch and sends BeginQuorumEpoch to every other voter.
-BecomeLeader(i) ==
+\* KIP-595 "Cluster Bootstrapping": the first leader of a cluster without an
+\* id also appends, right after LeaderChange and in the same step, the record
+\* that carries the new cluster id (extra = <<ClusterIdRecord>>); it is an
+\* ordinary record of the leader's epoch for replication and the HW.
+BecomeLeaderAppending(i, extra) ==
     /\ role[i] = Candidate
     /\ IsQuorum(votesGranted[i])
     /\ role' = [role EXCEPT ![i] = Leader]
     /\ leaderId' = [leaderId EXCEPT ![i] = i]
-    /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> LeaderChange])]
+    /\ log' = [log EXCEPT ![i] = (@ \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>)
+                                   \o [k \in DOMAIN extra |-> [epoch |-> epoch[i], value |-> extra[k]]]]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
     /\ msgs' = WithMsgs(msgs,
                  {[type |-> "BeginQuorumEpochRequest", from |-> i, to |-> j,
                    clusterId |-> clusterId[i], epoch |-> epoch[i],
                    leaderId |-> i] : j \in Voters \ {i}})
     /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts>>
+BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
 
 \* core: handle_begin_quorum_epoch_request.  "BeginQuorumEpoch Request
 \* Handling": follow the announced leader of this or a higher epoch; refuse
@@ -316,7 +334,7 @@ HandleBeginQuorumEpochResponse(i, m) ==
 \* or lost and timed out).
 FetchOutstanding(i) ==
     \E m \in DOMAIN msgs :
-        \/ m.type = "FetchRequest" /\ m.from = i
+        \/ m.type \in {"FetchRequest", "ParkedFetch"} /\ m.from = i
         \/ m.type = "FetchResponse" /\ m.to = i
 SendFetchRequest(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
@@ -333,14 +351,39 @@ SendFetchRequest(i) ==
 \* reached (its own log end counts for itself), but only if the record just
 \* below it is of the leader's epoch ("Fetch Request Handling" step 4).
 QuorumOffset(i, eo) ==
-    LET reached(n) == {v \in Voters : (IF v = i THEN Len(log[i]) ELSE eo[v]) >= n}
-    IN CHOOSE n \in 0..Len(log[i]) :
-         /\ IsQuorum(reached(n))
-         /\ \A k \in (n + 1)..Len(log[i]) : ~IsQuorum(reached(k))
+    LET reach(v) == IF v = i THEN Len(log[i]) ELSE Min(eo[v], Len(log[i]))
+        reached(n) == {v \in Voters : reach(v) >= n}
+        \* reached(n) only shrinks where n passes some voter's offset, so the
+        \* largest n with a quorum is one of those offsets (or 0); checking
+        \* only them keeps this linear in the log (trace validation replays
+        \* logs of thousands of records).
+        ok == {n \in {reach(v) : v \in Voters} \cup {0} : IsQuorum(reached(n))}
+    IN CHOOSE n \in ok : \A k \in ok : k <= n
 NewHighWatermark(i, eo) ==
     LET n == QuorumOffset(i, eo)
     IN IF n > highWatermark[i] /\ log[i][n].epoch = epoch[i]
        THEN n ELSE highWatermark[i]
+
+\* The leader's answer to fetch m with its log of now, publishing HW pub.
+FetchAnswer(i, m, pub) ==
+    [type |-> "FetchResponse", from |-> i, to |-> m.from,
+     epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
+     fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
+     records |-> SubSeq(log[i], m.fetchOffset + 1,
+                        Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
+     divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
+     highWatermark |-> pub]
+
+\* The answer of a node that is not (or no longer) the leader of m's epoch.
+FetchError(i, m) ==
+    [type |-> "FetchResponse", from |-> i, to |-> m.from,
+     epoch |-> epoch[i], leaderId |-> leaderId[i],
+     error |-> IF m.epoch < epoch[i] THEN "FENCED_LEADER_EPOCH"
+               ELSE IF m.epoch > epoch[i] THEN "UNKNOWN_LEADER_EPOCH"
+               ELSE "NOT_LEADER_OR_FOLLOWER",
+     fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
+     records |-> <<>>, divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
+     highWatermark |-> Nil]
 
 \* core: handle_fetch_request.  "Fetch Request Handling" 1-4: refuse a
 \* foreign cluster (step 1); answer an epoch mismatch or a non-leader with an
@@ -356,14 +399,7 @@ HandleFetchRequest(i, m) ==
        THEN /\ Discard(m)
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE IF role[i] # Leader \/ m.epoch # epoch[i]
-       THEN /\ Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
-                      epoch |-> epoch[i], leaderId |-> leaderId[i],
-                      error |-> IF m.epoch < epoch[i] THEN "FENCED_LEADER_EPOCH"
-                                ELSE IF m.epoch > epoch[i] THEN "UNKNOWN_LEADER_EPOCH"
-                                ELSE "NOT_LEADER_OR_FOLLOWER",
-                      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
-                      records |-> <<>>, divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
-                      highWatermark |-> Nil], m)
+       THEN /\ Reply(FetchError(i, m), m)
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE
          LET d == EndOffsetForEpoch(log[i], m.lastFetchedEpoch)
@@ -372,19 +408,39 @@ HandleFetchRequest(i, m) ==
                    THEN [endOffset[i] EXCEPT ![m.from] = m.fetchOffset]
                    ELSE endOffset[i]
              hw == NewHighWatermark(i, eo)
+             caughtUp == ~diverging /\ m.fetchOffset >= Len(log[i])
          IN /\ endOffset' = [endOffset EXCEPT ![i] = eo]
             /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
-            /\ Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
-                      epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
-                      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
-                      records |-> IF diverging THEN <<>>
-                                  ELSE SubSeq(log[i], m.fetchOffset + 1,
-                                              Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
-                      divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
-                      divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
-                      highWatermark |-> PublishedHW(log[i], epoch[i], hw)], m)
+            /\ \/ \* answer now: records, DivergingEpoch, or (caught up) none
+                  \E pub \in PublishedHWs(log[i], epoch[i], hw) : Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
+                         epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
+                         fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
+                         records |-> IF diverging THEN <<>>
+                                     ELSE SubSeq(log[i], m.fetchOffset + 1,
+                                                 Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
+                         divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
+                         divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
+                         highWatermark |-> pub], m)
+               \/ \* long poll: a caught-up fetch waits for new data, a new HW or
+                  \* MaxWaitMs; AnswerParkedFetch answers it
+                  /\ caughtUp
+                  /\ Reply([m EXCEPT !.type = "ParkedFetch"], m)
             /\ UNCHANGED <<role, epoch, votedId, leaderId, log, clusterId,
                            votesGranted, restarts>>
+
+\* core: _answer_parked (no action event of its own: it happens inside the
+\* leader's step that brought new data or a new HW, when MaxWaitMs expires,
+\* or when it stops leading).  The answer carries the log and HW of now, or
+\* an error once i no longer leads m's epoch.
+AnswerParkedFetch(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "ParkedFetch"
+    /\ m.to = i
+    /\ IF role[i] = Leader /\ m.epoch = epoch[i]
+       THEN \E pub \in PublishedHWs(log[i], epoch[i], highWatermark[i]) :
+                Reply(FetchAnswer(i, m, pub), m)
+       ELSE Reply(FetchError(i, m), m)
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
 \* core: handle_fetch_response.  "Fetch Response Handling" 1-2: a higher
 \* epoch (FENCED_LEADER_EPOCH) moves i to it and to the named leader; in i's
@@ -503,18 +559,57 @@ HandleEndQuorumEpochResponse(i, m) ==
 -----------------------------------------------------------------------------
 (* Crash and restart ("Persistence") *)
 
-\* core: restart.  quorum-state (epoch, votedId), the log and
-\* meta.properties (clusterId) survive; role, leader, HW and the leader's
-\* replica state are lost.  The node comes back Voted if quorum-state holds
-\* a vote for its epoch, Unattached otherwise.
+\* core: restart (KRaftCore._initial_role, Kafka's QuorumState.initialize).
+\* quorum-state (epoch, votedId, leaderId), the log and meta.properties
+\* (clusterId) survive; role, HW and the leader's replica state are lost.
+\* The role resumed, from quorum-state:
+\*  - a voter that was the leader comes back Resigned (its unflushed tail may
+\*    be gone and it cannot be re-elected in the same epoch without a second
+\*    vote) and tells the other voters with EndQuorumEpoch;
+\*  - a voter that voted for itself with no leader known is again the
+\*    Candidate of its epoch (its own vote only) and re-sends its Vote;
+\*  - a voter that voted for another, with no leader known, is Voted;
+\*  - with a known leader (a voter), a Follower of it, keeping votedId;
+\*  - otherwise Unattached.
+\* (Kafka's case "the log has a later epoch than quorum-state" cannot occur
+\* here: quorum-state is never lost and a log never outruns its epoch.)
 Restart(i) ==
-    /\ role' = [role EXCEPT ![i] = IF votedId[i] = Nil THEN Unattached ELSE Voted]
-    /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
+    LET wasLeader == i \in Voters /\ leaderId[i] = i
+        candidate == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] = i
+        voted     == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] # Nil /\ ~candidate
+        follower  == leaderId[i] # Nil /\ leaderId[i] \in Voters /\ ~wasLeader
+    IN
+    /\ role' = [role EXCEPT ![i] = CASE wasLeader -> Resigned
+                                     [] candidate -> Candidate
+                                     [] voted     -> Voted
+                                     [] follower  -> Follower
+                                     [] OTHER     -> Unattached]
     /\ highWatermark' = [highWatermark EXCEPT ![i] = 0]
-    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = IF candidate THEN {i} ELSE {}]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
     /\ restarts' = restarts + 1
-    /\ UNCHANGED <<epoch, votedId, log, clusterId, msgs>>
+    /\ msgs' = CASE wasLeader ->
+                    WithMsgs(msgs, {[type |-> "EndQuorumEpochRequest", from |-> i, to |-> j,
+                                     clusterId |-> clusterId[i], epoch |-> epoch[i],
+                                     leaderId |-> i] : j \in Voters \ {i}})
+                 [] candidate ->
+                    WithMsgs(msgs, {[type |-> "VoteRequest", from |-> i, to |-> j,
+                                     clusterId |-> clusterId[i], epoch |-> epoch[i],
+                                     lastOffsetEpoch |-> LastEpoch(log[i]),
+                                     lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}})
+                 [] OTHER -> msgs
+    /\ UNCHANGED <<epoch, votedId, leaderId, log, clusterId>>
+
+\* core: handle_describe_quorum_request.  KIP-595 "DescribeQuorum" / KIP-836:
+\* the leader answers from its replica state (LogEndOffset, fetch times),
+\* others answer NOT_LEADER_OR_FOLLOWER.  Read-only: no protocol state
+\* changes, and the request and answer travel outside the modelled network
+\* (an admin client, not a quorum member), so the step is a stutter.  It is
+\* named so that the vocabulary holds; Next leaves it out since a stutter
+\* adds no behaviour.
+HandleDescribeQuorumRequest(i) ==
+    /\ i \in Nodes
+    /\ UNCHANGED vars
 
 -----------------------------------------------------------------------------
 (* The network: loss, duplication, a foreign cluster's requests *)
@@ -557,6 +652,7 @@ Next ==
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochResponse(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : AnswerParkedFetch(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochResponse(i, m)
     \/ \E m \in DOMAIN msgs : DropMessage(m)
@@ -583,7 +679,7 @@ TypeOK ==
     /\ \A i \in Nodes : endOffset[i] \in [Voters -> Nat]
     /\ \A m \in DOMAIN msgs : m.type \in Requests \cup
           {"VoteResponse", "BeginQuorumEpochResponse", "EndQuorumEpochResponse",
-           "FetchResponse"} /\ msgs[m] \in Nat \ {0}
+           "FetchResponse", "ParkedFetch"} /\ msgs[m] \in Nat \ {0}
     /\ \A i \in Observers : role[i] \in {Unattached, Follower}
     /\ restarts \in Nat
 

@@ -37,6 +37,7 @@ MCNext ==
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleBeginQuorumEpochResponse(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchResponse(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : AnswerParkedFetch(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochResponse(i, m)
     \/ \E m \in DOMAIN msgs : AllowDrop /\ DropMessage(m)

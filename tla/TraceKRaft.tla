@@ -51,7 +51,9 @@ StateMatches(i, s) ==
     /\ votedId'[i] = s.votedId
     /\ leaderId'[i] = s.leaderId
     /\ Len(log'[i]) = s.logEndOffset
-    /\ K!LastEpoch(log'[i]) = s.lastFetchedEpoch
+    \* Kafka reports LastFetchedEpoch -1 for an empty log, the model's LastEpoch 0
+    /\ IF log'[i] = <<>> THEN s.lastFetchedEpoch \in {0, -1}
+       ELSE K!LastEpoch(log'[i]) = s.lastFetchedEpoch
     /\ highWatermark'[i] = s.highWatermark
 
 \* ClientAppend of a batch: the leader appends n records of its epoch.
@@ -63,9 +65,17 @@ ClientAppendBatch(i, n) ==
                    votesGranted, endOffset, msgs, restarts>>
 
 \* The KRaft action a trace event names, taken by node i.
-Do(e, i, s) ==
+Do(ev) ==
+    LET e == ev.event
+        i == ev.node
+        s == ev.state
+    IN
     CASE e = "StartElection" -> K!StartElection(i)
-      [] e = "BecomeLeader" -> K!BecomeLeader(i)
+      \* the first leader of a cluster without an id appends the cluster-id record too
+      [] e = "BecomeLeader" ->
+            IF s.logEndOffset = Len(log[i]) + 2
+            THEN K!BecomeLeaderAppending(i, <<K!ClusterIdRecord>>)
+            ELSE K!BecomeLeader(i)
       [] e = "SendFetchRequest" -> K!SendFetchRequest(i)
       [] e = "ClientAppend" -> ClientAppendBatch(i, s.logEndOffset - Len(log[i]))
       [] e = "LeaderProgressTimeout" -> K!LeaderProgressTimeout(i)
@@ -83,6 +93,15 @@ Do(e, i, s) ==
             \E m \in DOMAIN msgs : K!HandleEndQuorumEpochRequest(i, m)
       [] e = "HandleEndQuorumEpochResponse" ->
             \E m \in DOMAIN msgs : K!HandleEndQuorumEpochResponse(i, m)
+      \* network faults seen in the trace's Send/Receive events (see trace_module.py):
+      \* a message of type ev.msgType from ev.peer to i was duplicated ...
+      [] e = "DuplicateMessage" ->
+            \E m \in DOMAIN msgs : /\ m.type = ev.msgType /\ m.from = ev.peer /\ m.to = i
+                                 /\ K!DuplicateMessage(m)
+      \* ... or one from i to ev.peer was lost
+      [] e = "DropMessage" ->
+            \E m \in DOMAIN msgs : /\ m.type = ev.msgType /\ m.from = i /\ m.to = ev.peer
+                                 /\ K!DropMessage(m)
       [] OTHER -> FALSE
 
 \* Remember the furthest event matched and the state after it.
@@ -97,11 +116,20 @@ Record ==
 
 TraceStep ==
     /\ l <= Len(TraceLog)
-    /\ Do(TraceLog[l].event, TraceLog[l].node, TraceLog[l].state)
-    /\ StateMatches(TraceLog[l].node, TraceLog[l].state)
+    /\ Do(TraceLog[l])
+    /\ TraceLog[l].event \in {"DuplicateMessage", "DropMessage"}
+       \/ StateMatches(TraceLog[l].node, TraceLog[l].state)
     /\ l' = l + 1
     /\ hidden' = 0
     /\ Record
+
+\* The leader answering a parked long-poll fetch has no event of its own in
+\* any trace (only a Send), so it may happen between any two events; each
+\* one consumes a parked fetch, so they cannot repeat without end.
+ParkedAnswer ==
+    /\ l <= Len(TraceLog)
+    /\ \E i \in K!Nodes, m \in DOMAIN msgs : K!AnswerParkedFetch(i, m)
+    /\ UNCHANGED <<l, hidden>>
 
 \* A step the trace did not record (black-box traces only).
 HiddenStep ==
@@ -111,7 +139,7 @@ HiddenStep ==
     /\ hidden' = hidden + 1
     /\ UNCHANGED l
 
-TraceNext == TraceStep \/ HiddenStep
+TraceNext == TraceStep \/ ParkedAnswer \/ HiddenStep
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<kvars, l, hidden>>
 

