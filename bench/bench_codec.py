@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kraft_tck.spec import codec, records
+from kraft_tck.spec.kafka_python_bridge import to_kafka_python
 
 
 def fetch_body() -> dict[str, Any]:
@@ -93,39 +94,6 @@ def describe_quorum_body() -> dict[str, Any]:
             for i in range(5)
         ],
     }
-
-
-def _kp_fields(struct: Any, version: int) -> list[Any]:
-    return [f for f in struct._fields if f.for_version_q(version)]
-
-
-def _kp_default(f: Any, version: int) -> Any:
-    d = f.default
-    if f.is_struct():
-        return {sf._json["name"]: _kp_default(sf, version) for sf in _kp_fields(f, version)}
-    if d is not None and f.is_struct_array():
-        return list(d)
-    return d
-
-
-def to_kafka_python(struct: Any, data_class: Any, body: dict[str, Any], version: int) -> Any:
-    kwargs = {}
-    for f in _kp_fields(struct, version):
-        name = f._json["name"]
-        if name not in body:
-            continue
-        v = body[name]
-        if f._tag is not None and v == _kp_default(f, version):
-            # Kafka writes a tagged field only when it differs from its default; kafka-python writes
-            # any field it was given, so give it only the fields Kafka would write.
-            continue
-        sub_cls = getattr(data_class, f.type_str, None) if f.is_struct() or f.is_struct_array() else None
-        if v is not None and f.is_struct():
-            v = to_kafka_python(f, sub_cls, v, version)
-        elif v is not None and f.is_struct_array():
-            v = [to_kafka_python(f, sub_cls, x, version) for x in v]
-        kwargs[f.name] = v
-    return data_class(version=version, **kwargs)
 
 
 def rate(fn: Callable[[], object], seconds: float) -> float:

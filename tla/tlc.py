@@ -23,30 +23,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft_tck.traces.trace import ACTIONS
+
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = "MCKRaft.tla"
 DEFAULT_CONFIG = "MCKRaft.cfg"
 SMALL_CONFIG = "MCKRaftSmall.cfg"
 
-# The vocabulary of spec/README.md plus the model's network actions: a
-# counterexample step is named by the first of these found in the text of the
+# The vocabulary of spec/README.md plus the model's own actions (network faults, and the steps a trace
+# cannot see): a counterexample step is named by the first of these found in the text of the
 # Next-disjunct TLC reports (TLC 2.15 names a step by its source location).
 KRAFT_ACTIONS: tuple[str, ...] = (
-    "StartElection",
-    "HandleVoteRequest",
-    "HandleVoteResponse",
-    "BecomeLeader",
-    "HandleBeginQuorumEpochRequest",
-    "HandleBeginQuorumEpochResponse",
-    "SendFetchRequest",
-    "HandleFetchRequest",
-    "HandleFetchResponse",
-    "ClientAppend",
-    "LeaderProgressTimeout",
-    "Resign",
-    "HandleEndQuorumEpochRequest",
-    "HandleEndQuorumEpochResponse",
-    "Restart",
+    *ACTIONS,
+    "BecomeLeaderAppending",
+    "AnswerParkedFetch",
     "DropMessage",
     "DuplicateMessage",
     "ForeignClusterCopy",
