@@ -38,7 +38,7 @@ conformance: setup
 	$(BIN)/pytest conformance --report out/conformance $(PYTEST_ARGS)
 
 pipeline: setup
-	$(BIN)/kraft-tck simulate --seeds 200 --nodes 3 --duration 30s --out out/sim
+	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim
 	$(BIN)/kraft-tck pipeline --input out/sim --out out/pipeline
 
 tlc: setup

@@ -48,6 +48,12 @@ def build_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
     settings = dict(DEFAULT_CONF)
+    if not master or master.startswith("local"):
+        # Local mode talks only to itself: keep the driver on loopback instead of whatever address the
+        # hostname resolves to (a multi-host cluster needs a reachable driver; there we leave it alone).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings.setdefault("spark.driver.host", "127.0.0.1")
+        settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
     if master and not master.startswith("local"):
         # A small standalone worker (the cluster proof runs one with 1 GiB) cannot host a 2 GiB executor;
         # ask for what it has and let the operator raise it with conf.
