@@ -216,6 +216,9 @@ class CountingNode(Node):
         super().__init__(*args, **kwargs)
         self.frames: Counter[str] = Counter()
 
+    def _wants_frames(self) -> bool:
+        return True  # count frames even though nothing is traced
+
     def _observe_server(self, direction: str, api_key: int, version: int, corr: int,
                         body: dict[str, Any], peer: str) -> None:
         if api_key != API_VERSIONS:

@@ -204,7 +204,7 @@ class Node:
             host=cfg.listener.endpoint.host or "0.0.0.0",
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
-            observer=self._observe_server if self.trace is not None else None,
+            observer=self._observe_server if self._wants_frames() else None,
         )
         await self.server.start()
         self._apply(first)
@@ -352,7 +352,7 @@ class Node:
             if time.monotonic() < peer.backoff_until:
                 raise RequestError(f"node {peer.node_id}: reconnect backoff")
             client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
-                                 observer=self._observe_client(peer.node_id) if self.trace else None)
+                                 observer=self._observe_client(peer.node_id) if self._wants_frames() else None)
             try:
                 await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
             except RequestError:
@@ -538,6 +538,10 @@ class Node:
                 self._spawn(self._commit_decision(decision))
 
     # ------------------------------------------------------------------ tracing
+
+    def _wants_frames(self) -> bool:
+        """Observe every frame? Only to trace them: decoding bodies for nothing costs CPU on the hot path."""
+        return self.trace is not None
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self.trace is not None:
