@@ -29,11 +29,9 @@ import argparse
 import asyncio
 import contextlib
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -48,7 +46,7 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node
-from kraft_tck.reference.procs import LocalCluster
+from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import format_dir, new_uuid
 from kraft_tck.reference.workload import percentile
 from kraft_tck.spec import codec
@@ -96,25 +94,6 @@ QUICK = Plan(2000, 200, 1.5, 1.0, 2.5, 60_000, 25, 1, (False,), 16, (False,))
 
 
 # ================================================================================================ helpers
-
-
-def free_base_port(n: int) -> int:
-    """A base port with ``n`` consecutive free loopback ports."""
-    for _ in range(50):
-        base = random.randint(20000, 60000)
-        socks: list[socket.socket] = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free range of loopback ports")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -8,7 +8,9 @@ its own trace file (`node-i/trace-<k>.ndjson`), so a restart never overwrites th
 from __future__ import annotations
 
 import asyncio
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,25 @@ from typing import Any
 from kraft_tck.reference.config import render_properties
 from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_quorum
 from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
+
+
+def free_base_port(n: int) -> int:
+    """A base port with ``n`` consecutive free loopback ports (node i listens on base + i - 1)."""
+    for _ in range(50):
+        base = random.randint(20000, 60000)
+        socks: list[socket.socket] = []
+        try:
+            for i in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free range of loopback ports")
 
 
 @dataclass

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import socket
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kraft_tck.reference.procs import LocalCluster
+from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import LogDir
 from kraft_tck.spec.records import batch_digest
 from kraft_tck.traces.trace import read_trace
@@ -34,25 +33,6 @@ SETTINGS = {
 # A new leader needs: followers notice the silence (fetch timeout), one election timeout with jitter,
 # possibly one lost round (backoff + another election). Slack covers process scheduling on 2 cores.
 FAILOVER_BOUND_S = (FETCH_MS + 2 * ELECTION_MS + BACKOFF_MS) / 1000 + 2.0
-
-
-def free_base_port(n: int) -> int:
-    """A base port with n consecutive free loopback ports."""
-    for _ in range(50):
-        base = random.randint(20000, 60000)
-        socks = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                s.bind(("127.0.0.1", base + i))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range on 127.0.0.1")
 
 
 @pytest.fixture

@@ -110,16 +110,7 @@ class InvariantChecker:
                 )
         voted = state["votedId"]
         if voted >= 0:
-            prev = self.votes.setdefault((node, epoch), voted)
-            if prev != voted:
-                raise self.fail(
-                    "VoteOnce",
-                    node,
-                    epoch,
-                    seq,
-                    ts,
-                    f"voted for {prev} and then for {voted} in epoch {epoch}",
-                )
+            self._record_vote(node, epoch, voted, seq, ts, "voted for")
         hw = state["highWatermark"]
         prev_hw = self.hws.get(node)
         if prev_hw is not None and hw < prev_hw:
@@ -130,15 +121,14 @@ class InvariantChecker:
 
     def check_vote_granted(self, node: int, epoch: int, candidate: int, seq: int, ts: int) -> None:
         """A granted VoteResponse leaving ``node``: the vote itself, whether or not the state shows it."""
+        self._record_vote(node, epoch, candidate, seq, ts, "granted a vote to")
+
+    def _record_vote(self, node: int, epoch: int, candidate: int, seq: int, ts: int, what: str) -> None:
+        """VoteOnce: one candidate per (node, epoch), across restarts."""
         prev = self.votes.setdefault((node, epoch), candidate)
         if prev != candidate:
             raise self.fail(
-                "VoteOnce",
-                node,
-                epoch,
-                seq,
-                ts,
-                f"granted a vote to {candidate} in epoch {epoch} after voting for {prev}",
+                "VoteOnce", node, epoch, seq, ts, f"{what} {candidate} in epoch {epoch} after voting for {prev}"
             )
 
     # ------------------------------------------------------------------------------------- log changes
