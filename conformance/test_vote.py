@@ -17,6 +17,15 @@ def vote_summary(resp: dict[str, object]) -> str:
     return B.describe("Vote", "response", resp)
 
 
+def moved_on(resp: dict[str, object], epoch: int) -> bool:
+    """The target refused because its own election timer already took it past `epoch`: the check is inconclusive.
+
+    A slow machine can stretch one round trip past the target's election timeout; that says nothing about the
+    clause under test, so the case starts over in a fresh epoch instead of failing.
+    """
+    return not granted(resp) and int(B.partition(resp).get("LeaderEpoch", -1)) > epoch
+
+
 async def follower_with_records(sc: Scenario) -> int:
     lead = sc.virtual_ids[0]
     epoch = await sc.make_follower(lead)
@@ -106,24 +115,41 @@ async def test_refuse_older_epoch(sc: Scenario) -> None:
 
 @case("KIP-595/Vote/5")
 async def test_one_vote_per_epoch(sc: Scenario) -> None:
-    await follower_with_records(sc)
-    log, e = sc.q.log, sc.q.next_epoch()
-    a, b = sc.v(1), sc.v(0)
-    resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
-    sc.check(granted(resp), f"first vote in epoch {e} (v{a.node_id})", "VoteGranted=true", vote_summary(resp))
-    resp = await sc.call("Vote is answered", b.vote(e, log.last_epoch, log.end + FAR))
-    sc.check(
-        not granted(resp),
-        f"a second candidate v{b.node_id} in the same epoch {e}",
-        "VoteGranted=false",
-        vote_summary(resp),
-    )
-    resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
-    sc.check(
-        granted(resp),
-        f"the same candidate v{a.node_id} asking again in epoch {e}",
-        "VoteGranted=true",
-        vote_summary(resp),
+    last = ""
+    for _ in range(3):
+        await follower_with_records(sc)
+        log, e = sc.q.log, sc.q.next_epoch()
+        a, b = sc.v(1), sc.v(0)
+        resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
+        if moved_on(resp, e):
+            last = vote_summary(resp)
+            continue
+        sc.check(granted(resp), f"first vote in epoch {e} (v{a.node_id})", "VoteGranted=true", vote_summary(resp))
+        resp = await sc.call("Vote is answered", b.vote(e, log.last_epoch, log.end + FAR))
+        if moved_on(resp, e):
+            last = vote_summary(resp)
+            continue
+        sc.check(
+            not granted(resp),
+            f"a second candidate v{b.node_id} in the same epoch {e}",
+            "VoteGranted=false",
+            vote_summary(resp),
+        )
+        resp = await sc.call("Vote is answered", a.vote(e, log.last_epoch, log.end + FAR))
+        if moved_on(resp, e):
+            last = vote_summary(resp)
+            continue
+        sc.check(
+            granted(resp),
+            f"the same candidate v{a.node_id} asking again in epoch {e}",
+            "VoteGranted=true",
+            vote_summary(resp),
+        )
+        return
+    sc.fail(
+        "ask the target three times within its election timeout",
+        "answers in the voted epoch",
+        f"it had moved to a newer epoch every time: {last}",
     )
 
 
@@ -163,8 +189,7 @@ async def test_vote_survives_restart(sc: Scenario) -> None:
         sc.check(granted(resp), f"vote for v{sc.virtual_ids[1]} in epoch {e}", "VoteGranted=true", vote_summary(resp))
         await sc.restart_target()
         resp = await sc.call("Vote is answered after the restart", sc.v(0).vote(e, log.last_epoch, log.end + FAR))
-        epoch_now = int(B.partition(resp).get("LeaderEpoch", -1))
-        if epoch_now > e and not granted(resp):
+        if moved_on(resp, e):
             # The restarted node's election timer fired before the question arrived: inconclusive, again.
             last = vote_summary(resp)
             continue
