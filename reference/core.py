@@ -88,7 +88,7 @@ from kraft_tck.reference.roles import (
     Voted,
 )
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import ControlType, Record, RecordBatch, batch_digest, control_batch, data_batch
+from kraft_tck.spec.records import HEADER_SIZE, ControlType, Record, RecordBatch, control_batch, data_batch
 
 # KIP-595 "Cluster Bootstrapping" leaves the cluster-id record to the state machine above Raft. This
 # project's choice: one plain data record with this key and the id (Kafka's base64 uuid form) as value.
@@ -96,6 +96,10 @@ CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
 
 # Kafka's unit for the randomised exponential election backoff (KafkaRaftClient.RETRY_BACKOFF_BASE_MS).
 ELECTION_BACKOFF_BASE_MS = 100
+
+# A data record's bytes besides its value: length, attributes, timestamp and offset deltas, null key,
+# value length, header count — at most 3+1+1+3+1+3+1 for offsets and values below 2**20.
+RECORD_SIZE_BOUND = 13
 
 
 class SafetyViolation(RuntimeError):
@@ -106,8 +110,10 @@ class SafetyViolation(RuntimeError):
 class CoreConfig:
     """The protocol settings, with Kafka's meaning (``controller.quorum.*`` in milliseconds).
 
-    ``cluster_id`` None means "not formatted": the node runs KIP-595's cluster bootstrap. The core
-    does not batch client writes; ``append_linger_ms`` is for the shell's write path.
+    ``cluster_id`` None means "not formatted": the node runs KIP-595's cluster bootstrap.
+    ``append_linger_ms`` / ``append_max_batch_bytes``: how a leader batches client writes (Kafka's
+    ``controller.quorum.append.linger.ms`` and KafkaRaftClient's 8 MiB batch limit); 0 appends each
+    write at once, as its own batch.
     """
 
     node_id: int
@@ -118,8 +124,10 @@ class CoreConfig:
     election_backoff_max_ms: int = 1000
     request_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500
-    append_linger_ms: int = 25
+    append_linger_ms: int = 0
+    append_max_batch_bytes: int = 8 * 1024 * 1024
     retry_backoff_ms: int = 20
+    emit_trace: bool = True  # False: Ready.trace stays empty (a shell that writes no trace saves the work)
     fetch_max_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -133,6 +141,9 @@ class CoreConfig:
         for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "retry_backoff_ms", "append_linger_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.append_max_batch_bytes < HEADER_SIZE + RECORD_SIZE_BOUND:
+            raise ValueError(f"append_max_batch_bytes must be >= {HEADER_SIZE + RECORD_SIZE_BOUND}, "
+                             f"got {self.append_max_batch_bytes}")
         if self.fetch_max_wait_ms >= self.request_timeout_ms:
             raise ValueError(
                 f"fetch_max_wait_ms ({self.fetch_max_wait_ms}) must be below request_timeout_ms "
@@ -146,6 +157,28 @@ class CoreConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """Client writes a leader holds back to append them as one batch (Kafka's BatchAccumulator).
+
+    The linger timer starts with the first write: at ``drain_at_ms`` everything held becomes one batch.
+    ``size`` bounds the batch's encoded size; a write that would take it past the maximum drains what
+    is held first (a write's records always share one batch, like Kafka's atomic appends).
+    """
+
+    epoch: int
+    base_offset: int
+    started_ms: int
+    drain_at_ms: int
+    values: list[bytes]
+    size: int = HEADER_SIZE
+
+
+def write_size_bound(values: tuple[bytes, ...]) -> int:
+    """An upper bound of the encoded size of these values as data records."""
+    return sum(len(v) for v in values) + RECORD_SIZE_BOUND * len(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +208,7 @@ class KRaftCore:
         self._inflight: dict[int, int] = {}  # destination -> id of the one request awaiting its answer
         self._last_request_id = 0
         self._parked: list[_ParkedFetch] = []
+        self._accumulator: _Accumulator | None = None  # a leader's held-back client writes
         self._probe_index = 0  # observers without a leader ask the voters in turn
         self._shutting_down = False
         self._out = Ready()
@@ -489,14 +523,14 @@ class KRaftCore:
             return FetchResponse(self._hw, (), diverging, self._current_leader())
         # Step 4: the fetch offset is what the replica has; voters' offsets may move the high watermark.
         self._update_replica_progress(req.replica_id, req.fetch_offset)
-        batches = self.log.read(req.fetch_offset, req.max_bytes)
+        batches, encoded = self.log.read_encoded(req.fetch_offset, req.max_bytes)
         if not batches and req.max_wait_ms > 0:
             # Caught up: wait (up to MaxWaitMs) for new data instead of answering empty at once.
             self._parked.append(_ParkedFetch(reply_to, req, self._now + req.max_wait_ms))
             self._emit("HandleFetchRequest", note=f"{req.replica_id} caught up: parked")
             return None
         self._emit("HandleFetchRequest", note=f"{req.replica_id} @{req.fetch_offset}: {len(batches)} batches")
-        return FetchResponse(self._hw, batches, None, self._current_leader())
+        return FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
 
     def _validate_fetch_request(self, req: FetchRequest) -> FetchResponse | None:
         """Steps 1-2 and the request's own sanity; an error response, or None when the fetch may proceed."""
@@ -601,8 +635,8 @@ class KRaftCore:
         if error is not None:
             resp = self._fetch_error(error)
         else:
-            batches = self.log.read(parked.request.fetch_offset, parked.request.max_bytes)
-            resp = FetchResponse(self._hw, batches, None, self._current_leader())
+            batches, encoded = self.log.read_encoded(parked.request.fetch_offset, parked.request.max_bytes)
+            resp = FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
         self._out.replies.append(Reply(parked.reply_to, resp))
 
     def _complete_parked_fetches(self) -> None:
@@ -662,7 +696,7 @@ class KRaftCore:
             self._emit("HandleFetchResponse", note="ignored: records do not continue our log (stale)")
             return
         if resp.batches:
-            self._append(resp.batches)
+            self._append(resp.batches, resp.encoded)
         self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))
         self._emit("HandleFetchResponse", note=f"{len(resp.batches)} batches, HW {resp.high_watermark}")
 
@@ -699,15 +733,54 @@ class KRaftCore:
     # ============================================================================ client writes
 
     def client_append(self, values: tuple[bytes, ...]) -> ClientAppendResult:
-        """Append client records in the current epoch (leader only)."""
+        """Append client records in the current epoch (leader only), batched for ``append_linger_ms``.
+
+        The offsets are known at once (the records go after the log and whatever is held back); the
+        records reach the log, and the trace's ``ClientAppend``, when the batch is drained: at once
+        with no linger, when the linger time since the batch's first write has passed (``_poll``), or
+        when the next write would not fit in the batch.
+        """
         if not values:
             raise ValueError("client_append needs at least one record value")
+        size = write_size_bound(values)
+        if size + HEADER_SIZE > self.config.append_max_batch_bytes:
+            raise ValueError(
+                f"client_append: {len(values)} records of up to {size} bytes do not fit in one batch of "
+                f"append_max_batch_bytes={self.config.append_max_batch_bytes}"
+            )
         if not isinstance(self.role, Leader) or self._shutting_down:
             return ClientAppendResult(False, leader_id=self.leader_id)
-        batch = data_batch(self.log.end_offset, self.epoch, list(values), timestamp=self._now)
+        acc = self._accumulator
+        if acc is not None and acc.size + size > self.config.append_max_batch_bytes:
+            self._drain_accumulator()  # full: that batch goes now, this write starts the next one
+            acc = None
+        if acc is None:
+            start = self.log.end_offset
+            acc = self._accumulator = _Accumulator(
+                self.epoch, start, self._now, self._now + self.config.append_linger_ms, []
+            )
+        base = acc.base_offset + len(acc.values)
+        acc.values.extend(values)
+        acc.size += size
+        result = ClientAppendResult(True, base, base + len(values) - 1, self.epoch)
+        if self._now >= acc.drain_at_ms:
+            self._drain_accumulator()
+        return result
+
+    @property
+    def next_append_offset(self) -> int:
+        """The offset the next client record will get: after the log and any held-back writes."""
+        acc = self._accumulator
+        return self.log.end_offset if acc is None else acc.base_offset + len(acc.values)
+
+    def _drain_accumulator(self) -> None:
+        acc, self._accumulator = self._accumulator, None
+        if acc is None or not acc.values:
+            return
+        assert isinstance(self.role, Leader) and acc.epoch == self.epoch and acc.base_offset == self.log.end_offset
+        batch = data_batch(acc.base_offset, acc.epoch, acc.values, timestamp=acc.started_ms)
         self._append_as_leader([batch])
         self._emit("ClientAppend")
-        return ClientAppendResult(True, batch.base_offset, batch.last_offset, self.epoch)
 
     # ============================================================================ resigning
 
@@ -875,6 +948,8 @@ class KRaftCore:
         """Every role change goes through here (see the table at the top of this module)."""
         was_leader = isinstance(self.role, Leader)
         self.role = role
+        if was_leader and not isinstance(role, Leader):
+            self._accumulator = None  # like Kafka's: held-back writes of a lost epoch are never appended
         self._ready_at.clear()  # like Kafka: requests of the old role no longer matter
         if was_leader and not isinstance(role, Leader):
             self._complete_parked_fetches()  # they now get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
@@ -968,6 +1043,8 @@ class KRaftCore:
         elif isinstance(role, Leader):
             if self._should_resign():
                 self.leader_progress_timeout()
+            elif self._accumulator is not None and now >= self._accumulator.drain_at_ms:
+                self._drain_accumulator()  # linger over: the held-back writes become one batch
         elif isinstance(role, Resigned) and electing and now >= role.election_deadline_ms:
             self.start_election("ElectionTimeout")
 
@@ -1035,6 +1112,8 @@ class KRaftCore:
             times.append(role.fetch_deadline_ms)
         elif isinstance(role, Leader):
             times.append(role.progress_deadline_ms)
+            if self._accumulator is not None:
+                times.append(self._accumulator.drain_at_ms)
         elif isinstance(role, Resigned):
             times.append(role.election_deadline_ms)
         times.extend(self._ready_at.get(d, 0) for d in self._due_destinations())
@@ -1058,19 +1137,26 @@ class KRaftCore:
 
     # ============================================================================ log and state helpers
 
-    def _append(self, batches: tuple[RecordBatch, ...] | list[RecordBatch]) -> None:
-        self.log.append(batches)
-        self._out.log_ops.append(AppendBatches(tuple(batches)))
-        self._pending_log.setdefault("appended", []).extend(
-            {
-                "baseOffset": b.base_offset,
-                "lastOffset": b.last_offset,
-                "epoch": b.partition_leader_epoch,
-                "control": b.is_control,
-                "digest": batch_digest(b),
-            }
-            for b in batches
-        )
+    def _append(
+        self, batches: tuple[RecordBatch, ...] | list[RecordBatch], encoded: tuple[bytes, ...] | None = None
+    ) -> None:
+        first = len(self.log)
+        self.log.append(batches, encoded)
+        # Each batch is encoded once (or kept as received): the same bytes go to disk, to every Fetch
+        # response, and into the trace's digest (spec.records.batch_digest, computed from those bytes).
+        indexes = range(first, len(self.log))
+        self._out.log_ops.append(AppendBatches(tuple(batches), tuple(self.log.encoded_at(i) for i in indexes)))
+        if self.config.emit_trace:
+            self._pending_log.setdefault("appended", []).extend(
+                {
+                    "baseOffset": b.base_offset,
+                    "lastOffset": b.last_offset,
+                    "epoch": b.partition_leader_epoch,
+                    "control": b.is_control,
+                    "digest": self.log.digest_at(i),
+                }
+                for i, b in zip(indexes, batches, strict=True)
+            )
         self._note_cluster_id_records(batches)
 
     def _append_as_leader(self, batches: list[RecordBatch]) -> None:
@@ -1136,6 +1222,9 @@ class KRaftCore:
         self._pending_log = {}
 
     def _emit(self, event: str, cause: str | None = None, note: str | None = None) -> None:
+        if not self.config.emit_trace:
+            self._pending_log.clear()
+            return
         ev: dict[str, Any] = {
             "type": "event",
             "ts": self._now,

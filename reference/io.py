@@ -97,7 +97,11 @@ Input = RequestReceived | ResponseReceived | RequestFailed | ClientWrite | Shutd
 
 @dataclass(frozen=True, slots=True)
 class AppendBatches:
+    """Append ``batches`` to the log. ``encoded`` holds their bytes, one per batch, when the core has
+    them (it always does): the shell writes those instead of encoding again. Not part of equality."""
+
     batches: tuple[RecordBatch, ...]
+    encoded: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,11 @@ Pure and small on purpose. The shell owns the real segment files and mirrors eve
 makes here (the core reports each one as an ``AppendBatches`` / ``TruncateTo`` operation in its
 ``Ready`` bundle), so after a restart the shell can rebuild this object from disk.
 
+Each batch's encoded bytes (RecordBatch v2, as on disk and on the wire) are kept next to it once known:
+a batch is encoded once on the leader — or kept as received by a follower — and the same bytes then go
+to the segment file, into every Fetch response that carries the batch, and into the trace's digest.
+Encoding is pure, so a batch appended without its bytes is encoded on first use.
+
 The epoch cache is Kafka's "leader epoch checkpoint": one ``(epoch, start_offset)`` entry per epoch that
 has records in the log, in increasing order. It answers the one question KIP-595's Fetch handling asks
 of the log, ``epoch_end_offset`` ("Fetch Request Handling" step 3).
@@ -15,7 +20,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kraft_tck.spec.records import HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
 
 NO_EPOCH = -1  # KIP-595: LastFetchedEpoch "-1 if there is none"
 
@@ -32,29 +37,23 @@ class EpochStart:
     start_offset: int
 
 
-def approx_batch_size(batch: RecordBatch) -> int:
-    """Roughly the encoded size of ``batch``: enough to honour a fetch's MaxBytes without encoding."""
-    size = LOG_OVERHEAD + HEADER_SIZE
-    for rec in batch.records:
-        size += 12 + len(rec.key or b"") + len(rec.value or b"")
-    return size
-
-
 class Log:
     """Batches in offset order, contiguous from offset 0 (this project takes no snapshots)."""
 
-    def __init__(self, batches: Iterable[RecordBatch] = ()) -> None:
+    def __init__(self, batches: Iterable[RecordBatch] = (), encoded: Sequence[bytes] | None = None) -> None:
         self._batches: list[RecordBatch] = []
+        self._encoded: list[bytes | None] = []  # each batch's bytes, None until first needed
         self._bases: list[int] = []  # base offsets, for bisect
         self._epochs: list[EpochStart] = []
-        self.append(list(batches))
+        self._end = 0  # the log end offset, kept because the core asks for it on every step
+        self.append(list(batches), encoded)
 
     # ------------------------------------------------------------------------------------ queries
 
     @property
     def end_offset(self) -> int:
         """The log end offset (LEO): the offset the next record will get."""
-        return self._batches[-1].last_offset + 1 if self._batches else 0
+        return self._end
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -98,28 +97,46 @@ class Log:
         """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one batch).
 
         Like Kafka, the first batch is returned even when it alone exceeds ``max_bytes`` (KIP-74), so a
-        large batch cannot stall a follower.
+        large batch cannot stall a follower. Sizes are the batches' encoded sizes, as Kafka counts them.
         """
         if from_offset >= self.end_offset:
             return ()
-        if from_offset < 0:
-            raise LogError(f"read from negative offset {from_offset}")
-        i = self._index_of(from_offset)  # like Kafka, an offset inside a batch returns that whole batch
-        out: list[RecordBatch] = []
-        used = 0
-        for batch in self._batches[i:]:
-            size = approx_batch_size(batch)
-            if out and used + size > max_bytes:
-                break
-            out.append(batch)
-            used += size
-        return tuple(out)
+        start, stop = self._read_range(from_offset, max_bytes)
+        return tuple(self._batches[start:stop])
+
+    def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
+        """``read`` together with each batch's encoded bytes (what a Fetch response carries)."""
+        if from_offset >= self.end_offset:
+            return (), ()
+        start, stop = self._read_range(from_offset, max_bytes)
+        return tuple(self._batches[start:stop]), tuple(self.encoded_at(i) for i in range(start, stop))
+
+    def encoded_at(self, index: int) -> bytes:
+        """The bytes of the ``index``-th batch (encoded now if it was appended without them)."""
+        data = self._encoded[index]
+        if data is None:
+            data = self._encoded[index] = encode_batch(self._batches[index])
+        return data
+
+    def digest_at(self, index: int) -> str:
+        """``spec.records.batch_digest`` of the ``index``-th batch, from its bytes: the CRC32C of the
+        records section, which is everything after the fixed batch header."""
+        return f"{crc32c(memoryview(self.encoded_at(index))[HEADER_SIZE:]):08x}"
+
+    def __len__(self) -> int:
+        """The number of batches."""
+        return len(self._batches)
 
     # ------------------------------------------------------------------------------------ changes
 
-    def append(self, batches: Sequence[RecordBatch]) -> None:
-        """Append batches that continue the log exactly (no gap, no overlap, epochs never decrease)."""
-        for batch in batches:
+    def append(self, batches: Sequence[RecordBatch], encoded: Sequence[bytes] | None = None) -> None:
+        """Append batches that continue the log exactly (no gap, no overlap, epochs never decrease).
+
+        ``encoded``, when given, holds each batch's bytes (one per batch, in order).
+        """
+        if encoded is not None and len(encoded) != len(batches):
+            raise LogError(f"{len(batches)} batches but {len(encoded)} encoded forms")
+        for i, batch in enumerate(batches):
             if not batch.records:
                 raise LogError(f"empty batch at offset {batch.base_offset}")
             if batch.base_offset != self.end_offset:
@@ -135,7 +152,9 @@ class Log:
             if epoch > self.last_fetched_epoch:
                 self._epochs.append(EpochStart(epoch, batch.base_offset))
             self._batches.append(batch)
+            self._encoded.append(None if encoded is None else encoded[i])
             self._bases.append(batch.base_offset)
+            self._end = batch.last_offset + 1
 
     def truncate_to(self, offset: int) -> None:
         """Remove every record at ``offset`` and beyond. ``offset`` must be a batch boundary.
@@ -154,11 +173,25 @@ class Log:
                 f"truncate_to({offset}) falls inside batch [{prev.base_offset}..{prev.last_offset}]"
             )
         del self._batches[i:]
+        del self._encoded[i:]
         del self._bases[i:]
+        self._end = offset
         while self._epochs and self._epochs[-1].start_offset >= offset:
             self._epochs.pop()
 
     # ------------------------------------------------------------------------------------ helpers
+
+    def _read_range(self, from_offset: int, max_bytes: int) -> tuple[int, int]:
+        if from_offset < 0:
+            raise LogError(f"read from negative offset {from_offset}")
+        start = self._index_of(from_offset)  # like Kafka, an offset inside a batch returns that whole batch
+        stop, used = start + 1, len(self.encoded_at(start))
+        while stop < len(self._batches):
+            used += len(self.encoded_at(stop))
+            if used > max_bytes:
+                break
+            stop += 1
+        return start, stop
 
     def _index_of(self, offset: int) -> int:
         return bisect.bisect_right(self._bases, offset) - 1

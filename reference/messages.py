@@ -10,7 +10,7 @@ Kafka bodies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import RecordBatch
@@ -110,6 +110,9 @@ class FetchResponse:
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
     log_start_offset: int = 0
+    # Each batch's bytes, one per batch, when known: the leader sends the bytes its log holds, and a
+    # follower keeps the bytes it received (Kafka's followers append the leader's batches as they are).
+    encoded: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
 
 
 # ------------------------------------------------------------------------------ DescribeQuorum

@@ -207,6 +207,11 @@ class KafkaServer:
                 return
 
 
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 class RequestError(Exception):
     """A request that got no response: connection refused or lost, or timed out."""
 
@@ -280,15 +285,20 @@ class KafkaClient:
         if self.observer:
             self.observer("send", api_key, version, corr, body, self.peer)
         assert self._writer is not None
+        timer: asyncio.TimerHandle | None = None
         try:
             self._writer.write(frame)
             await self._writer.drain()
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            # A timer that fails the future, rather than wait_for: no extra task per request.
+            timer = asyncio.get_running_loop().call_later(timeout_s, _expire, fut)
+            return await fut
         except TimeoutError as exc:
             raise RequestError(f"{self.peer}: request api_key={api_key} timed out after {timeout_s:.3f}s") from exc
         except ConnectionError as exc:
             raise RequestError(f"{self.peer}: connection lost: {exc}") from exc
         finally:
+            if timer is not None:
+                timer.cancel()
             self._inflight.pop(corr, None)
 
     async def send_raw(self, data: bytes) -> None:

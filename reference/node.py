@@ -12,7 +12,6 @@ writes block the loop briefly; that is deliberate: the ordering rule above is th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import random
@@ -60,12 +59,17 @@ class WriteLost(Exception):
     """A client write was appended but truncated before it committed (its leader lost the epoch)."""
 
 
-def commit_outcome(log: Log, high_watermark: int, last_offset: int, epoch: int) -> str:
+def commit_outcome(
+    log: Log, high_watermark: int, last_offset: int, epoch: int, held_back: tuple[int, int] | None = None
+) -> str:
     """"committed", "lost" or "pending" for a write that ended at ``last_offset`` in ``epoch``.
 
     Offsets alone are not enough: after a leader change the same offset may hold another epoch's record,
     and the high watermark passing it says nothing about *our* write (Raft's log matching: same offset
-    and epoch means same entry)."""
+    and epoch means same entry). ``held_back`` is the leader's ``(epoch, next append offset)``: a write
+    past the log end but below that offset is still lingering in the leader's batch, not lost."""
+    if held_back is not None and held_back[0] == epoch and log.end_offset <= last_offset < held_back[1]:
+        return "pending"
     if log.epoch_of(last_offset) != epoch:
         return "lost"  # truncated away, or replaced by another epoch's record
     return "committed" if high_watermark > last_offset else "pending"
@@ -122,7 +126,6 @@ class Node:
         self._reply_ids = itertools.count()
         self._peers: dict[int, _Peer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._wake = asyncio.Event()
         self._stopping = False
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
         self.high_watermark = 0
@@ -131,10 +134,16 @@ class Node:
         self.storage: LogDir | None = None
         self.core: KRaftCore | None = None
         self.server: KafkaServer | None = None
-        self._timer: asyncio.Task[None] | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None  # the one pending core.tick, at _tick_at
+        self._tick_at: int | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
+        # Where each voter listens (controller.quorum.voters, the controller listener's name): responses
+        # that redirect a client to the leader name its endpoint.
+        self._endpoints = {
+            v.node_id: wire.NodeEndpoint(config.listener.name, v.endpoint.host, v.endpoint.port) for v in config.voters
+        }
         # Issue 7: the broker registry every node applies from the committed log, and the controller
         # logic that runs while this node is the active controller (both pure; the shell only routes).
         self.registry = BrokerRegistry()
@@ -161,7 +170,7 @@ class Node:
             voted_id=qs.voted_id if qs else -1,
             voters=tuple(sorted(cfg.voter_ids)),
         )
-        core_log = Log(self.storage.read_all())
+        core_log = Log(*self.storage.read_all_encoded())
         core_cfg = CoreConfig(
             node_id=cfg.node_id,
             voters=cfg.voter_ids,
@@ -172,6 +181,7 @@ class Node:
             request_timeout_ms=cfg.request_timeout_ms,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             append_linger_ms=cfg.append_linger_ms,
+            emit_trace=self._trace_path is not None,
         )
         if self._trace_path is not None:
             self.trace = TraceWriter(
@@ -208,7 +218,6 @@ class Node:
         )
         await self.server.start()
         self._apply(first)
-        self._timer = asyncio.create_task(self._timer_loop())
         self._controller_task = asyncio.create_task(self._controller_loop())
         log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(cfg.voter_ids))
 
@@ -223,8 +232,8 @@ class Node:
             if pending:
                 await asyncio.wait(pending, timeout=grace_s)
         self._stopping = True
-        if self._timer is not None:
-            self._timer.cancel()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
         if self._controller_task is not None:
             self._controller_task.cancel()
         # Unblock parked replies first: a connection waiting to write one would keep server.close() waiting.
@@ -274,7 +283,7 @@ class Node:
             )
         for op in ready.log_ops:
             if isinstance(op, AppendBatches):
-                self.storage.append(op.batches)
+                self.storage.append(op.batches, op.encoded)
             elif isinstance(op, TruncateTo):
                 self.storage.truncate_to(op.offset)
         if ready.log_ops:
@@ -298,23 +307,34 @@ class Node:
             self._release_controller_waiters()
         if ready.next_deadline_ms is not None:
             self._deadline = ready.next_deadline_ms
-            self._wake.set()
+            self._schedule_tick()
         self._sync_controller()
 
-    async def _timer_loop(self) -> None:
-        assert self.core is not None
-        while not self._stopping:
-            deadline = self._deadline
-            delay = 0.5 if deadline is None else max(0.0, (deadline - self.clock.now_ms()) / 1000)
-            self._wake.clear()
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 0.5))
-            if self._stopping:
+    def _schedule_tick(self) -> None:
+        """One event-loop timer for the core's next deadline. It is moved only when the deadline comes
+        earlier; a later deadline (most steps push the fetch or check-quorum deadline out) leaves it be,
+        and ``_on_tick`` re-arms it when it fires early. The hot path then costs no timer churn."""
+        deadline = self._deadline
+        if deadline is None or self._stopping:
+            return
+        if self._tick_handle is not None:
+            assert self._tick_at is not None
+            if self._tick_at <= deadline:
                 return
-            now = self.clock.now_ms()
-            if self._deadline is not None and now >= self._deadline:
-                self._apply(self.core.tick(now))
+            self._tick_handle.cancel()
+        delay = max(0.0, (deadline - self.clock.now_ms()) / 1000)
+        self._tick_at = deadline
+        self._tick_handle = asyncio.get_running_loop().call_later(delay, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._tick_handle = self._tick_at = None
+        if self._stopping or self.core is None or self._deadline is None:
+            return
+        now = self.clock.now_ms()
+        if now < self._deadline:
+            self._schedule_tick()  # the loop's clock and ours round differently: wait the rest
+            return
+        self._apply(self.core.tick(now))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -341,7 +361,7 @@ class Node:
             response = await fut
         except asyncio.CancelledError:
             return None
-        return wire.response_to_body(response, req.api_version)
+        return wire.response_to_body(response, req.api_version, self._endpoints)
 
     # ------------------------------------------------------------------ outbound requests
 
@@ -394,7 +414,9 @@ class Node:
     # ------------------------------------------------------------------ client writes
 
     async def write(self, values: list[bytes], wait_commit: bool = True) -> ClientAppendResult:
-        """Append values on the leader; with ``wait_commit`` return once the high watermark passes them."""
+        """Append values on the leader (as one batch, possibly with other writes held back for
+        ``controller.quorum.append.linger.ms``); with ``wait_commit`` return once the high watermark passes
+        them."""
         ready = self._step(ClientWrite(tuple(values)))
         result = ready.client_append
         assert result is not None, "the core answers every ClientWrite"
@@ -408,8 +430,10 @@ class Node:
     def _release_commits(self) -> None:
         assert self.core is not None
         keep = []
+        core = self.core
+        held_back = (core.epoch, core.next_append_offset) if isinstance(core.role, Leader) else None
         for offset, epoch, fut in self._commit_waiters:
-            outcome = commit_outcome(self.core.log, self.high_watermark, offset, epoch)
+            outcome = commit_outcome(core.log, self.high_watermark, offset, epoch, held_back)
             if outcome == "pending":
                 keep.append((offset, epoch, fut))
             elif not fut.done():
@@ -464,7 +488,7 @@ class Node:
     async def _handle_broker_request(self, req: Request) -> dict[str, Any] | None:
         """BrokerRegistration / BrokerHeartbeat: the controller decides; the shell appends and waits."""
         assert self.core is not None
-        now, next_offset = self.clock.now_ms(), self.core.log.end_offset
+        now, next_offset = self.clock.now_ms(), self.core.next_append_offset
         if req.api_key == broker_controller.BROKER_REGISTRATION:
             decision = self.controller.handle_broker_registration(req.body, now, next_offset)
         else:
@@ -532,7 +556,7 @@ class Node:
             await asyncio.sleep(period)
             if self._stopping or self.core is None or not self.controller.active:
                 continue
-            decision = self.controller.fence_expired(self.clock.now_ms(), self.core.log.end_offset)
+            decision = self.controller.fence_expired(self.clock.now_ms(), self.core.next_append_offset)
             if decision is not None:
                 log.info("%s", decision.note)
                 self._spawn(self._commit_decision(decision))

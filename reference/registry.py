@@ -141,11 +141,28 @@ def decode_broker_record(record: Record) -> tuple[str, int, Body] | None:
     """
     if record.key is not None or not record.value:
         return None
+    if not _may_be_broker_record(record.value):
+        return None
     try:
         name, version, body = codec.decode_metadata_record(record.value)
     except DecodeError:
         return None
     return (name, version, body) if name in BROKER_RECORDS else None
+
+
+# The metadata-record api keys of the broker records (the second uvarint of the frame).
+_BROKER_RECORD_KEYS = frozenset(codec.message_def(name).api_key for name in BROKER_RECORDS)
+
+
+def _may_be_broker_record(value: bytes) -> bool:
+    """A cheap look at the frame before decoding: most committed records (the write workload, other
+    metadata records) are not broker records, and a failed decode raises. Exact: every value this
+    rejects would decode to something other than a broker record, or not at all."""
+    if len(value) < 2 or value[1] & 0x80:
+        return True  # a short value, or a multi-byte key: let the decoder decide
+    if value[0] == 1:  # frame version 1 as a one-byte uvarint (a multi-byte form has its high bit set)
+        return value[1] in _BROKER_RECORD_KEYS
+    return bool(value[0] & 0x80)
 
 
 class BrokerRegistry:

@@ -662,13 +662,18 @@ class LogDir:
     def segment_count(self) -> int:
         return len(self._segments)
 
-    def append(self, batches: Iterable[RecordBatch]) -> None:
+    def append(self, batches: Iterable[RecordBatch], encoded: Sequence[bytes] | None = None) -> None:
         """Write ``batches`` after the log end (not yet durable: call :meth:`flush`).
+
+        ``encoded``, when given, holds each batch's bytes (one per batch, as the core's log keeps them):
+        they are written as they are instead of encoding the batch again.
 
         Refused as a whole, before anything is written, unless offsets continue exactly from the log
         end and leader epochs never decrease.
         """
         batches = list(batches)
+        if encoded is not None and len(encoded) != len(batches):
+            raise StorageError(f"append: {len(batches)} batches but {len(encoded)} encoded forms")
         expected, last_epoch = self.end_offset, self._epochs[-1].epoch if self._epochs else -1
         for b in batches:
             if not b.records:
@@ -688,8 +693,8 @@ class LogDir:
         # Encoded batches are gathered and written with one write() per segment (or index entry).
         pending: list[bytes] = []
         pending_len = 0
-        for b in batches:
-            data = encode_batch(b)
+        for i, b in enumerate(batches):
+            data = encode_batch(b) if encoded is None else encoded[i]
             seg = self._segments[-1]
             position = seg.size + pending_len
             if position > 0 and position + len(data) > self.segment_bytes:
@@ -796,12 +801,27 @@ class LogDir:
             pos = nxt
 
     def read_all(self) -> list[RecordBatch]:
-        """Every batch in the log, in offset order (the core's in-memory log at start-up)."""
+        """Every batch in the log, in offset order."""
         out: list[RecordBatch] = []
         for seg in self._segments:
             with open(seg.log_path, "rb") as fh:
                 out.extend(decode_batches(fh.read(seg.size)))
         return out
+
+    def read_all_encoded(self) -> tuple[list[RecordBatch], list[bytes]]:
+        """Every batch in the log with its bytes as stored (the core's in-memory log at start-up)."""
+        batches: list[RecordBatch] = []
+        encoded: list[bytes] = []
+        for seg in self._segments:
+            with open(seg.log_path, "rb") as fh:
+                data = fh.read(seg.size)
+            pos = 0
+            while pos < len(data):
+                batch, end = decode_batch(data, pos)
+                batches.append(batch)
+                encoded.append(data[pos:end])
+                pos = end
+        return batches, encoded
 
     def read_from(self, offset: int) -> list[RecordBatch]:
         """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead)."""

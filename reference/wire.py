@@ -13,6 +13,8 @@ NOT_LEADER_OR_FOLLOWER, INCONSISTENT_VOTER_SET, ...) come from the core's ``erro
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kraft_tck.reference.messages import (
@@ -33,7 +35,7 @@ from kraft_tck.reference.messages import (
 )
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import decode_batches, encode_batches
+from kraft_tck.spec.records import RecordBatch, decode_batch, encode_batches
 
 Body = dict[str, Any]
 
@@ -222,8 +224,24 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
 # ============================================================================================ responses
 
 
-def response_to_body(resp: Response, version: int) -> Body:
-    """The Kafka body of ``resp`` at ``version``."""
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """Where a voter listens, as ``controller.quorum.voters`` and the controller listener name say."""
+
+    listener: str
+    host: str
+    port: int
+
+
+def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeEndpoint] | None = None) -> Body:
+    """The Kafka body of ``resp`` at ``version``.
+
+    ``endpoints`` (voter id → endpoint) lets a response name where the leader is, so a client can go
+    there: DescribeQuorum v2 ``Nodes`` (every voter's on the leader; the leader's, when known, with
+    NOT_LEADER_OR_FOLLOWER elsewhere) and Fetch v16+ ``NodeEndpoints`` with NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH (KIP-951: the error responses that name a new leader carry its endpoint).
+    """
+    endpoints = endpoints or {}
     if isinstance(resp, VoteResponse):
         part: Body = {
             "PartitionIndex": METADATA_PARTITION,
@@ -252,7 +270,8 @@ def response_to_body(resp: Response, version: int) -> Body:
                 "LeaderId": resp.current_leader.leader_id,
                 "LeaderEpoch": resp.current_leader.leader_epoch,
             },
-            "Records": encode_batches(resp.batches),
+            # The log's bytes when the core has them: a batch is encoded once, not once per Fetch.
+            "Records": b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches),
         }
         if resp.diverging_epoch is not None:
             fpart["DivergingEpoch"] = {"Epoch": resp.diverging_epoch[0], "EndOffset": resp.diverging_epoch[1]}
@@ -261,7 +280,13 @@ def response_to_body(resp: Response, version: int) -> Body:
             topic["TopicId"] = METADATA_TOPIC_ID
         else:
             topic["Topic"] = METADATA_TOPIC
-        return {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "SessionId": 0, "Responses": [topic]}
+        fbody: Body = {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "SessionId": 0, "Responses": [topic]}
+        leader = endpoints.get(resp.current_leader.leader_id)
+        if version >= 16 and leader is not None and resp.partition_error in _REDIRECTING_ERRORS:
+            fbody["NodeEndpoints"] = [
+                {"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port, "Rack": None}
+            ]
+        return fbody
     if isinstance(resp, DescribeQuorumResponse):
         dpart: Body = {
             "PartitionIndex": METADATA_PARTITION,
@@ -274,9 +299,20 @@ def response_to_body(resp: Response, version: int) -> Body:
         }
         body: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(dpart)}
         if version >= 2:
-            body["Nodes"] = []
+            if resp.partition_error == Errors.NONE:
+                named = [r.replica_id for r in resp.voters]
+            else:
+                named = [resp.leader_id] if resp.partition_error == Errors.NOT_LEADER_OR_FOLLOWER else []
+            body["Nodes"] = [_node_body(i, endpoints[i]) for i in named if i in endpoints]
         return body
     raise TypeError(f"response_to_body: not a KRaft response: {resp!r}")
+
+
+_REDIRECTING_ERRORS = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
+
+
+def _node_body(node_id: int, ep: NodeEndpoint) -> Body:
+    return {"NodeId": node_id, "Listeners": [{"Name": ep.listener, "Host": ep.host, "Port": ep.port}]}
 
 
 def response_from_body(key: int, version: int, body: Body) -> Response:
@@ -293,15 +329,16 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
         if div and (div.get("Epoch", -1) != -1 or div.get("EndOffset", -1) != -1):
             diverging = (div["Epoch"], div["EndOffset"])  # Kafka: set when either differs from -1
         leader = p.get("CurrentLeader") or {}
-        records = p.get("Records")
+        batches, encoded = _decode_keeping_bytes(p.get("Records") or b"")
         return FetchResponse(
             high_watermark=p.get("HighWatermark", -1),
-            batches=tuple(decode_batches(records)) if records else (),
+            batches=batches,
             diverging_epoch=diverging,
             current_leader=LeaderIdAndEpoch(leader.get("LeaderId", -1), leader.get("LeaderEpoch", -1)),
             partition_error=Errors(p.get("ErrorCode", 0)),
             error=error,
             log_start_offset=p.get("LogStartOffset", 0),
+            encoded=encoded,
         )
     topics = body.get("Topics") or []
     parts = topics[0].get("Partitions") or [] if topics else []
@@ -355,6 +392,20 @@ def _named_partition(body: Body, api: str) -> Body:
     if topic.get("TopicName") != METADATA_TOPIC or p.get("PartitionIndex") != METADATA_PARTITION:
         raise InvalidTopicPartition(f"{api} for {topic.get('TopicName')}-{p.get('PartitionIndex')}")
     return p
+
+
+def _decode_keeping_bytes(records: bytes) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
+    """``decode_batches`` (strict) that also returns each batch's bytes as received: a follower stores
+    and serves those, as Kafka's followers do, instead of encoding the batch again."""
+    batches: list[RecordBatch] = []
+    encoded: list[bytes] = []
+    pos = 0
+    while pos < len(records):
+        batch, end = decode_batch(records, pos)
+        batches.append(batch)
+        encoded.append(records if pos == 0 and end == len(records) else records[pos:end])
+        pos = end
+    return tuple(batches), tuple(encoded)
 
 
 def _check_fetch_version(version: int) -> None:

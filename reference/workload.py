@@ -1,8 +1,9 @@
 """Running a node process: signals, and the optional steady write workload (like Kafka's TestRaftServer).
 
-The workload writes ``throughput`` records/s of ``record_size`` bytes on whichever node is leader, in
-one batch per ``controller.quorum.append.linger.ms``, and reports committed throughput and commit latency
-(append on the leader → high watermark past the batch) percentiles.
+The workload offers ``throughput`` records/s of ``record_size`` bytes on whichever node is leader, as
+one write every millisecond (or one single-record write every ``1/throughput`` s below 1,000 records/s).
+The leader's ``controller.quorum.append.linger.ms`` decides how those writes become batches. It reports
+committed throughput and commit latency (write on the leader → high watermark past it) percentiles.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.node import Node, StartupError, WriteLost
+from kraft_tck.reference.roles import Leader
 
 log = logging.getLogger("kraft_tck.reference.workload")
 
@@ -29,13 +31,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[rank]
 
 
-MAX_INFLIGHT_BATCHES = 8
+WRITE_INTERVAL_S = 0.001
+# Backpressure: an over-offered leader should run at capacity, not drown in uncommitted writes. Enough
+# for a 25 ms linger plus a slow commit at one write per millisecond.
+MAX_INFLIGHT_WRITES = 200
 
 
 @dataclass
 class WorkloadStats:
     committed_records: int = 0
-    lost_batches: int = 0  # appended, then truncated by a leader change before committing
+    lost_writes: int = 0  # accepted, then truncated by a leader change before committing
     latencies_ms: list[float] = field(default_factory=list)
     leader_since: float | None = None
 
@@ -44,39 +49,38 @@ class WorkloadStats:
         lat = sorted(self.latencies_ms)
         ps = " ".join(f"p{q:g}={percentile(lat, q):.2f}ms" for q in (50, 75, 99, 99.9))
         return (f"committed {self.committed_records} records in {elapsed:.1f}s "
-                f"({self.committed_records / elapsed:,.0f} records/s); commit latency {ps} over {len(lat)} batches; "
-                f"{self.lost_batches} batches lost to leader changes")
+                f"({self.committed_records / elapsed:,.0f} records/s); commit latency {ps} over {len(lat)} writes; "
+                f"{self.lost_writes} writes lost to leader changes")
 
 
 async def write_workload(node: Node, throughput: int, record_size: int, stats: WorkloadStats,
                          stop: asyncio.Event) -> None:
-    linger_s = max(0.001, node.config.append_linger_ms / 1000)
-    per_batch = max(1, round(throughput * linger_s))
+    per_write = max(1, round(throughput * WRITE_INTERVAL_S))
+    interval_s = per_write / throughput
     payload = b"x" * record_size
     inflight: set[asyncio.Task[None]] = set()
 
-    async def one_batch() -> None:
+    async def one_write() -> None:
         t0 = time.perf_counter()
         try:
-            result = await node.write([payload] * per_batch, wait_commit=True)
+            result = await node.write([payload] * per_write, wait_commit=True)
         except WriteLost:
-            stats.lost_batches += 1
+            stats.lost_writes += 1
             return
         if result.accepted:
             stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
-            stats.committed_records += per_batch
+            stats.committed_records += per_write
 
     next_at = time.monotonic()
     while not stop.is_set():
-        leading = node.core is not None and node.core.state_snapshot()["role"] == "Leader"
+        leading = node.core is not None and isinstance(node.core.role, Leader)
         if leading and stats.leader_since is None:
             stats.leader_since = time.monotonic()  # throughput counts from leadership, not process start
-        # Backpressure: an over-offered leader should run at capacity, not drown in uncommitted batches.
-        if leading and len(inflight) < MAX_INFLIGHT_BATCHES:
-            task = asyncio.create_task(one_batch())
+        if leading and len(inflight) < MAX_INFLIGHT_WRITES:
+            task = asyncio.create_task(one_write())
             inflight.add(task)
             task.add_done_callback(inflight.discard)
-        next_at += linger_s
+        next_at += interval_s
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
     for task in inflight:
         task.cancel()

@@ -63,3 +63,28 @@ def test_read_returns_whole_batches_up_to_max_bytes_but_at_least_one() -> None:
     assert [b.base_offset for b in log.read(3, 1)] == [3]
     assert [b.base_offset for b in log.read(1, 1)] == [0]  # inside a batch: that whole batch, like Kafka
     assert log.read(6, 100) == ()
+
+
+def test_each_batch_is_encoded_once_and_its_digest_comes_from_those_bytes() -> None:
+    """The log keeps each batch's bytes: given ones are kept as they are, missing ones are encoded on first
+    use; the trace digest computed from them equals spec.records.batch_digest."""
+    from kraft_tck.spec.records import batch_digest, encode_batch
+
+    given = encode_batch(LOG[0])
+    log = Log(LOG[:1], [given])
+    log.append(LOG[1:])
+    assert log.encoded_at(0) is given
+    assert [log.encoded_at(i) for i in range(len(log))] == [encode_batch(b) for b in LOG]
+    assert [log.digest_at(i) for i in range(len(log))] == [batch_digest(b) for b in LOG]
+    assert log.read_encoded(3, 1 << 20) == (LOG[1:], tuple(encode_batch(b) for b in LOG[1:]))
+    with pytest.raises(LogError, match="encoded forms"):
+        log.append([data_batch(6, 4, [b"g"])], [b"x", b"y"])
+
+
+def test_read_counts_encoded_bytes_against_max_bytes() -> None:
+    from kraft_tck.spec.records import encode_batch
+
+    log = Log(LOG)
+    two = len(encode_batch(LOG[1])) + len(encode_batch(LOG[2]))
+    assert [b.base_offset for b in log.read(3, two)] == [3, 4]
+    assert [b.base_offset for b in log.read(3, two - 1)] == [3]

@@ -198,3 +198,67 @@ def test_shell_api_names_senders_and_refuses_what_the_core_cannot_take() -> None
         )
     assert bad.value.error == Errors.INVALID_REQUEST
     assert wire.SERVED_API_VERSIONS[wire.FETCH][0] == 12
+
+
+ENDPOINTS = {v: wire.NodeEndpoint("CONTROLLER", f"10.0.0.{v}", 9090 + v) for v in (1, 2, 3)}
+
+
+def _encoded(resp: Response, version: int) -> dict[str, object]:
+    """The body as a client decodes it from the bytes (so the codec checks the added fields' layout)."""
+    key = wire.api_key(resp)
+    raw = codec.encode_response(key, version, 5, wire.response_to_body(resp, version, ENDPOINTS))
+    return codec.decode_response(key, version, raw[4:])[1]
+
+
+@pytest.mark.parametrize(
+    ("resp", "version", "named"),
+    [
+        # KIP-595 "DescribeQuorum Request Handling" step 1: not the leader, say who is (and, v2, where).
+        (DescribeQuorumResponse(2, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 2, [2]),
+        (DescribeQuorumResponse(2, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 1, None),
+        (DescribeQuorumResponse(-1, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 2, []),
+        # The leader lists every voter's endpoint, as Kafka's does.
+        (DescribeQuorumResponse(1, 5, 9, (ReplicaState(1, 9), ReplicaState(3, 9))), 2, [1, 3]),
+    ],
+)
+def test_describe_quorum_v2_names_where_the_leader_listens(
+    resp: DescribeQuorumResponse, version: int, named: list[int] | None
+) -> None:
+    body = _encoded(resp, version)
+    if named is None:
+        assert "Nodes" not in body
+        return
+    assert body["Nodes"] == [
+        {"NodeId": i, "Listeners": [{"Name": "CONTROLLER", "Host": f"10.0.0.{i}", "Port": 9090 + i}]} for i in named
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "version", "named"),
+    [
+        (Errors.NOT_LEADER_OR_FOLLOWER, 16, True),  # KIP-595 "Fetch Request Handling" step 2, KIP-951 endpoint
+        (Errors.FENCED_LEADER_EPOCH, 17, True),
+        (Errors.NOT_LEADER_OR_FOLLOWER, 15, False),  # NodeEndpoints starts at v16
+        (Errors.NONE, 17, False),  # a fetch from the leader itself needs no redirect
+        (Errors.UNKNOWN_LEADER_EPOCH, 17, False),
+    ],
+)
+def test_fetch_names_the_leader_endpoint_with_the_errors_that_redirect(
+    error: Errors, version: int, named: bool
+) -> None:
+    body = _encoded(FetchResponse(9, (), None, LeaderIdAndEpoch(3, 5), partition_error=error), version)
+    expected = [{"NodeId": 3, "Host": "10.0.0.3", "Port": 9093, "Rack": None}] if named else []
+    assert body.get("NodeEndpoints", []) == expected
+
+
+def test_fetch_responses_carry_the_bytes_the_log_holds() -> None:
+    """The leader sends each batch's stored bytes; a follower keeps the bytes it received (one encode per
+    batch in the cluster). Equal to encoding the batches, so the wire does not change."""
+    from kraft_tck.spec.records import encode_batch, encode_batches
+
+    stored = tuple(encode_batch(b) for b in BATCHES)
+    resp = FetchResponse(5, BATCHES, None, LeaderIdAndEpoch(1, 3), encoded=stored)
+    body = wire.response_to_body(resp, 17)
+    assert body["Responses"][0]["Partitions"][0]["Records"] == encode_batches(BATCHES)
+    back = wire.response_from_body(wire.FETCH, 17, body)
+    assert isinstance(back, FetchResponse) and back.batches == BATCHES and back.encoded == stored

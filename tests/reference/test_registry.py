@@ -190,3 +190,29 @@ def test_a_gap_in_the_log_is_an_error() -> None:
     batches = log_of([register(1, 0)])
     with pytest.raises(RegistryError, match="gap"):
         rebuild([batches[0], batches[3]], 10)
+
+
+def test_the_cheap_frame_check_skips_only_what_the_decoder_would_skip() -> None:
+    """Most committed records are not broker records (the write workload, other metadata records); the
+    registry looks at the frame's first two bytes before decoding. The look must never hide a broker
+    record: for every value it rejects, the full decode yields no broker record either."""
+    from kraft_tck.reference.registry import _may_be_broker_record
+    from kraft_tck.spec import codec
+    from kraft_tck.spec.errors import DecodeError
+
+    name, body = register(1, 0)
+    broker = encode(name, 0, body)
+    topic = b"\x01\x02\x00\x01t"  # frame 1, api key 2 (Kafka's TopicRecord), version 0: not a broker record
+    values = [broker, topic, b"x" * 100, b"\x01", b"\x02\x00\x00", b"\x01\x80\x00", b"\x81\x00\x00\x00",
+              *(bytes([a, b]) + broker[2:] for a in (0, 1, 2, 0x81) for b in range(0, 256, 7))]
+    assert _may_be_broker_record(broker) and not _may_be_broker_record(topic)
+    assert not _may_be_broker_record(b"x" * 100)
+    for value in values:
+        if _may_be_broker_record(value):
+            continue
+        try:
+            name, _, _ = codec.decode_metadata_record(value)
+        except DecodeError:
+            continue
+        assert name not in {REGISTER, UNREGISTER, FENCE, UNFENCE, CHANGE}, value
+    assert decode_broker_record(Record(0, broker)) is not None

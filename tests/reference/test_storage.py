@@ -611,3 +611,20 @@ def test_random_appends_truncates_reopens_match_model(ops: list[tuple]) -> None:
             assert log.epoch_entries == epochs_of(model) == checkpoint_on_disk(d)
         finally:
             log.close()
+
+
+def test_append_writes_the_given_bytes_and_reads_them_back(tmp_path: Path) -> None:
+    """The node hands storage each batch's bytes as the core's log keeps them (encoded once on the leader,
+    as received on a follower); they go to the segment unchanged and come back at start-up."""
+    batches = [data_batch(0, 1, [b"a", b"b"]), data_batch(2, 1, [b"c"])]
+    # Bytes the storage could not have produced from ``batches`` (another timestamp): proof it writes them.
+    stamped = [data_batch(b.base_offset, 1, [r.value or b"" for r in b.records], timestamp=77) for b in batches]
+    given = [encode_batch(b) for b in stamped]
+    with LogDir.open(tmp_path) as log:
+        log.append(batches, given)
+        log.flush()
+        with pytest.raises(StorageError, match="encoded forms"):
+            log.append([data_batch(3, 1, [b"d"])], [])
+    assert (part(tmp_path) / "00000000000000000000.log").read_bytes() == b"".join(given)
+    with LogDir.open(tmp_path) as log:
+        assert log.read_all_encoded() == (stamped, given)

@@ -1,0 +1,79 @@
+"""``controller.quorum.append.linger.ms`` on real nodes: three ``Node`` shells on loopback sockets with
+real data directories. Writes issued together reach the followers' segment files as one batch when the
+leader lingers, and as one batch per write when it does not (Kafka's BatchAccumulator behaviour; the
+core's table tests are in test_core_linger.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.node import Node
+from kraft_tck.reference.procs import free_base_port
+from kraft_tck.reference.storage import LogDir, format_dir, new_uuid
+
+pytestmark = pytest.mark.timeout(60)
+
+WRITES = 20
+
+
+async def batches_for_writes(root: Path, linger_ms: int) -> tuple[int, int]:
+    """Issue WRITES single-record writes in one go on the leader; wait until all are committed; return
+    (batches holding them, records) as a follower's segment files have them after the nodes stopped."""
+    base = free_base_port(3)
+    quorum = ",".join(f"{i}@127.0.0.1:{base + i - 1}" for i in (1, 2, 3))
+    cluster_id = new_uuid()
+    nodes = []
+    for i in (1, 2, 3):
+        data = root / f"linger{linger_ms}-{i}"
+        format_dir(data, i, cluster_id)
+        cfg = NodeConfig.from_properties({
+            "node.id": str(i), "process.roles": "controller", "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://127.0.0.1:{base + i - 1}", "controller.quorum.voters": quorum,
+            "log.dirs": str(data), "controller.quorum.append.linger.ms": str(linger_ms),
+            "controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "2000",
+            "controller.quorum.fetch.max.wait.ms": "100",
+        })
+        nodes.append(Node(cfg, fsync=False, seed=i))
+    for n in nodes:
+        await n.start()
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            leader = next((n for n in nodes if n.core is not None and n.core.role.name == "Leader"), None)
+            if leader is not None and leader.high_watermark > 0:
+                break
+            assert time.monotonic() < deadline, "no leader within 20 s"
+            await asyncio.sleep(0.01)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(leader.write([b"w%02d" % k]) for k in range(WRITES))), 20
+        )
+        assert all(r.accepted for r in results)
+        first, last = results[0].base_offset, results[-1].last_offset
+        assert last - first + 1 == WRITES  # every write got the next offset, in order
+        follower = next(n for n in nodes if n is not leader)
+        while follower.core is not None and follower.core.log.end_offset <= last:
+            assert time.monotonic() < deadline + 20, "the follower never caught up"
+            await asyncio.sleep(0.01)
+        follower_dir = follower.config.log_dir
+    finally:
+        for n in nodes:
+            await n.stop(graceful=True, grace_s=0.2)
+    with LogDir.open(follower_dir, fsync=False) as d:
+        held = [b for b in d.read_all() if not b.is_control and first <= b.base_offset <= last]
+    values = [r.value for b in held for r in b.records]
+    assert values == [b"w%02d" % k for k in range(WRITES)]  # all there, in write order
+    return len(held), len(values)
+
+
+def test_writes_issued_together_share_a_batch_only_with_linger(tmp_path: Path) -> None:
+    async def main() -> tuple[tuple[int, int], tuple[int, int]]:
+        return await batches_for_writes(tmp_path, 0), await batches_for_writes(tmp_path, 200)
+
+    without, lingering = asyncio.run(main())
+    assert without == (WRITES, WRITES)  # linger 0: each write is appended at once, as its own batch
+    # linger 200 ms: the writes were all issued before the linger ended, so they share one batch.
+    assert lingering == (1, WRITES)
