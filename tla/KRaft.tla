@@ -114,14 +114,23 @@ LogEndOffset(lg) == Len(lg)
 LastEpoch(lg) == IF lg = <<>> THEN 0 ELSE lg[Len(lg)].epoch
 
 \* Kafka's endOffsetForEpoch: the largest epoch <= e in the log and the end
-\* offset (exclusive) of that epoch; <<0, 0>> when the log has none.
+\* offset (exclusive) of that epoch.  When every record has a larger epoch,
+\* Kafka answers e itself with the start offset of the first epoch, 0
+\* (LeaderEpochFileCache.endOffsetFor); <<0, 0>> for an empty log.
 \* Epochs never decrease along a log, so the records with epoch <= e are a
-\* prefix of it.
+\* prefix of it, found by binary search (trace validation replays logs of
+\* thousands of records; a set comprehension and CHOOSE were quadratic).
+RECURSIVE PrefixAtMost(_, _, _, _)
+\* lg[1..lo] have epoch <= e, lg[hi+1..] have epoch > e
+PrefixAtMost(lg, e, lo, hi) ==
+    IF lo >= hi THEN lo
+    ELSE LET mid == (lo + hi + 1) \div 2
+         IN IF lg[mid].epoch <= e THEN PrefixAtMost(lg, e, mid, hi)
+            ELSE PrefixAtMost(lg, e, lo, mid - 1)
 EndOffsetForEpoch(lg, e) ==
-    LET ks == {k \in 1..Len(lg) : lg[k].epoch <= e}
-    IN IF ks = {} THEN [epoch |-> 0, offset |-> 0]
-       ELSE LET k == CHOOSE x \in ks : \A y \in ks : y <= x
-            IN [epoch |-> lg[k].epoch, offset |-> k]
+    LET k == PrefixAtMost(lg, e, 0, Len(lg))
+    IN IF k = 0 THEN [epoch |-> IF lg = <<>> THEN 0 ELSE e, offset |-> 0]
+       ELSE [epoch |-> lg[k].epoch, offset |-> k]
 
 \* "Vote Request Handling": the candidate's log is at least as up to date.
 LogUpToDate(lastEpoch, lastOffset, lg) ==
@@ -336,16 +345,23 @@ FetchOutstanding(i) ==
     \E m \in DOMAIN msgs :
         \/ m.type \in {"FetchRequest", "ParkedFetch"} /\ m.from = i
         \/ m.type = "FetchResponse" /\ m.to = i
-SendFetchRequest(i) ==
+\* The fetch itself; trace validation uses it without the FetchOutstanding
+\* guard, which stands for "the follower's own fetch is outstanding" by "a
+\* copy of it is in the network": a duplicated request breaks that (the
+\* follower moves on while the network still holds the extra copy), and the
+\* trace shows when the follower really fetched.
+SendFetch(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
        \/ i \in Observers /\ role[i] = Unattached
-    /\ ~FetchOutstanding(i)
     /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Voters) :
          Send([type |-> "FetchRequest", from |-> i, to |-> j,
                clusterId |-> clusterId[i], epoch |-> epoch[i],
                fetchOffset |-> LogEndOffset(log[i]),
                lastFetchedEpoch |-> LastEpoch(log[i])])
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+SendFetchRequest(i) ==
+    /\ ~FetchOutstanding(i)
+    /\ SendFetch(i)
 
 \* The HW a leader may move to: the largest offset a majority of voters has
 \* reached (its own log end counts for itself), but only if the record just

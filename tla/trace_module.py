@@ -6,21 +6,14 @@ definitions that tla/TraceKRaft.tla extends.  Only action events take part: a
 carries the state change), and ``HandleDescribeQuorumRequest``/``BrokerEvent``
 change no KRaft state.
 
-Two network faults leave marks only in ``Send``/``Receive`` events, so the
-translation turns them into the KRaft network actions they stand for:
+Steps that leave marks only in ``Send``/``Receive`` events become the KRaft actions they stand for
+(see ``_action_events``): the leader answering a parked long poll (``AnswerParkedFetch``), and the
+network's duplicates and losses (``DuplicateMessage``/``DropMessage``).  Every handler row names the
+message it handles and the answer it sends by the fields of KRaft.tla's message record
+(``model_message``), so TLC matches each event with one message, not any message in flight: one
+successor per event, and time that grows with the trace instead of with its interleavings.
 
-* a message received more often than it was sent (same sender, receiver,
-  API, kind and correlation id) was duplicated: ``DuplicateMessage``
-  rows go right before its first delivery's handler;
-* a request the node resent on a timer (no action event sends it: the
-  model's requests are re-delivered by duplication) is a copy of the same
-  request sent earlier: ``DuplicateMessage`` rows go right after that send;
-* a message sent and never received was lost (or was still in flight at the
-  end): a ``DropMessage`` row goes right after its ``Send``, so that, as in
-  the node, the sender's next fetch is not held back by a lost one.
-
-Both only concern the messages the model has (Vote, BeginQuorumEpoch,
-EndQuorumEpoch, Fetch).
+Only the messages the model has (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) take part.
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,7 +35,7 @@ TRACE_FORMAT = 1
 # Events without a KRaft state change of their own.
 SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "BrokerEvent"})
 # Rows the translation adds for network faults (no state of the node to compare).
-NETWORK_EVENTS = frozenset({"DuplicateMessage", "DropMessage"})
+NETWORK_EVENTS = frozenset({"DuplicateMessage", "DropMessage", "AnswerParkedFetch"})
 MODELLED_APIS = frozenset({"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"})
 # The actions whose step sends each request; any other send of it is a resend (a timer in the node).
 SENT_BY = {
@@ -68,6 +61,9 @@ DEFAULT_MAX_FETCH_RECORDS = 1_000_000
 # Black-box (harness) traces see only the target's messages: allow this many
 # unrecorded steps between two recorded events.
 HARNESS_HIDDEN_STEPS = 3
+# The invariants over whole logs (LogMatching, LeaderCompleteness) cost a pass over every log; a long
+# trace has them checked this many times along the way and at its end, not after every event.
+LOG_CHECKS = 64
 
 
 class TraceFormatError(ValueError):
@@ -81,9 +77,10 @@ class TraceEvent:
     node: int
     event: str
     state: dict[str, Any]
-    # network rows: the KRaft message type (e.g. "FetchRequest") and the other end
-    msg_type: str = ""
-    peer: int = -1
+    # the fields of KRaft.tla's record of the message this row handles (network rows: drops,
+    # duplicates, answers), and of the answer it sends; empty: any message of the action's type
+    msg: dict[str, Any] = field(default_factory=dict)
+    reply: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -155,12 +152,106 @@ def _message_key(msg: dict[str, Any]) -> str:
     return json.dumps([msg["api"], msg["kind"], msg["from"], msg["to"], msg["correlationId"]])
 
 
+def _request_key(resp: dict[str, Any]) -> str:
+    """The key of the request ``resp`` answers (same correlation id, ends swapped)."""
+    return json.dumps([resp["api"], "request", resp["to"], resp["from"], resp["correlationId"]])
+
+
 def _message_type(msg: dict[str, Any]) -> str:
     return f"{msg['api']}{msg['kind'].capitalize()}"
 
 
+def _partition(body: dict[str, Any], topics: str = "Topics") -> dict[str, Any]:
+    for topic in body.get(topics) or []:
+        for part in topic.get("Partitions") or []:
+            return dict(part)
+    return {}
+
+
+def _epoch_of_log(epoch: int) -> int:
+    # Kafka says -1 for "no record yet" where the model's LastEpoch of an empty log is 0.
+    return max(epoch, 0)
+
+
+_ERRORS = {0: "NONE", 6: "NOT_LEADER_OR_FOLLOWER", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}
+
+
+def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fields of KRaft.tla's message record that identify ``msg`` (a trace ``msg`` object).
+
+    Only fields the trace states exactly are given; TraceKRaft matches a message in flight on all of
+    them (``Matches``), so one handler event selects one message instead of any of its type.  A Fetch
+    response does not repeat its request's FetchOffset/LastFetchedEpoch (the model's answer echoes them),
+    so they come from ``request``, the Fetch request with the same correlation id, when the trace has it.
+    """
+    body = msg.get("body") or {}
+    key: dict[str, Any] = {"type": _message_type(msg), "from": msg["from"], "to": msg["to"]}
+    api, kind = msg["api"], msg["kind"]
+    if api == "Vote":
+        part = _partition(body)
+        if kind == "request" and part:
+            key.update(
+                epoch=part["CandidateEpoch"],
+                lastOffsetEpoch=_epoch_of_log(part["LastOffsetEpoch"]),
+                lastOffset=part["LastOffset"],
+            )
+        elif part and body.get("ErrorCode", 0) == 0 and part.get("ErrorCode", 0) == 0:
+            key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], granted=bool(part["VoteGranted"]))
+    elif api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
+        part = _partition(body)
+        if part and kind == "request":
+            key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"])
+        elif part and body.get("ErrorCode", 0) == 0 and part.get("ErrorCode", 0) in _ERRORS:
+            key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], error=_ERRORS[part["ErrorCode"]])
+    elif api == "Fetch":
+        if kind == "request":
+            part = _partition(body)
+            if part:
+                key.update(
+                    epoch=part["CurrentLeaderEpoch"],
+                    fetchOffset=part["FetchOffset"],
+                    lastFetchedEpoch=_epoch_of_log(part["LastFetchedEpoch"]),
+                )
+        else:
+            part = _partition(body, "Responses")
+            if part and body.get("ErrorCode", 0) == 0 and part.get("ErrorCode", 0) in _ERRORS:
+                leader = part.get("CurrentLeader") or {}
+                diverging = part.get("DivergingEpoch") or {}
+                error = _ERRORS[part["ErrorCode"]]
+                key.update(
+                    error=error,
+                    epoch=leader.get("LeaderEpoch", -1),
+                    leaderId=leader.get("LeaderId", -1),
+                    divergingEpoch=diverging.get("Epoch", -1),
+                    divergingEndOffset=diverging.get("EndOffset", -1),
+                    # the model's leader publishes "none" (-1) where the reference core says 0: the same
+                    # for a follower, whose HW never goes below 0
+                    highWatermark=max(part.get("HighWatermark", -1), 0) or -1 if error == "NONE" else -1,
+                )
+                if request is not None:
+                    req = model_message(request)
+                    key.update({f: req[f] for f in ("fetchOffset", "lastFetchedEpoch") if f in req})
+    return key
+
+
+def parked_message(request: dict[str, Any]) -> dict[str, Any]:
+    """The model's record of a parked long-poll fetch: the request, renamed."""
+    return dict(model_message(request), type="ParkedFetch")
+
+
 def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
-    """The action events, with DuplicateMessage/DropMessage rows for the network's faults."""
+    """The action events with the message each one handles, plus the rows for steps seen only in messages.
+
+    * a handler event names the message of the ``Receive`` right before it (same node) and, as its
+      ``reply``, the answer it sends (the node's next ``Send`` of the response to that request), or for
+      a fetch the leader parks (no answer before its next step) the parked fetch;
+    * a Fetch response the leader sends for a parked fetch is that long poll being answered inside
+      another step (new data, a new HW, MaxWaitMs, lost leadership): an ``AnswerParkedFetch`` row at
+      that ``Send``; a parked fetch never answered (the leader restarted) is lost: a ``DropMessage`` row
+      before its fetcher's next ``SendFetchRequest``;
+    * network faults: ``DuplicateMessage`` rows for copies received more often than sent and for
+      requests resent on a timer, ``DropMessage`` rows for messages sent and never received.
+    """
     sent: dict[str, int] = {}
     received: dict[str, int] = {}
     for _, obj in objs:
@@ -172,60 +263,94 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
     # harness trace does not see the other end, so a missing Send or Receive says nothing there.
     acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
     resent_after = _resends(objs, acting)
+    requests: dict[str, dict[str, Any]] = {}  # request key -> its latest Send (a response's echo)
+    receiving: dict[int, tuple[str, dict[str, Any]]] = {}  # node -> its latest Receive since its last step
+    answering: dict[int, tuple[int, str]] = {}  # node -> (row, request key) of its handler awaiting a reply
+    # request key -> the parked copies of a fetch request, until answered (a duplicated fetch parks twice)
+    parked: dict[str, list[dict[str, Any]]] = {}
     events: list[TraceEvent] = []
     sends_seen: dict[str, int] = {}
     duplicated: set[str] = set()
+
+    def network_row(number: int, obj: dict[str, Any], node: int, event: str, msg: dict[str, Any]) -> None:
+        events.append(TraceEvent(number, obj["seq"], node, event, dict(_NO_STATE), msg=msg))
+
     for number, obj in objs:
         msg = obj.get("msg")
-        if obj["event"] in ("Send", "Receive") and msg is not None and msg["api"] in MODELLED_APIS:
+        node = obj["node"]
+        if obj["event"] in ("Send", "Receive"):
+            if msg is None or msg["api"] not in MODELLED_APIS:
+                continue
             key = _message_key(msg)
+            if obj["event"] == "Send" and msg["kind"] == "request":
+                requests[key] = msg
+            model = model_message(msg, requests.get(_request_key(msg)) if msg["kind"] == "response" else None)
             if msg["from"] not in acting or msg["to"] not in acting:
                 continue
-            if obj["event"] == "Receive" and key not in duplicated:
-                duplicated.add(key)
-                for _ in range(received[key] - sent.get(key, 0)):
+            if obj["event"] == "Receive":
+                receiving[node] = (key, msg)
+                if key not in duplicated:
+                    duplicated.add(key)
+                    for _ in range(received[key] - sent.get(key, 0)):
+                        network_row(number, obj, msg["to"], "DuplicateMessage", model)
+                continue
+            if msg["kind"] == "response":
+                answers = _request_key(msg)
+                if node in answering and answering[node][1] == answers:
+                    at = answering.pop(node)[0]
+                    events[at] = replace(events[at], reply=model)
+                    if parked.get(answers):
+                        _unpark(parked, answers)
+                elif msg["api"] == "Fetch" and parked.get(answers):
                     events.append(
                         TraceEvent(
                             number,
                             obj["seq"],
-                            obj["node"],
-                            "DuplicateMessage",
+                            node,
+                            "AnswerParkedFetch",
                             dict(_NO_STATE),
-                            _message_type(msg),
-                            msg["from"],
+                            msg=parked_message(_unpark(parked, answers)),
+                            reply=model,
                         )
                     )
-            elif obj["event"] == "Send":
-                for _ in range(resent_after.get(number, 0)):
-                    events.append(
-                        TraceEvent(
-                            number,
-                            obj["seq"],
-                            msg["to"],
-                            "DuplicateMessage",
-                            dict(_NO_STATE),
-                            _message_type(msg),
-                            msg["from"],
-                        )
-                    )
-                sends_seen[key] = sends_seen.get(key, 0) + 1
-                if sends_seen[key] > received.get(key, 0):
-                    events.append(
-                        TraceEvent(
-                            number,
-                            obj["seq"],
-                            obj["node"],
-                            "DropMessage",
-                            dict(_NO_STATE),
-                            _message_type(msg),
-                            msg["to"],
-                        )
-                    )
+            for _ in range(resent_after.get(number, 0)):
+                network_row(number, obj, msg["to"], "DuplicateMessage", model)
+            sends_seen[key] = sends_seen.get(key, 0) + 1
+            if sends_seen[key] > received.get(key, 0):
+                network_row(number, obj, node, "DropMessage", model)
             continue
         if obj["event"] in SKIPPED_EVENTS:
             continue
-        events.append(TraceEvent(number, obj["seq"], obj["node"], obj["event"], dict(obj["state"])))
+        answering.pop(node, None)
+        handled = receiving.pop(node, None)
+        if obj["event"] == "SendFetchRequest":
+            # a parked fetch of this node the leader never answered is gone (the leader restarted)
+            for rkey in [k for k, reqs in parked.items() if reqs and reqs[0]["from"] == node]:
+                while parked.get(rkey):
+                    network_row(number, obj, node, "DropMessage", parked_message(_unpark(parked, rkey)))
+        msg_model: dict[str, Any] = {}
+        reply: dict[str, Any] = {}
+        if handled is not None and obj["event"].startswith("Handle"):
+            hkey, hmsg = handled
+            msg_model = model_message(hmsg, requests.get(_request_key(hmsg)) if hmsg["kind"] == "response" else None)
+            if hmsg["kind"] == "request" and hmsg["from"] in acting:
+                answering[node] = (len(events), hkey)
+                if obj["event"] == "HandleFetchRequest":
+                    # parked unless the answer follows before the node's next step
+                    parked.setdefault(hkey, []).append(hmsg)
+                    reply = parked_message(hmsg)
+        events.append(
+            TraceEvent(number, obj["seq"], node, obj["event"], dict(obj["state"]), msg=msg_model, reply=reply)
+        )
     return events
+
+
+def _unpark(parked: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
+    copies = parked[key]
+    request = copies.pop()
+    if not copies:
+        del parked[key]
+    return request
 
 
 def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
@@ -290,7 +415,7 @@ def _resends(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> dict[i
     """Line of an earlier send -> how many resends of the same request follow it."""
     last_action: dict[int, str] = {}
     sent_since: dict[int, set[tuple[str, int]]] = {}
-    last_send: dict[str, int] = {}  # (api, from, to, body) -> line of its latest send
+    last_send: dict[str, int] = {}  # the request's model record -> line of its latest send
     copies: dict[int, int] = {}
     for number, obj in objs:
         node, event, msg = obj["node"], obj["event"], obj.get("msg")
@@ -302,7 +427,9 @@ def _resends(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> dict[i
             continue
         if msg["to"] not in acting:
             continue
-        content = json.dumps([msg["api"], msg["from"], msg["to"], msg.get("body")], sort_keys=True)
+        # the same request as far as the model can tell (a resend may carry the cluster id the first
+        # send did not have yet: the bootstrap record committed in between)
+        content = json.dumps(model_message(msg), sort_keys=True)
         dest = (msg["api"], msg["to"])
         fresh = last_action.get(node) in SENT_BY[msg["api"]] and dest not in sent_since.setdefault(node, set())
         sent_since[node].add(dest)
@@ -327,19 +454,26 @@ def _tla_value(value: Any) -> str:
     raise TraceFormatError(f"cannot write {value!r} as a TLA+ value")
 
 
-def trace_module(trace: Trace, hidden_steps: int | None = None) -> str:
-    """The text of module TraceData for ``trace``."""
+def _tla_record(fields: dict[str, Any]) -> str:
+    # TLA+ has no empty record; type "" stands for "no message named" (TraceKRaft's Matches)
+    body = ", ".join(f"{k} |-> {_tla_value(v)}" for k, v in (fields or {"type": ""}).items())
+    return f"[{body}]"
+
+
+def trace_module(trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None) -> str:
+    """The text of module TraceData for ``trace`` (or for its rows ``events``, e.g. a prefix)."""
     header = trace.header
     if hidden_steps is None:
         hidden_steps = HARNESS_HIDDEN_STEPS if header["source"] == "harness" else 0
     cluster = header.get("clusterId") or "<none>"
     max_records = int(header["config"].get("fetch.max.records", DEFAULT_MAX_FETCH_RECORDS))
     rows = []
-    for ev in trace.events:
+    events = trace.events if events is None else events
+    for ev in events:
         state = ", ".join(f"{k} |-> {_tla_value(ev.state[k])}" for k in STATE_FIELDS)
         rows.append(
             f"  [seq |-> {ev.seq}, node |-> {ev.node}, event |-> {_tla_string(ev.event)}, "
-            f"msgType |-> {_tla_string(ev.msg_type)}, peer |-> {ev.peer}, state |-> [{state}]]"
+            f"msg |-> {_tla_record(ev.msg)}, reply |-> {_tla_record(ev.reply)}, state |-> [{state}]]"
         )
     body = ",\n".join(rows)
     voters = ", ".join(str(v) for v in header["voters"])
@@ -353,6 +487,7 @@ def trace_module(trace: Trace, hidden_steps: int | None = None) -> str:
         f"TraceCluster == {_tla_string(cluster)}\n"
         f"TraceMaxFetchRecords == {max_records}\n"
         f"HiddenSteps == {hidden_steps}\n"
+        f"TraceLogCheckEvery == {max(1, len(events) // LOG_CHECKS)}\n"
         f"TraceLog == <<\n{body}\n>>\n"
         "====\n"
     )
@@ -361,13 +496,33 @@ def trace_module(trace: Trace, hidden_steps: int | None = None) -> str:
 TRACE_CFG = """\
 INIT TraceInit
 NEXT TraceNext
-INVARIANTS
-    TraceNotDone
-    TraceSafety
+INVARIANT TraceSafety
 """
+# For the prefix before a failed event: print the state it ends in.
+STATE_CFG = """\
+INIT TraceInit
+NEXT TraceNext
+INVARIANT TraceEndState
+"""
+# The JVM options of a validation run: a throughput collector, and no JIT tiering pause for a run that
+# lasts seconds.
+DEFAULT_JAVA_OPTS = ("-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1")
 
-# PrintT output of TraceKRaft's Record; TLC wraps long values over several lines.
-_MATCHED = re.compile(r'<<\s*"TRACE-MATCHED",\s*(\d+),\s*(-?\d+),\s*(.*?),\s*"TRACE-END"\s*>>', re.S)
+_MATCHED = re.compile(r'^<<\s*"TRACE-MATCHED",\s*(\d+),\s*(-?\d+)\s*>>\s*$', re.M)
+# PrintT output of TraceEndState; TLC wraps long values over several lines.
+_STATE = re.compile(r'<<\s*"TRACE-STATE",\s*(.*?),\s*"TRACE-END"\s*>>', re.S)
+
+
+def _run(
+    trace: Trace, cfg: str, hidden_steps: int | None, events: Sequence[TraceEvent] | None, **tlc: Any
+) -> TlcResult:
+    with tempfile.TemporaryDirectory(prefix="kraft-trace-") as tmp:
+        work = Path(tmp)
+        shutil.copy(SPEC_DIR / "KRaft.tla", work / "KRaft.tla")
+        shutil.copy(SPEC_DIR / "TraceKRaft.tla", work / "TraceKRaft.tla")
+        (work / "TraceData.tla").write_text(trace_module(trace, hidden_steps, events))
+        (work / "TraceKRaft.cfg").write_text(cfg)
+        return run_tlc("TraceKRaft.tla", "TraceKRaft.cfg", spec_dir=work, **tlc)
 
 
 def validate_trace(
@@ -375,54 +530,52 @@ def validate_trace(
     *,
     hidden_steps: int | None = None,
     workers: int = 1,
-    java_opts: Sequence[str] = ("-XX:+UseParallelGC",),
+    java_opts: Sequence[str] = DEFAULT_JAVA_OPTS,
     timeout: float | None = None,
+    state_before: bool = True,
 ) -> TraceVerdict:
-    """Decide whether the trace at ``path`` is a behaviour of KRaft."""
+    """Decide whether the trace at ``path`` is a behaviour of KRaft.
+
+    On a failed event, a second (shorter) TLC run over the events before it prints the spec state
+    just before it, unless ``state_before`` is False.
+    """
     trace = read_trace(path)
-    with tempfile.TemporaryDirectory(prefix="kraft-trace-") as tmp:
-        work = Path(tmp)
-        shutil.copy(SPEC_DIR / "KRaft.tla", work / "KRaft.tla")
-        shutil.copy(SPEC_DIR / "TraceKRaft.tla", work / "TraceKRaft.tla")
-        (work / "TraceData.tla").write_text(trace_module(trace, hidden_steps))
-        (work / "TraceKRaft.cfg").write_text(TRACE_CFG)
-        result = run_tlc(
-            "TraceKRaft.tla",
-            "TraceKRaft.cfg",
-            spec_dir=work,
-            workers=workers,
-            java_opts=java_opts,
-            timeout=timeout,
-        )
-    return verdict(trace, result)
+    tlc: dict[str, Any] = {"workers": workers, "java_opts": java_opts, "timeout": timeout}
+    result = _run(trace, TRACE_CFG, hidden_steps, None, **tlc)
+    found = verdict(trace, result)
+    if not found.passed and found.failed_event is not None and found.state_before is None and state_before:
+        reached = trace.events.index(found.failed_event)
+        if reached == 0:
+            found.state_before = "the initial state"
+        else:
+            prefix = _run(trace, STATE_CFG, hidden_steps, trace.events[:reached], **tlc)
+            states = _STATE.findall(prefix.output)
+            if states:
+                found.state_before = " ".join(states[0].split())
+    return found
 
 
 def verdict(trace: Trace, result: TlcResult) -> TraceVerdict:
     """Read TLC's answer on TraceKRaft for ``trace``."""
     n = len(trace.events)
-    if result.violated == "TraceNotDone":
-        return TraceVerdict(trace.path, True, n, reason="every event matched", tlc=result)
-    if result.errors:
-        return TraceVerdict(trace.path, False, n, reason="TLC error: " + "; ".join(result.errors), tlc=result)
-    if result.violated:
+    reached = max((int(m.group(1)) for m in _MATCHED.finditer(result.output)), default=0)
+    if result.violated and result.violated != "TraceNotDone":
         failed = _failed_at(trace, result)
         return TraceVerdict(
             trace.path, False, n, failed, reason=f"{result.violated} is violated along the trace", tlc=result
         )
-    reached = 0
-    state: str | None = None
-    for found in _MATCHED.finditer(result.output):
-        if int(found.group(1)) >= reached:
-            reached, state = int(found.group(1)), " ".join(found.group(3).split())
-    if reached >= n:  # cannot happen when TraceNotDone holds; keep the verdict honest
-        return TraceVerdict(trace.path, False, n, reason="TLC found no witness", tlc=result)
+    if result.errors:
+        return TraceVerdict(trace.path, False, n, reason="TLC error: " + "; ".join(result.errors), tlc=result)
+    if reached >= n or result.violated == "TraceNotDone":
+        return TraceVerdict(trace.path, True, n, reason="every event matched", tlc=result)
+    if not result.ok:
+        return TraceVerdict(trace.path, False, n, reason="TLC did not finish", tlc=result)
     failed = trace.events[reached]
     return TraceVerdict(
         trace.path,
         False,
         n,
         failed,
-        state_before=state if reached else "the initial state",
         reason=f"no behaviour of KRaft produces event seq {failed.seq} ({failed.event} by node {failed.node})",
         tlc=result,
     )

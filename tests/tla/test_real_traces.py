@@ -2,8 +2,8 @@
 
 Every trace the simulator writes must be a behaviour of tla/KRaft.tla (the
 node's Restart at seq 0 is KRaft's Restart from the initial state, a long-poll
-answer is the unrecorded AnswerParkedFetch).  A copy of a real trace doctored
-at one event must fail at exactly that event.
+answer is an AnswerParkedFetch row derived from the leader's Send).  A copy of a
+real trace doctored at one event must fail at exactly that event.
 """
 
 from __future__ import annotations
@@ -68,6 +68,43 @@ def test_simulator_trace_with_loss_duplication_and_resends_validates(tmp_path: P
     path = _simulate(tmp_path, 0, profile="default", duration_ms=10_000)
     events = [e.event for e in read_trace(path).events]
     assert "DropMessage" in events and "DuplicateMessage" in events
+    verdict = validate_trace(path, timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+
+
+def test_handler_rows_name_their_message_and_parked_answers_are_rows(tmp_path: Path) -> None:
+    # Exact matching: each handler row carries KRaft.tla's record of the message it handles (from the
+    # Receive before it) and each parked long poll the leader answers later is a row of its own.
+    events = read_trace(_simulate(tmp_path, 0)).events
+    handlers = [e for e in events if e.event.startswith("Handle") and e.event != "HandleDescribeQuorumRequest"]
+    assert handlers
+    for e in handlers:
+        api = e.event.removeprefix("Handle")
+        assert e.msg["type"] == api, (e.seq, e.event, e.msg)
+        assert e.msg["to"] == e.node and "epoch" in e.msg, (e.seq, e.msg)
+    answers = [e for e in events if e.event == "AnswerParkedFetch"]
+    assert answers, "seed 0 has long polls answered later"
+    for e in answers:
+        assert e.msg["type"] == "ParkedFetch" and e.msg["to"] == e.node
+        assert e.reply["type"] == "FetchResponse" and e.reply["to"] == e.msg["from"]
+    parked = [e for e in events if e.event == "HandleFetchRequest" and e.reply.get("type") == "ParkedFetch"]
+    assert len(parked) >= len(answers)
+
+
+# Default-fault simulator seeds that once failed validation, each for its own reason: a TLC 2.15
+# mis-evaluation of the message bag under any-message matching (4, 18); a duplicated fetch parked twice
+# and answered twice (8); a duplicated fetch still in the network when the follower fetched again (116);
+# a BeginQuorumEpoch resent with the cluster id the first send lacked (141); a DivergingEpoch for an
+# epoch below every epoch of the leader's log, answered as Kafka does (145).
+REGRESSION_SEEDS = ((4, 10_000), (8, 10_000), (18, 10_000), (116, 5_000), (141, 5_000), (145, 5_000))
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+@pytest.mark.parametrize(("seed", "duration_ms"), REGRESSION_SEEDS)
+def test_default_fault_regression_seeds_validate(tmp_path: Path, seed: int, duration_ms: int) -> None:
+    path = _simulate(tmp_path, seed, profile="default", duration_ms=duration_ms)
     verdict = validate_trace(path, timeout=300)
     assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
 

@@ -1,0 +1,121 @@
+"""Trace validation time (tla/TraceKRaft.tla under TLC) against trace length: 1k, 5k, 10k, 20k events.
+
+Run: ``python bench/bench_validate.py`` (``--quick``: 1k and 5k only; ``--sizes 1000,10000`` to choose;
+``--tlc`` also runs ``make tlc``'s bounded model check and prints its distinct states and time).
+
+The traces are prefixes of one simulator run (seed ``--seed``, 3 nodes, the default fault profile:
+loss, duplication, reordering, crashes), generated in the run; an *event* is one trace line (an action
+with its state, or a Send/Receive). A prefix is itself a trace (what is in flight at its end counts as
+lost). Side by side, measured in the same run:
+
+* ``baseline``: the same TLC invocation on a trace of no events (JVM start, parsing KRaft.tla and
+  TraceKRaft.tla, TLC set-up): the fixed cost every validation pays;
+* ``growth vs linear``: (seconds above the baseline per event) / (the same for the smallest size);
+  1.0 is linear growth, 2.0 means each event costs twice what it cost in the smallest trace.
+
+Goal (issue 5): linear growth and 10k events in under 60 s on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from kraft_tck.tla.tlc import DEFAULT_CONFIG, SMALL_CONFIG, run_tlc
+from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.traces.sim import SimConfig, simulate
+
+GOAL_EVENTS, GOAL_SECONDS = 10_000, 60.0
+
+
+def simulator_trace(out: Path, seed: int, events: int) -> Path:
+    """A simulator trace of at least ``events`` events (longer virtual time until it is)."""
+    duration_ms = max(10_000, events * 15)
+    while True:
+        path = out / f"seed-{seed}-{duration_ms}.ndjson"
+        result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=duration_ms, profile="default"), path)
+        result.raise_for_violation()
+        if result.events >= events:
+            return path
+        duration_ms *= 2
+
+
+def prefix(source: Path, events: int, out: Path) -> Path:
+    """The header and the first ``events`` events of ``source``."""
+    lines = source.read_text().splitlines()[: events + 1]
+    path = out / f"prefix-{events}.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def timed(path: Path) -> tuple[float, bool, int]:
+    started = time.perf_counter()
+    verdict = validate_trace(path, timeout=1800)
+    seconds = time.perf_counter() - started
+    if not verdict.passed:
+        print(f"  FAIL {path.name}: {verdict.reason}")
+    return seconds, verdict.passed, verdict.events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,5000,10000,20000", help="trace lengths in events")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="1k and 5k events only, no TLC model check")
+    parser.add_argument("--tlc", action="store_true", help="also model-check MCKRaft.cfg (make tlc)")
+    parser.add_argument("--tlc-config", default=DEFAULT_CONFIG, help=f"config for --tlc (e.g. {SMALL_CONFIG})")
+    args = parser.parse_args()
+    sizes = [1000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
+        out = Path(tmp)
+        source = simulator_trace(out, args.seed, max(sizes))
+        empty = out / "empty.ndjson"
+        empty.write_text(source.read_text().splitlines()[0] + "\n")
+        base, _, _ = timed(empty)
+        print(
+            f"trace validation: simulator seed {args.seed}, 3 nodes, default faults; goal {GOAL_EVENTS:,} events "
+            f"< {GOAL_SECONDS:.0f} s, linear growth"
+        )
+        print(f"baseline (TLC on a trace of no events: JVM, parsing, set-up): {base:.1f} s")
+        print(
+            f"{'events':>7} {'rows':>7} {'seconds':>8} {'events/s':>9} {'above base':>10} "
+            f"{'growth vs linear':>16} {'verdict':>7}"
+        )
+        first_rate: float | None = None
+        for n in sizes:
+            path = prefix(source, n, out)
+            rows = len(read_trace(path).events)
+            seconds, passed, _ = timed(path)
+            above = max(seconds - base, 1e-3)
+            per_event = above / n
+            first_rate = first_rate or per_event
+            print(
+                f"{n:>7,} {rows:>7,} {seconds:>8.1f} {n / seconds:>9.0f} {above:>10.1f} "
+                f"{per_event / first_rate:>16.2f} {'PASS' if passed else 'FAIL':>7}",
+                flush=True,
+            )
+            if n == GOAL_EVENTS:
+                print(
+                    f"        goal {GOAL_EVENTS:,} events < {GOAL_SECONDS:.0f} s: "
+                    f"{'met' if seconds < GOAL_SECONDS else 'NOT met'} ({seconds:.1f} s)"
+                )
+    if args.tlc and not args.quick:
+        result = run_tlc(config=args.tlc_config, workers=2)
+        print(f"\nmake tlc ({args.tlc_config}, 2 workers): {result.summary()}")
+        print(
+            json.dumps(
+                {
+                    "distinct": result.distinct_states,
+                    "generated": result.states_generated,
+                    "depth": result.depth,
+                    "seconds": round(result.seconds, 1),
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
