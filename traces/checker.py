@@ -17,6 +17,10 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
 * CommittedNeverTruncated — a `log.truncatedTo` below the node's high watermark before that step.
 * LogMatching — `log.appended` batches with a digest: per (baseOffset, epoch) the batch with the smallest
   (seq, node) sets (lastOffset, digest); every node that appended another one is reported at its first seq.
+* OnlineRequiresRegistration (issue 7; seed 002 "Register Flow") — a `BrokerEvent` whose broker state is
+  Online is reported at its seq unless the same node's trace shows, at a smaller seq, a `BrokerEvent` of a
+  RegisterBrokerRecord for that broker id and broker epoch whose offset is below the highest high watermark
+  of that node's states up to the Online event (committed). Reported with epoch = the broker epoch.
 
 Order inside a node is seq order; a node's events of one run are expected in one file (true of node,
 harness and simulator traces).
@@ -35,7 +39,8 @@ from typing import Any
 from kraft_tck.traces.trace import FORMAT_VERSION, iter_lines, line_errors
 
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
-              "CommittedNeverTruncated", "LogMatching")
+              "CommittedNeverTruncated", "LogMatching", "OnlineRequiresRegistration")
+REGISTER_BROKER_RECORD = "RegisterBrokerRecord"
 
 
 @dataclass(frozen=True, order=True)
@@ -125,13 +130,20 @@ class _State:
         self.last: dict[tuple[str, str, int], tuple[int, int]] = {}  # node -> (epoch, hw) of previous state
         # (src, run, baseOffset, epoch) -> (lastOffset, digest) -> node -> first seq
         self.batches: dict[tuple[str, str, int, int], dict[tuple[int, str], dict[int, int]]] = {}
+        self.max_hw: dict[tuple[str, str, int], int] = {}  # node -> highest high watermark so far
+        # (src, run, node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported
+        self.registrations: dict[tuple[str, str, int, int, int], int] = {}
 
     def event(self, src: str, run: str, ev: dict[str, Any]) -> None:
         st = ev.get("state")
         if st is None:
+            if ev.get("event") == "BrokerEvent":
+                self.broker_event(src, run, ev)
             return
         seq, node, epoch = ev["seq"], ev["node"], st["epoch"]
         hw = st["highWatermark"]
+        if hw > self.max_hw.get((src, run, node), 0):
+            self.max_hw[(src, run, node)] = hw
         claimants = set()
         if st["role"] == "Leader":
             claimants.add(node)
@@ -174,6 +186,24 @@ class _State:
             if node not in nodes or seq < nodes[node]:
                 nodes[node] = seq
 
+    def broker_event(self, src: str, run: str, ev: dict[str, Any]) -> None:
+        b: dict[str, Any] = ev.get("broker") or {}
+        node, seq = ev["node"], ev["seq"]
+        broker: int = b.get("brokerId", -1)
+        epoch: int = b.get("brokerEpoch", -1)
+        key = (src, run, node, broker, epoch)
+        if b.get("state") == "Online":
+            offset = self.registrations.get(key)
+            hw = self.max_hw.get((src, run, node), 0)
+            if offset is None:
+                self.out.append(Violation("OnlineRequiresRegistration", src, run, node, epoch, seq,
+                                          online_unregistered(broker, epoch, node)))
+            elif offset >= hw:
+                self.out.append(Violation("OnlineRequiresRegistration", src, run, node, epoch, seq,
+                                          online_uncommitted(broker, epoch, node, offset, hw)))
+        if b.get("record") == REGISTER_BROKER_RECORD and key not in self.registrations:
+            self.registrations[key] = b.get("offset", epoch)
+
     def finish(self) -> list[Violation]:
         out = list(self.out)
         for (src, run, epoch), per in self.claims.items():
@@ -203,6 +233,17 @@ class _State:
                                          f" {sig[0]}) on node {n}, {first_sig[1]} (last offset {first_sig[0]})"
                                          f" on node {first_node} at seq {first_seq}"))
         return sorted_violations(out)
+
+
+def online_unregistered(broker: int, epoch: int, node: int) -> str:
+    """OnlineRequiresRegistration's texts, shared by this checker, the Spark pipeline and the simulator."""
+    return (f"broker {broker} reported Online with broker epoch {epoch}, but node {node} shows no earlier "
+            f"RegisterBrokerRecord for broker {broker} epoch {epoch}")
+
+
+def online_uncommitted(broker: int, epoch: int, node: int, offset: int, hw: int) -> str:
+    return (f"broker {broker} reported Online with broker epoch {epoch}, but its RegisterBrokerRecord (offset "
+            f"{offset}) is not below node {node}'s high watermark {hw}")
 
 
 def sorted_violations(vs: Iterable[Violation]) -> list[Violation]:

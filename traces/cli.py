@@ -47,8 +47,16 @@ def parse_duration_ms(text: str) -> int:
     show_default=True,
     help="Client writes per virtual second on the leader.",
 )
+@click.option(
+    "--brokers",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Simulated brokers registering with the active controller (KIP-631); 0 turns them off.",
+)
 def simulate_cmd(
-    seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float
+    seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float,
+    brokers: int,
 ) -> None:
     """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
     invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
@@ -75,7 +83,8 @@ def simulate_cmd(
         task = progress.add_task("seeds", total=seeds, status="")
         for seed in range(first_seed, first_seed + seeds):
             config = SimConfig(
-                seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate
+                seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate,
+                brokers=brokers,
             )
             result = simulate(config, out / f"seed-{seed}.ndjson")
             events += result.events
@@ -101,7 +110,7 @@ def simulate_cmd(
         seed = min(s for bad in violations.values() for s in bad)
         click.echo(
             f"reproduce: kraft-tck simulate --seeds 1 --first-seed {seed} --nodes {nodes} "
-            f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --out {out_dir}"
+            f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --brokers {brokers} --out {out_dir}"
         )
         raise SystemExit(1)
 

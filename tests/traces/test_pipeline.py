@@ -126,3 +126,92 @@ def test_fan_out_turns_a_crashing_validator_into_a_failed_verdict(spark: Any, tm
     verdicts = fan_out(spark, files, picky, tasks=2)
     assert [(Path(v.file).name, v.ok) for v in verdicts] == [("seed-12.ndjson", True), ("seed-13.ndjson", False)]
     assert "validator failed: RuntimeError: boom" in verdicts[1].message
+
+
+# ------------------------------------------------------------------------------------ brokers (issue 7)
+
+
+def _plant_unregistered_online(lines: list[str]) -> list[tuple[str, int, int, int]]:
+    """The first Online BrokerEvent now names a broker nobody registered."""
+    i, ev = next((i, json.loads(t)) for i, t in enumerate(lines) if '"state":"Online"' in t)
+    ev["broker"]["brokerId"] = 999
+    lines[i] = json.dumps(ev)
+    return [("OnlineRequiresRegistration", ev["node"], ev["broker"]["brokerEpoch"], ev["seq"])]
+
+
+def _plant_uncommitted_registration(lines: list[str]) -> list[tuple[str, int, int, int]]:
+    """The first RegisterBrokerRecord event now says its record sits far above any high watermark: every
+    Online report of that broker epoch on that node lacks a committed registration."""
+    i, reg = next((i, json.loads(t)) for i, t in enumerate(lines) if '"record":"RegisterBrokerRecord"' in t)
+    reg["broker"]["offset"] = 10**9
+    lines[i] = json.dumps(reg)
+    node, broker, epoch = reg["node"], reg["broker"]["brokerId"], reg["broker"]["brokerEpoch"]
+    onlines = [json.loads(t) for t in lines[i + 1:] if '"state":"Online"' in t]
+    return [("OnlineRequiresRegistration", node, epoch, e["seq"]) for e in onlines
+            if (e["node"], e["broker"]["brokerId"], e["broker"]["brokerEpoch"]) == (node, broker, epoch)]
+
+
+BROKER_PLANTS = {"broker-unregistered": _plant_unregistered_online,
+                 "broker-uncommitted": _plant_uncommitted_registration}
+
+
+@pytest.fixture(scope="module")
+def broker_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[tuple[str, int, int, int]]]]:
+    """Simulated traces with brokers: two clean seeds, and one planted copy of another seed per plant."""
+    from kraft_tck.traces.sim import SimConfig, simulate
+
+    root = tmp_path_factory.mktemp("brokers")
+    for seed in (0, 1):
+        simulate(SimConfig(seed=seed, duration_ms=20_000), root / f"seed-{seed}.ndjson").raise_for_violation()
+    expected = {}
+    for i, (run, plant) in enumerate(BROKER_PLANTS.items()):
+        path = root / f"{run}.ndjson"
+        simulate(SimConfig(seed=10 + i, duration_ms=20_000), path).raise_for_violation()
+        lines = path.read_text().splitlines()
+        head = json.loads(lines[0])
+        head["run"] = run
+        lines[0] = json.dumps(head)
+        expected[run] = plant(lines)
+        assert expected[run], f"{run}: nothing to plant on"
+        path.write_text("\n".join(lines) + "\n")
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def broker_result(spark: Any, broker_corpus: tuple[Path, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root, _ = broker_corpus
+    out = tmp_path_factory.mktemp("brokers-out")
+    return out, run_pipeline(spark, root, out, validator=False, metrics=False, echo=_quiet)
+
+
+def test_online_brokers_without_committed_registration_are_found_where_planted(broker_corpus: Any,
+                                                                              broker_result: Any) -> None:
+    _, expected = broker_corpus
+    _, res = broker_result
+    for run, want in expected.items():
+        found = [(v.invariant, v.node, v.epoch, v.seq) for v in res.violations if v.run == run]
+        assert found == sorted(want, key=lambda w: w[3]), run
+    assert not [v for v in res.violations if v.run not in expected], "clean simulated traces are clean"
+    assert res.exit_code == EXIT_VIOLATIONS
+
+
+def test_broker_checks_equal_the_python_checker(broker_corpus: Any, broker_result: Any) -> None:
+    root, _ = broker_corpus
+    _, res = broker_result
+    py = check_paths(trace_files(root), validate=False)
+    assert [v.key() for v in res.violations] == [v.key() for v in py.violations]
+    assert [v.detail for v in res.violations] == [v.detail for v in py.violations]
+
+
+def test_broker_events_are_counted_in_the_events_table(spark: Any, broker_corpus: Any, broker_result: Any) -> None:
+    root, _ = broker_corpus
+    out, res = broker_result
+    in_files = sum(json.loads(t).get("event") == "BrokerEvent" for p in trace_files(root)
+                   for t in p.read_text().splitlines()[1:])
+    events = spark.read.parquet(str(out / "tables" / "events"))
+    brokers = events.where("event = 'BrokerEvent'")
+    assert brokers.count() == in_files > 0
+    assert brokers.where("brokerId IS NULL OR brokerState IS NULL OR brokerEpoch IS NULL").count() == 0
+    assert {r["brokerState"] for r in brokers.select("brokerState").distinct().collect()} >= {"Fenced", "Online"}
+    assert res.counts["events accepted"] == events.count()
+    assert "OnlineRequiresRegistration" in (out / "report.md").read_text()

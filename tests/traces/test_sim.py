@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -12,7 +13,9 @@ from kraft_tck.reference.core import CoreConfig
 from kraft_tck.reference.io import QuorumStateSnapshot
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerRegistry
 from kraft_tck.spec.records import data_batch
+from kraft_tck.traces.checker import check_paths
 from kraft_tck.traces.cli import COMMANDS, parse_duration_ms
 from kraft_tck.traces.sim import Crash, NetConfig, OneWay, Partition, SimConfig, simulate
 from kraft_tck.traces.sim.bodies import MessageBodies
@@ -158,6 +161,10 @@ def test_bad_configuration_is_named() -> None:
         SimConfig(seed=1, profile="wild")
     with pytest.raises(ValueError, match="loss is a probability"):
         NetConfig(loss=1.5)
+    with pytest.raises(ValueError, match="brokers must be >= 0"):
+        SimConfig(seed=1, brokers=-2)
+    with pytest.raises(ValueError, match="must exceed broker_heartbeat_interval_ms"):
+        SimConfig(seed=1, broker_session_timeout_ms=500, broker_heartbeat_interval_ms=1000)
 
 
 def test_cli_simulate_writes_one_trace_per_seed(tmp_path: Path) -> None:
@@ -179,11 +186,113 @@ def test_cli_rejects_a_bad_duration() -> None:
     assert result.exit_code != 0 and "expected a positive duration" in result.output
 
 
+@pytest.mark.parametrize("brokers", [0, 3])
 @pytest.mark.parametrize("seed", [6, 30, 98, 119, 134])
-def test_heavy_fault_seeds_that_once_broke_committed_never_truncated(seed: int, tmp_path: Path) -> None:
+def test_heavy_fault_seeds_that_once_broke_committed_never_truncated(seed: int, brokers: int, tmp_path: Path) -> None:
     """Under heavy faults (reordering, duplication) these seeds made the core apply a stale DivergingEpoch
     and truncate below its high watermark (CommittedNeverTruncated) before the core kept one request in
-    flight per destination and dropped responses that do not answer it."""
-    result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=60_000, profile="heavy"),
+    flight per destination and dropped responses that do not answer it. ``brokers=0`` replays those very
+    runs (a broker-less trace is what it was before brokers existed); with brokers, the same schedules."""
+    result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=60_000, profile="heavy", brokers=brokers),
                       trace_path=tmp_path / f"seed-{seed}.ndjson")
     assert result.violation is None, result.violation
+
+
+# ------------------------------------------------------------------------------------ brokers (issue 7)
+
+
+def _broker_events(path: Path) -> list[dict[str, Any]]:
+    return [e for e in read_trace(path).events if e["event"] == "BrokerEvent"]
+
+
+def test_brokers_register_come_online_and_every_node_applies_the_same_records(tmp_path: Path) -> None:
+    """KIP-631 / seed 002 "Register Flow": a broker registers Fenced, is unfenced once caught up; crashed
+    brokers are fenced when their session expires; controlled shutdowns pass Stopping to Offline. Every
+    node reports the same changes (a registry is a pure function of the committed log)."""
+    seen: set[tuple[str, str]] = set()
+    for seed in (0, 1, 3):
+        path = tmp_path / f"b{seed}.ndjson"
+        result = simulate(SimConfig(seed=seed, duration_ms=60_000, profile="default"), path)
+        assert result.violation is None, result.violation
+        assert validate_file(path) == []
+        events = _broker_events(path)
+        assert result.broker_events == len(events) > 0
+        header = read_trace(path).header
+        assert header["config"]["brokers"] == [100, 101, 102]
+        by_node: dict[int, list[tuple[int, str, int, str]]] = {}
+        for e in events:
+            b = e["broker"]
+            assert e["note"] == b["record"]
+            by_node.setdefault(e["node"], []).append((b["offset"], b["record"], b["brokerId"], b["state"]))
+            seen.add((b["record"], b["state"]))
+        # Restarted nodes replay from offset 0: compare each node's changes by offset, once each.
+        histories = [dict(((o, r, i), s) for o, r, i, s in changes) for changes in by_node.values()]
+        common = set.intersection(*(set(h) for h in histories))
+        assert common, "the nodes share committed broker records"
+        for key in common:
+            assert len({h[key] for h in histories}) == 1, f"nodes disagree on {key}"
+    assert {("RegisterBrokerRecord", "Fenced"), ("UnfenceBrokerRecord", "Online"), ("FenceBrokerRecord", "Fenced"),
+            ("BrokerRegistrationChangeRecord", "Stopping"), ("BrokerRegistrationChangeRecord", "Offline")} <= seen
+
+
+def test_brokers_keep_a_seeds_schedule_and_zero_brokers_add_nothing(tmp_path: Path) -> None:
+    with_brokers = simulate(SimConfig(seed=21, duration_ms=20_000), tmp_path / "with.ndjson")
+    without = simulate(SimConfig(seed=21, duration_ms=20_000, brokers=0), tmp_path / "without.ndjson")
+    a, b = read_trace(tmp_path / "with.ndjson"), read_trace(tmp_path / "without.ndjson")
+    for key in ("schedule", "clock.skew.ppm", "net", "clock"):
+        assert a.header["config"][key] == b.header["config"][key], key
+    assert with_brokers.faults == without.faults
+    assert without.broker_events == 0 and not _broker_events(tmp_path / "without.ndjson")
+    assert not any(k.startswith("broker") for k in b.header["config"])
+    assert with_brokers.broker_events > 0
+
+
+class EagerRegistry(BrokerRegistry):
+    """Bug: a registration is applied unfenced, so the broker is Online before any catch-up (seed 002 says
+    a registered broker starts Fenced) — and no earlier registration backs that Online."""
+
+    def apply(self, offset: int, name: str, body: dict[str, Any]) -> BrokerChange:
+        if name == REGISTER:
+            body = {**body, "Fenced": False}
+        return super().apply(offset, name, body)
+
+
+def test_online_without_an_earlier_committed_registration_stops_the_seed(tmp_path: Path) -> None:
+    config = SimConfig(seed=2, duration_ms=20_000, profile="none")
+    result = simulate(config, tmp_path / "bad.ndjson", registry_class=EagerRegistry)
+    v = result.violation
+    assert v is not None and v.invariant == "OnlineRequiresRegistration", v
+    assert "shows no earlier RegisterBrokerRecord" in v.detail and f"epoch {v.epoch}" in v.detail
+    again = simulate(config, registry_class=EagerRegistry).violation
+    assert again is not None and (again.node, again.epoch, again.seq, again.ts) == (v.node, v.epoch, v.seq, v.ts)
+    # The trace ends at the violating event: it is the next line's seq, and the checker names the same event.
+    events = read_trace(tmp_path / "bad.ndjson").events
+    assert len(events) == v.seq
+    assert simulate(config).violation is None
+
+
+def test_the_checker_finds_an_online_broker_without_registration(tmp_path: Path) -> None:
+    path = tmp_path / "seed-4.ndjson"
+    simulate(SimConfig(seed=4, duration_ms=30_000, profile="none"), path).raise_for_violation()
+    assert check_paths([path]).violations == []
+    lines = path.read_text().splitlines()
+    i, ev = next((i, json.loads(t)) for i, t in enumerate(lines) if '"state":"Online"' in t)
+    ev["broker"]["brokerId"] = 999  # never registered
+    lines[i] = json.dumps(ev)
+    path.write_text("\n".join(lines) + "\n")
+    found = check_paths([path]).violations
+    assert [(v.invariant, v.node, v.epoch, v.seq) for v in found] == [
+        ("OnlineRequiresRegistration", ev["node"], ev["broker"]["brokerEpoch"], ev["seq"])]
+    assert "broker 999 reported Online" in found[0].detail
+
+
+def test_cli_simulate_takes_the_broker_count(tmp_path: Path) -> None:
+    (command,) = [c for c in COMMANDS if c.name == "simulate"]
+    for brokers, expected in (("0", None), ("2", [100, 101])):
+        out = tmp_path / brokers
+        result = CliRunner().invoke(command, ["--seeds", "1", "--duration", "5s", "--out", str(out),
+                                              "--brokers", brokers])
+        assert result.exit_code == 0, result.output
+        assert read_trace(out / "seed-0.ndjson").header["config"].get("brokers") == expected
+    result = CliRunner().invoke(command, ["--seeds", "1", "--out", str(tmp_path / "x"), "--brokers", "-1"])
+    assert result.exit_code != 0 and "--brokers" in result.output

@@ -86,9 +86,42 @@ def log_matching(appends: DataFrame) -> DataFrame:
     return _shape(bad, "LogMatching", F.col("node"), F.col("epoch"), F.col("seq"), detail)
 
 
+def online_requires_registration(events: DataFrame) -> DataFrame:
+    """A BrokerEvent saying Online needs, on the same node and earlier, a BrokerEvent of that broker's
+    RegisterBrokerRecord with the same broker epoch, at an offset below the node's highest high watermark so
+    far (seed 002 "Register Flow": a broker starts Fenced and comes online only once registered)."""
+    brokers = events.where(F.col("event") == "BrokerEvent")
+    node = ["source", "run", "node"]
+    key = [*node, "brokerId", "brokerEpoch"]
+    regs = brokers.where(F.col("brokerRecord") == "RegisterBrokerRecord").groupBy(*key) \
+        .agg(F.min(F.struct("seq", F.coalesce("brokerOffset", "brokerEpoch").alias("offset"))).alias("r")) \
+        .select(*key, F.col("r.seq").alias("regSeq"), F.col("r.offset").alias("regOffset"))
+    online = brokers.where(F.col("brokerState") == "Online").select(*key, "seq", "file", "line")
+    # The highest high watermark up to each Online event: one window over that node's states and its Online
+    # events (only nodes that report one: runs without brokers cost nothing here).
+    states = _states(events).join(online.select(*node).distinct(), node, "left_semi") \
+        .select(*node, "seq", "file", "line", F.col("highWatermark").alias("hw"),
+                F.lit(None).cast("long").alias("brokerId"), F.lit(None).cast("long").alias("brokerEpoch"))
+    w = Window.partitionBy(*node).orderBy("seq", "file", "line").rowsBetween(Window.unboundedPreceding, 0)
+    marked = online.select(*node, "seq", "file", "line", F.lit(None).cast("long").alias("hw"), "brokerId",
+                           "brokerEpoch").unionByName(states) \
+        .select(*key, "seq", F.max("hw").over(w).alias("maxHw")).where(F.col("brokerId").isNotNull())
+    checked = marked.join(regs, key, "left").withColumn("hw", F.coalesce("maxHw", F.lit(0)))
+    missing = F.col("regSeq").isNull() | (F.col("regSeq") >= F.col("seq"))
+    uncommitted = ~missing & (F.col("regOffset") >= F.col("hw"))
+    detail = F.when(missing, F.format_string(
+        "broker %d reported Online with broker epoch %d, but node %d shows no earlier RegisterBrokerRecord for "
+        "broker %d epoch %d", "brokerId", "brokerEpoch", "node", "brokerId", "brokerEpoch")).otherwise(
+        F.format_string("broker %d reported Online with broker epoch %d, but its RegisterBrokerRecord (offset %d) "
+                        "is not below node %d's high watermark %d", "brokerId", "brokerEpoch", "regOffset", "node",
+                        "hw"))
+    return _shape(checked.where(missing | uncommitted), "OnlineRequiresRegistration", F.col("node"),
+                  F.col("brokerEpoch"), F.col("seq"), detail)
+
+
 def all_checks(events: DataFrame, appends: DataFrame) -> DataFrame:
     return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(events)) \
-        .unionByName(log_matching(appends))
+        .unionByName(log_matching(appends)).unionByName(online_requires_registration(events))
 
 
 def collect_violations(df: DataFrame) -> list[Violation]:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.traces.checker import Violation
+from kraft_tck.traces.checker import INVARIANTS, Violation
 from kraft_tck.traces.pipeline.metrics import Metrics
 from kraft_tck.traces.pipeline.tlc_fanout import Verdict
 
@@ -58,12 +58,16 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
     if validator_name is not None:
         sections.append((f"Trace validation ({validator_name})", ["file", "ok", "first bad seq", "message", "s"],
                          [[v.file, v.ok, v.first_bad_seq, v.message, v.seconds] for v in verdicts]))
+    notes = {"Safety violations": "Checks run: " + ", ".join(INVARIANTS) + "."}
     md = ["# kraft-tck trace pipeline report", ""]
     body = ["<h1>kraft-tck trace pipeline report</h1>"]
     for title, cols, rows in sections:
         shown = rows[:MAX_ROWS]
         md += [f"## {title}", ""]
         body.append(f"<h2>{html.escape(title)}</h2>")
+        if title in notes:
+            md += [notes[title], ""]
+            body.append(f"<p>{html.escape(notes[title])}</p>")
         if not rows:
             md += ["(none)", ""]
             body.append("<p>(none)</p>")

@@ -13,6 +13,10 @@ seed of each core's own rng — comes from one ``random.Random(seed)``, in event
 trace, byte for byte. Wall-clock time never enters.
 
 Trace timestamps (``ts``) are global virtual time; each node's core runs on its own skewed clock.
+
+Brokers (issue 7, ``brokers.py``): every node runs the reference ``Controller`` while it is the active
+controller and applies committed records to its own ``BrokerRegistry``, emitting ``BrokerEvent``s, with
+``reference/node.py``'s rules (``_apply_committed_records``, ``_sync_controller``, ``_commit_decision``).
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from heapq import heappush
 from pathlib import Path
 from typing import Any
 
+from kraft_tck.reference.controller import BROKER_REGISTRATION, Controller, Decision, error_response
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientWrite,
+    Input,
     OutboundRequest,
     QuorumStateSnapshot,
     Ready,
@@ -42,7 +49,12 @@ from kraft_tck.reference.io import (
 )
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import FetchRequest, Request, Response, VoteRequest, VoteResponse, api_name
+from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
+from kraft_tck.reference.roles import Leader
+from kraft_tck.spec.errors import Errors
 from kraft_tck.traces.sim.bodies import MessageBodies
+from kraft_tck.traces.sim.brokers import BrokerFleet, SimBroker
+from kraft_tck.traces.sim.disk import DiskLog
 from kraft_tck.traces.sim.faults import (
     GRACE_MS,
     ClockConfig,
@@ -64,12 +76,22 @@ IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
 # Event kinds in the heap. Plain ints (not an Enum) because the loop dispatches on them millions of times.
 _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH, _WRITE = range(9)
+# Broker events (issue 7): a broker's own timer, its request reaching a node, the answer reaching it, its
+# request timing out, and a controller's session-expiry check.
+_BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
+
+# A broker request awaiting its answer: (broker id, broker generation, correlation id, api key).
+_BrokerCall = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
 class SimConfig:
     """One seed's run. ``faults=None`` draws the schedule from the seed and ``profile``; an explicit
-    tuple (hypothesis, a reproduction) is used as given. ``net``/``clock`` default to the profile's."""
+    tuple (hypothesis, a reproduction) is used as given. ``net``/``clock`` default to the profile's.
+
+    ``brokers``: simulated brokers registering with the active controller (issue 7); 0 turns them off,
+    and then a seed's trace is byte for byte what it was before brokers existed.
+    """
 
     seed: int
     nodes: int = 3
@@ -85,6 +107,9 @@ class SimConfig:
     election_backoff_max_ms: int = 1000
     request_timeout_ms: int = 2000
     fetch_max_wait_ms: int = 500
+    brokers: int = 3
+    broker_heartbeat_interval_ms: int = 1000  # Kafka's broker.heartbeat.interval.ms (default 2000)
+    broker_session_timeout_ms: int = 4000  # Kafka's broker.session.timeout.ms (default 9000)
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -93,6 +118,15 @@ class SimConfig:
             raise ValueError(f"duration_ms must be > 0, got {self.duration_ms}")
         if self.write_rate < 0:
             raise ValueError(f"write_rate must be >= 0, got {self.write_rate}")
+        if self.brokers < 0:
+            raise ValueError(f"brokers must be >= 0, got {self.brokers}")
+        if self.broker_heartbeat_interval_ms <= 0:
+            raise ValueError(f"broker_heartbeat_interval_ms must be > 0, got {self.broker_heartbeat_interval_ms}")
+        if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms:
+            raise ValueError(
+                f"broker_session_timeout_ms ({self.broker_session_timeout_ms}) must exceed "
+                f"broker_heartbeat_interval_ms ({self.broker_heartbeat_interval_ms}), or every broker is fenced"
+            )
         profile(self.profile)  # names the choices when unknown
         if self.faults is not None:
             validate_schedule(self.faults, self.node_ids)
@@ -115,6 +149,7 @@ class SimResult:
     faults: tuple[Fault, ...]
     violation: InvariantViolation | None = None
     trace_path: Path | None = None
+    broker_events: int = 0  # BrokerEvent trace events (every node's registry changes)
 
     def raise_for_violation(self) -> None:
         if self.violation is not None:
@@ -125,13 +160,13 @@ class SimulationError(RuntimeError):
     """The simulation itself (or a core) crashed with something that is not an invariant violation."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
     id: int
     cfg: CoreConfig
     ppm: int  # clock skew
     durable: QuorumStateSnapshot
-    disk: Log = field(default_factory=Log)  # the durable log: mirrors every applied log op
+    disk: DiskLog = field(default_factory=DiskLog)  # the durable log: mirrors every applied log op
     cluster_id: str | None = None  # meta.properties
     core: KRaftCore | None = None
     incarnation: int = 0
@@ -139,6 +174,15 @@ class _Node:
     hw: int = 0  # the core's high watermark after its last step
     # correlation id -> (dest, api, the core's request id)
     inflight: dict[int, tuple[int, str, int]] = field(default_factory=dict)
+    # Brokers (volatile, like node.py's): the registry applied from the committed log, the controller
+    # logic, broker answers waiting for their records to commit, and the next session-expiry check.
+    registry: BrokerRegistry | None = None
+    controller: Controller | None = None
+    waiters: list[tuple[int, int, _BrokerCall, dict[str, Any]]] = field(default_factory=list)
+    fence_at: int | None = None
+    # global_time's last answer: a core asks for the same deadline step after step.
+    _gt_local: int = -1
+    _gt_global: int = 0
 
     def local(self, now: int) -> int:
         """This node's clock reading at global virtual time ``now`` (monotonic in ``now``)."""
@@ -146,27 +190,34 @@ class _Node:
 
     def global_time(self, local: int) -> int:
         """The earliest global time at which this node's clock reads ``local`` or later."""
-        if self.ppm == 0:
+        ppm = self.ppm
+        if ppm == 0:
             return local
-        g = max(0, (local * 1_000_000) // (1_000_000 + self.ppm))
-        while self.local(g) < local:
+        if local == self._gt_local:
+            return self._gt_global
+        g = max(0, (local * 1_000_000) // (1_000_000 + ppm))
+        while g + (g * ppm) // 1_000_000 < local:  # self.local(g), inlined: this runs after every step
             g += 1
-        while g > 0 and self.local(g - 1) >= local:
+        while g > 0 and (g - 1) + ((g - 1) * ppm) // 1_000_000 >= local:
             g -= 1
+        self._gt_local, self._gt_global = local, g
         return g
 
 
 class Simulation:
-    """Run one seed. ``core_class`` lets tests run a deliberately broken core subclass."""
+    """Run one seed. ``core_class`` lets tests run a deliberately broken core subclass, and
+    ``registry_class`` a broken broker registry."""
 
     def __init__(
         self,
         config: SimConfig,
         trace_path: str | Path | None = None,
         core_class: type[KRaftCore] = KRaftCore,
+        registry_class: type[BrokerRegistry] = BrokerRegistry,
     ) -> None:
         self.config = config
         self.core_class = core_class
+        self.registry_class = registry_class
         prof = profile(config.profile)
         self.net = config.net or prof.net
         self.clock = config.clock or prof.clock
@@ -194,9 +245,22 @@ class Simulation:
             self.nodes[i] = _Node(
                 i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
             )
+        # Drawn after everything above and from a stream of its own: brokers change no seed's schedule.
+        self.fleet: BrokerFleet | None = None
+        if config.brokers > 0:
+            self.fleet = BrokerFleet(
+                config.seed,
+                config.brokers,
+                ids,
+                config.duration_ms,
+                config.broker_heartbeat_interval_ms,
+                prof.broker_crashes_per_min,
+                prof.broker_shutdowns_per_min,
+            )
         self.checker = InvariantChecker(config.seed)
         self.now = 0
         self.seq = 0  # trace sequence number of the next event (counted even when not tracing)
+        self.broker_events = 0
         self._heap: list[tuple[int, int, int, Any, Any]] = []
         self._order = 0
         self._corr = 0
@@ -214,28 +278,34 @@ class Simulation:
 
     def header(self) -> dict[str, Any]:
         c = self.config
+        config: dict[str, Any] = {
+            "controller.quorum.election.timeout.ms": c.election_timeout_ms,
+            "controller.quorum.fetch.timeout.ms": c.fetch_timeout_ms,
+            "controller.quorum.election.backoff.max.ms": c.election_backoff_max_ms,
+            "controller.quorum.request.timeout.ms": c.request_timeout_ms,
+            "controller.quorum.fetch.max.wait.ms": c.fetch_max_wait_ms,
+            "seed": c.seed,
+            "nodes": c.nodes,
+            "duration.ms": c.duration_ms,
+            "faults.profile": c.profile,
+            "write.rate": c.write_rate,
+            "net": dataclasses.asdict(self.net),
+            "clock": dataclasses.asdict(self.clock),
+            "clock.skew.ppm": {str(n.id): n.ppm for n in self.nodes.values()},
+            "schedule": [{"kind": type(f).__name__, **_fault_fields(f)} for f in self.faults],
+        }
+        if self.fleet is not None:  # only then: a broker-less trace stays what it was before brokers
+            config["brokers"] = sorted(self.fleet.brokers)
+            config["broker.heartbeat.interval.ms"] = c.broker_heartbeat_interval_ms
+            config["broker.session.timeout.ms"] = c.broker_session_timeout_ms
+            config["broker.schedule"] = {str(b.id): [list(p) for p in b.plan] for b in self.fleet.brokers.values()}
         return {
             "source": "simulator",
             "run": f"seed-{c.seed}",
             "implementation": IMPLEMENTATION,
             "clusterId": c.cluster_id,
             "voters": c.node_ids,
-            "config": {
-                "controller.quorum.election.timeout.ms": c.election_timeout_ms,
-                "controller.quorum.fetch.timeout.ms": c.fetch_timeout_ms,
-                "controller.quorum.election.backoff.max.ms": c.election_backoff_max_ms,
-                "controller.quorum.request.timeout.ms": c.request_timeout_ms,
-                "controller.quorum.fetch.max.wait.ms": c.fetch_max_wait_ms,
-                "seed": c.seed,
-                "nodes": c.nodes,
-                "duration.ms": c.duration_ms,
-                "faults.profile": c.profile,
-                "write.rate": c.write_rate,
-                "net": dataclasses.asdict(self.net),
-                "clock": dataclasses.asdict(self.clock),
-                "clock.skew.ppm": {str(n.id): n.ppm for n in self.nodes.values()},
-                "schedule": [{"kind": type(f).__name__, **_fault_fields(f)} for f in self.faults],
-            },
+            "config": config,
         }
 
     def run(self) -> SimResult:
@@ -264,6 +334,7 @@ class Simulation:
             faults=self.faults,
             violation=violation,
             trace_path=self.trace_path,
+            broker_events=self.broker_events,
         )
 
     def _push(self, at: int, kind: int, a: Any, b: Any = None) -> None:
@@ -277,6 +348,12 @@ class Simulation:
             self._push(f.at_ms, _FAULT_START, f)
         if self.config.write_rate > 0:
             self._push(self._next_write_gap(), _WRITE, None)
+        if self.fleet is not None:
+            for bid, at in self.fleet.start_times():
+                self._push(at, _BROKER_TIMER, bid, (0, "start"))
+            for broker in self.fleet.brokers.values():
+                for kind, at in broker.plan:
+                    self._push(at, _BROKER_TIMER, broker.id, (0, kind))
 
     def _loop(self) -> None:
         heap, end, pop = self._heap, self.config.duration_ms, heapq.heappop
@@ -291,7 +368,7 @@ class Simulation:
                 node = nodes[a]
                 if node.core is not None and node.incarnation == b and node.tick_at == at:
                     node.tick_at = None
-                    self._apply(node, node.core.tick(node.local(at)))
+                    self._apply(node, node.core.tick(at + (at * node.ppm) // 1_000_000))
             elif kind == _REQUEST:
                 self._deliver_request(nodes[a], b)
             elif kind == _RESPONSE:
@@ -310,18 +387,30 @@ class Simulation:
                     self._crash(node)
             elif kind == _WRITE:
                 self._client_write()
+            elif kind == _BROKER_TIMER:
+                self._broker_timer(a, b)
+            elif kind == _BROKER_REQUEST:
+                self._broker_request(nodes[a], b)
+            elif kind == _BROKER_RESPONSE:
+                self._broker_response(a, b)
+            elif kind == _BROKER_TIMEOUT:
+                self._broker_timeout(a, b)
+            elif kind == _FENCE:
+                self._fence(nodes[a], b)
             else:  # pragma: no cover - the kinds above are exhaustive
                 raise SimulationError(f"unknown event kind {kind}")
 
     # ------------------------------------------------------------------------------------ the shell
 
-    def _step(self, node: _Node, inp: Any) -> None:
+    def _step(self, node: _Node, inp: Input) -> Ready:
         assert node.core is not None
+        now = self.now
         try:
-            ready = node.core.step(inp, node.local(self.now))
+            ready = node.core.step(inp, now + (now * node.ppm) // 1_000_000)  # node.local(now)
         except SafetyViolation as exc:
             raise self._from_core(node, exc) from exc
         self._apply(node, ready)
+        return ready
 
     def _from_core(self, node: _Node, exc: SafetyViolation) -> InvariantViolation:
         """The core caught itself about to break a property: report it like the checker would."""
@@ -348,11 +437,11 @@ class Simulation:
         if ready.log_ops:
             disk, epoch = node.disk, core.epoch
             for op in ready.log_ops:
-                if isinstance(op, AppendBatches):
+                if type(op) is AppendBatches:
                     for batch in op.batches:
                         checker.check_append(nid, batch, first_seq, now)
                     disk.append(op.batches)
-                elif isinstance(op, TruncateTo):
+                elif type(op) is TruncateTo:
                     checker.check_truncate(nid, op.offset, disk, epoch, first_seq, now)
                     disk.truncate_to(op.offset)
             if disk.end_offset != core.log.end_offset:
@@ -363,17 +452,24 @@ class Simulation:
         if ready.cluster_id_adopted is not None:
             node.cluster_id = ready.cluster_id_adopted
         writer = self._writer
-        for ev in ready.trace:
-            ev["ts"] = now
-            checker.check_state(nid, ev["state"], self.seq, now)
-            self.seq += 1
-            if writer is not None:
-                del ev["type"]
-                writer.emit(ev)
+        check_state = checker.check_state
+        seq = self.seq
+        try:
+            for ev in ready.trace:
+                ev["ts"] = now
+                check_state(nid, ev["state"], seq, now)
+                seq += 1
+                if writer is not None:
+                    del ev["type"]
+                    writer.emit(ev)
+        finally:
+            self.seq = seq
         hw = core.high_watermark
         if hw != node.hw:
-            checker.note_high_watermark(nid, node.hw, hw, core.log, core.epoch, self.seq - 1, now)
+            checker.note_high_watermark(nid, node.hw, hw, node.disk, core.epoch, seq - 1, now)
             node.hw = hw
+            if node.registry is not None:
+                self._apply_committed_records(node)
         for out in ready.send:
             self._send_request(node, out)
         for rep in ready.replies:
@@ -390,33 +486,42 @@ class Simulation:
                 at = now + 1  # a deadline already due right after a step: never spin at one instant
             if at != node.tick_at:
                 node.tick_at = at
-                self._push(at, _TICK, nid, node.incarnation)
+                self._order += 1
+                heappush(self._heap, (at, self._order, _TICK, nid, node.incarnation))
+        if node.controller is not None:
+            self._sync_controller(node)
 
     # ------------------------------------------------------------------------------------ network
 
     def _fate(self, src: int, dst: int) -> tuple[list[int], str | None]:
         """Arrival delays of the copies of one message (empty: lost), and why it was lost."""
+        # The draws, in order, are the seed's: randrange(lo, hi + 1) is exactly randint(lo, hi).
         net, rng = self.net, self.rng
-        if self._blocked.get((src, dst)):
+        link = (src, dst)
+        if self._blocked and self._blocked.get(link):
             return [], "partitioned"
         loss = net.loss
         for extra in self._extra_loss:
             loss = 1 - (1 - loss) * (1 - extra)
-        if loss and rng.random() < loss:
+        random_ = rng.random
+        if loss and random_() < loss:
             return [], "lost"
-        copies = 2 if net.duplicate and rng.random() < net.duplicate else 1
+        copies = 2 if net.duplicate and random_() < net.duplicate else 1
         delays = []
-        link = (src, dst)
+        now, clear, lo, hi = self.now, self._link_clear, net.min_delay_ms, net.max_delay_ms + 1
         for _ in range(copies):
-            d = rng.randint(net.min_delay_ms, net.max_delay_ms)
-            if net.reorder and rng.random() < net.reorder:
+            d = rng.randrange(lo, hi)
+            if net.reorder and random_() < net.reorder:
                 # Overtaken: this one copy leaves the link's FIFO order and arrives late.
-                delays.append(d + rng.randint(0, net.reorder_max_ms))
+                delays.append(d + rng.randrange(0, net.reorder_max_ms + 1))
                 continue
             # Like one TCP connection per direction: a message never overtakes an earlier one on its link.
-            arrive = max(self.now + d, self._link_clear.get(link, 0))
-            self._link_clear[link] = arrive
-            delays.append(arrive - self.now)
+            arrive = now + d
+            last = clear.get(link, 0)
+            if last > arrive:
+                arrive = last
+            clear[link] = arrive
+            delays.append(arrive - now)
         return delays, None
 
     def _send_request(self, node: _Node, out: OutboundRequest) -> None:
@@ -430,21 +535,25 @@ class Simulation:
             raise SimulationError(f"node {src} sent {api} to unknown node {dst}")
         delays: list[int]
         why: str | None
+        now, heap = self.now, self._heap
         if target.core is None:
             delays, why = [], "refused: destination down"
-            self._push(self.now + self.net.min_delay_ms + 1, _TIMEOUT, src, (corr, node.incarnation))
+            timeout_at = now + self.net.min_delay_ms + 1
         else:
             delays, why = self._fate(src, dst)
-            wait = req.max_wait_ms if isinstance(req, FetchRequest) else 0
-            self._push(
-                self.now + self.config.request_timeout_ms + wait, _TIMEOUT, src, (corr, node.incarnation)
-            )
+            wait = req.max_wait_ms if type(req) is FetchRequest else 0
+            timeout_at = now + self.config.request_timeout_ms + wait
+        self._order += 1
+        heappush(heap, (timeout_at, self._order, _TIMEOUT, src, (corr, node.incarnation)))
         if self._writer is not None:
             self._message_event(src, "Send", self._bodies_req(req, corr, src, dst), why)
         else:
             self.seq += 1
-        for i, d in enumerate(delays):
-            self._push(self.now + d, _REQUEST, dst, (src, corr, req, target.incarnation, i > 0))
+        dup = False
+        for d in delays:
+            self._order += 1
+            heappush(heap, (now + d, self._order, _REQUEST, dst, (src, corr, req, target.incarnation, dup)))
+            dup = True
 
     def _send_response(self, node: _Node, rep: Reply) -> None:
         token = rep.reply_to
@@ -458,8 +567,11 @@ class Simulation:
             self._message_event(node.id, "Send", self._bodies_resp(rep.response, corr, node.id, dst), why)
         else:
             self.seq += 1
-        for i, d in enumerate(delays):
-            self._push(self.now + d, _RESPONSE, dst, (node.id, corr, rep.response, i > 0))
+        now, dup = self.now, False
+        for d in delays:
+            self._order += 1
+            heappush(self._heap, (now + d, self._order, _RESPONSE, dst, (node.id, corr, resp, dup)))
+            dup = True
 
     def _bodies_req(self, req: Request, corr: int, src: int, dst: int) -> dict[str, Any]:
         assert self._bodies is not None
@@ -545,6 +657,12 @@ class Simulation:
         node.inflight.clear()
         node.tick_at = None
         node.incarnation += 1
+        # The registry and the controller are memory too (rebuilt from the log after the restart);
+        # waiting brokers get no answer and time out, as from a dead process.
+        node.registry = None
+        node.controller = None
+        node.waiters = []
+        node.fence_at = None
 
     def _restart(self, node: _Node, incarnation: int) -> None:
         if node.core is not None or node.incarnation != incarnation:
@@ -558,6 +676,9 @@ class Simulation:
             raise self._from_core(node, exc) from exc
         node.core = core
         node.hw = core.high_watermark
+        if self.fleet is not None:
+            node.registry = self.registry_class()
+            node.controller = Controller(node.registry, self.config.broker_session_timeout_ms)
         self.checker.restarted(node.id)
         self._apply(node, ready)
 
@@ -593,6 +714,243 @@ class Simulation:
             self._apply(leader, ready)
         self._push(self.now + self._next_write_gap(), _WRITE, None)
 
+    # ------------------------------------------------------------------------------------ controller side
+
+    def _apply_committed_records(self, node: _Node) -> None:
+        """node.py ``_apply_committed_records``: every node applies newly committed records to its broker
+        registry in log order and reports each change as a ``BrokerEvent``; then answers waiting brokers."""
+        registry, controller, hw = node.registry, node.controller, node.hw
+        assert registry is not None and controller is not None
+        if registry.next_offset < hw:
+            changes, errors = registry.apply_committed(node.disk.batches_from(registry.next_offset), hw)
+            if errors:
+                # The controller never writes such a record: seeing one committed is a bug to stop on.
+                raise SimulationError(
+                    f"seed {self.config.seed}: node {node.id}'s broker registry refused committed records: "
+                    + "; ".join(str(e) for e in errors)
+                )
+            for change in changes:
+                self._broker_event(node, change)
+            controller.committed(hw)
+            if changes and controller.active:
+                self._schedule_fence(node)
+        if node.waiters:
+            self._release_waiters(node)
+
+    def _broker_event(self, node: _Node, change: BrokerChange) -> None:
+        # Seed 002 "Controller Action": a broker comes online only once it has registered and caught up.
+        self.checker.check_broker_event(node.id, change, node.disk, self.seq, self.now)
+        if self._writer is not None:
+            self._writer.emit(
+                {"ts": self.now, "node": node.id, "event": "BrokerEvent", "broker": change.to_json(),
+                 "note": change.record}
+            )
+        self.seq += 1
+        self.broker_events += 1
+
+    def _sync_controller(self, node: _Node) -> None:
+        """node.py ``_sync_controller``: the active controller is the Raft leader whose epoch has committed
+        an entry and whose registry holds the whole committed log."""
+        core, controller = node.core, node.controller
+        assert core is not None and controller is not None and node.registry is not None
+        role = core.role
+        if (
+            isinstance(role, Leader)
+            and node.hw > role.epoch_start_offset
+            and node.registry.next_offset >= node.hw
+        ):
+            if not controller.active or controller.epoch != role.epoch:
+                controller.activate(node.local(self.now), role.epoch, core.cluster_id)
+                self._schedule_fence(node)
+        elif controller.active:
+            controller.deactivate()
+            self._fail_waiters(node)
+            node.fence_at = None
+
+    def _broker_request(self, node: _Node, payload: tuple[int, int, int, int, dict[str, Any], int]) -> None:
+        """node.py ``_handle_broker_request``: the controller decides; records are appended; the answer
+        leaves once they are committed (KIP-631: the broker epoch is the committed record's offset)."""
+        bid, generation, corr, api, body, incarnation = payload
+        if node.core is None or node.incarnation != incarnation:
+            return  # the connection died with the old process: the broker times out
+        controller = node.controller
+        assert controller is not None
+        now, next_offset = node.local(self.now), node.core.log.end_offset
+        if api == BROKER_REGISTRATION:
+            decision = controller.handle_broker_registration(body, now, next_offset)
+        else:
+            decision = controller.handle_broker_heartbeat(body, now, next_offset)
+        self._commit_decision(node, decision, (bid, generation, corr, api))
+        if controller.active:
+            self._schedule_fence(node)
+
+    def _commit_decision(self, node: _Node, decision: Decision, call: _BrokerCall | None) -> None:
+        """node.py ``_commit_decision``: append, then answer once everything it depends on is committed."""
+        controller = node.controller
+        assert controller is not None and node.core is not None
+        epoch = controller.epoch
+        if decision.records:
+            ready = self._step(node, ClientWrite(tuple(r.value() for r in decision.records)))
+            result = ready.client_append
+            if result is None or not result.accepted or result.base_offset != decision.base_offset:
+                if controller.active:
+                    controller.deactivate()
+                    self._fail_waiters(node)
+                    node.fence_at = None
+                self._answer(node, call, None)
+                return
+            epoch = result.epoch
+        last = decision.commit_offset - 1
+        if last < 0:
+            self._answer(node, call, decision.response)
+        elif node.hw <= last:
+            if call is not None:
+                node.waiters.append((last, epoch, call, decision.response))
+        else:
+            ok = node.core is not None and node.core.log.epoch_of(last) == epoch
+            self._answer(node, call, decision.response if ok else None)
+
+    def _release_waiters(self, node: _Node) -> None:
+        assert node.core is not None
+        keep = []
+        log = node.core.log
+        for last, epoch, call, response in node.waiters:
+            if node.hw > last:
+                # Log Matching: the same offset in the same epoch is the very entry this controller appended.
+                self._answer(node, call, response if log.epoch_of(last) == epoch else None)
+            else:
+                keep.append((last, epoch, call, response))
+        node.waiters = keep
+
+    def _fail_waiters(self, node: _Node) -> None:
+        waiters, node.waiters = node.waiters, []
+        for _, _, call, _ in waiters:
+            self._answer(node, call, None)
+
+    def _answer(self, node: _Node, call: _BrokerCall | None, response: dict[str, Any] | None) -> None:
+        """Send a broker its answer (None: NOT_CONTROLLER), with the node's high watermark alongside."""
+        if call is None:
+            return
+        fleet = self.fleet
+        assert fleet is not None
+        bid, generation, corr, api = call
+        body = response if response is not None else error_response(api, Errors.NOT_CONTROLLER)
+        net = self.net
+        if fleet.lost(net.loss):
+            return
+        at = self.now + fleet.delay(net.min_delay_ms, net.max_delay_ms)
+        self._push(at, _BROKER_RESPONSE, bid, (generation, corr, api, body, node.hw))
+
+    def _schedule_fence(self, node: _Node) -> None:
+        """The next session-expiry check: node.py polls; here it is one event at the earliest deadline."""
+        controller = node.controller
+        assert controller is not None
+        deadline = controller.next_deadline_ms()
+        if deadline is None:
+            node.fence_at = None
+            return
+        at = max(node.global_time(deadline), self.now + 1)
+        if at != node.fence_at:
+            node.fence_at = at
+            self._push(at, _FENCE, node.id, (node.incarnation, at))
+
+    def _fence(self, node: _Node, payload: tuple[int, int]) -> None:
+        incarnation, at = payload
+        if node.core is None or node.incarnation != incarnation or node.fence_at != at:
+            return
+        node.fence_at = None
+        controller = node.controller
+        assert controller is not None
+        if not controller.active:
+            return
+        # KIP-631: no heartbeat within broker.session.timeout.ms: fence.
+        decision = controller.fence_expired(node.local(self.now), node.core.log.end_offset)
+        if decision is not None:
+            self._commit_decision(node, decision, None)
+        if controller.active:
+            self._schedule_fence(node)
+
+    # ------------------------------------------------------------------------------------ broker side
+
+    def _known_cluster_id(self) -> str | None:
+        """What a broker is formatted with: the configured id, or the one the quorum bootstrapped."""
+        if self.config.cluster_id is not None:
+            return self.config.cluster_id
+        for nid in sorted(self.nodes):
+            cid = self.nodes[nid].cluster_id
+            if cid is not None:
+                return cid
+        return None
+
+    def _broker_timer(self, bid: int, payload: tuple[int, str]) -> None:
+        fleet = self.fleet
+        assert fleet is not None
+        generation, action = payload
+        broker = fleet.brokers[bid]
+        if action == "send":
+            if broker.running and generation == broker.generation and broker.inflight is None:
+                self._broker_send(broker)
+        elif action == "start":
+            if not broker.running:
+                fleet.start(broker)
+                self._broker_send(broker)
+        elif action == "crash":
+            if broker.running:
+                fleet.stop(broker, clean=False)
+                self._push(self.now + fleet.downtime_ms(), _BROKER_TIMER, bid, (0, "start"))
+        elif action == "shutdown":
+            if broker.running and broker.epoch >= 0:
+                broker.want_shutdown = True  # seed 002 "Stopping": WantShutDown until ShouldShutDown
+        else:  # pragma: no cover - the actions above are exhaustive
+            raise SimulationError(f"unknown broker action {action!r}")
+
+    def _broker_send(self, broker: SimBroker) -> None:
+        fleet = self.fleet
+        assert fleet is not None
+        request = fleet.request(broker, self._known_cluster_id())
+        if request is None:
+            self._push(self.now + fleet.heartbeat_interval_ms, _BROKER_TIMER, broker.id, (broker.generation, "send"))
+            return
+        api, body = request
+        corr = fleet.next_corr()
+        broker.inflight = corr
+        node = self.nodes[broker.target]
+        net = self.net
+        if node.core is None:
+            timeout_at = self.now + net.min_delay_ms + 1  # connection refused
+        else:
+            timeout_at = self.now + self.config.request_timeout_ms
+            if not fleet.lost(net.loss):
+                at = self.now + fleet.delay(net.min_delay_ms, net.max_delay_ms)
+                payload = (broker.id, broker.generation, corr, api, body, node.incarnation)
+                self._push(at, _BROKER_REQUEST, node.id, payload)
+        self._push(timeout_at, _BROKER_TIMEOUT, broker.id, (broker.generation, corr))
+
+    def _broker_response(self, bid: int, payload: tuple[int, int, int, dict[str, Any], int]) -> None:
+        fleet = self.fleet
+        assert fleet is not None
+        generation, corr, api, body, committed_end = payload
+        broker = fleet.brokers[bid]
+        if not broker.running or generation != broker.generation or corr != broker.inflight:
+            return  # late, or meant for a process that is gone
+        broker.inflight = None
+        reply = fleet.on_response(broker, api, body, committed_end)
+        if reply.stopped:
+            fleet.stop(broker, clean=True)
+            self._push(self.now + reply.restart_ms, _BROKER_TIMER, bid, (0, "start"))
+        else:
+            self._push(self.now + reply.delay_ms, _BROKER_TIMER, bid, (broker.generation, "send"))
+
+    def _broker_timeout(self, bid: int, payload: tuple[int, int]) -> None:
+        fleet = self.fleet
+        assert fleet is not None
+        generation, corr = payload
+        broker = fleet.brokers[bid]
+        if broker.running and generation == broker.generation and corr == broker.inflight:
+            broker.inflight = None
+            reply = fleet.on_timeout(broker)
+            self._push(self.now + reply.delay_ms, _BROKER_TIMER, bid, (broker.generation, "send"))
+
 
 def _blocked_pairs(f: Fault, ids: Sequence[int]) -> list[tuple[int, int]]:
     """Directed links a partition-like fault cuts, in a fixed order."""
@@ -617,7 +975,10 @@ def _fault_fields(f: Fault) -> dict[str, Any]:
 
 
 def simulate(
-    config: SimConfig, trace_path: str | Path | None = None, core_class: type[KRaftCore] = KRaftCore
+    config: SimConfig,
+    trace_path: str | Path | None = None,
+    core_class: type[KRaftCore] = KRaftCore,
+    registry_class: type[BrokerRegistry] = BrokerRegistry,
 ) -> SimResult:
     """Run one seed (see ``Simulation``)."""
-    return Simulation(config, trace_path, core_class).run()
+    return Simulation(config, trace_path, core_class, registry_class).run()

@@ -119,6 +119,9 @@ class FaultProfile:
     partitions_per_min: float
     one_ways_per_min: float
     lossy_per_min: float
+    # Per simulated broker (issue 7): crashes (heartbeats stop) and controlled shutdowns per minute.
+    broker_crashes_per_min: float = 0.0
+    broker_shutdowns_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -131,6 +134,8 @@ PROFILES: dict[str, FaultProfile] = {
         partitions_per_min=2,
         one_ways_per_min=1,
         lossy_per_min=1,
+        broker_crashes_per_min=0.5,
+        broker_shutdowns_per_min=0.5,
     ),
     "heavy": FaultProfile(
         "heavy",
@@ -140,6 +145,8 @@ PROFILES: dict[str, FaultProfile] = {
         partitions_per_min=6,
         one_ways_per_min=4,
         lossy_per_min=4,
+        broker_crashes_per_min=2,
+        broker_shutdowns_per_min=2,
     ),
 }
 

@@ -3,6 +3,10 @@
 Names are the vocabulary's (spec/README.md "Invariants"); the Spark pipeline checks the same properties
 offline over trace files, this checker checks them on the live objects while the simulation runs.
 
+OnlineRequiresRegistration (issue 7; seed 002 "Register Flow" / "Controller Action"): a node reports a
+broker Online only after it reported that broker's RegisterBrokerRecord with the same broker epoch, at an
+offset below the node's high watermark — and the log itself holds that committed registration.
+
 HighWatermarkMonotonic is checked per node *incarnation*: the high watermark is volatile (Kafka keeps
 it in memory; a restarted node starts from 0 and relearns it from the leader), so a restart may lower
 it. What must survive a restart — that a committed entry is never lost — is CommittedNeverTruncated,
@@ -15,8 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraft_tck.reference.log import Log
+from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerState, decode_broker_record
 from kraft_tck.spec.records import RecordBatch, batch_digest
+from kraft_tck.traces.checker import online_uncommitted, online_unregistered
+from kraft_tck.traces.sim.disk import DiskLog
 
 INVARIANTS: tuple[str, ...] = (
     "ElectionSafety",
@@ -25,9 +31,8 @@ INVARIANTS: tuple[str, ...] = (
     "CommittedNeverTruncated",
     "HighWatermarkMonotonic",
     "EpochMonotonic",
+    "OnlineRequiresRegistration",
 )
-
-_READ_ALL = 1 << 62  # Log.read's max_bytes for "every batch from here on"
 
 
 class InvariantViolation(Exception):
@@ -78,6 +83,10 @@ class InvariantChecker:
     batches: dict[tuple[int, int], _BatchSeen] = field(default_factory=dict)  # (base, epoch) -> first seen
     committed: dict[int, _BatchSeen] = field(default_factory=dict)  # base offset -> committed batch
     committed_end: int = 0  # every offset below this was below some node's high watermark
+    max_hws: dict[int, int] = field(default_factory=dict)  # node -> highest high watermark, across restarts
+    # (node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported for it
+    registrations: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    _last_state: dict[int, tuple[int, str, int, int]] = field(default_factory=dict)  # check_state's fast path
 
     def fail(
         self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str
@@ -89,9 +98,15 @@ class InvariantChecker:
     def restarted(self, node: int) -> None:
         """The node lost its volatile state; its high watermark starts over."""
         self.hws.pop(node, None)
+        self._last_state.pop(node, None)
 
     def check_state(self, node: int, state: Mapping[str, Any], seq: int, ts: int) -> None:
         """The state a node reports right after one of its actions."""
+        # Most steps leave these four as they were, and then every check below passed already.
+        key = (state["epoch"], state["role"], state["votedId"], state["highWatermark"])
+        if self._last_state.get(node) == key:
+            return
+        self._last_state[node] = key
         epoch = state["epoch"]
         last = self.epochs.get(node)
         if last is not None and epoch < last:
@@ -163,7 +178,7 @@ class InvariantChecker:
                     "that differs from the committed one",
                 )
 
-    def check_truncate(self, node: int, offset: int, log: Log, epoch: int, seq: int, ts: int) -> None:
+    def check_truncate(self, node: int, offset: int, log: DiskLog, epoch: int, seq: int, ts: int) -> None:
         """``log``: the node's durable log before the truncation.
 
         Only removing a *committed* entry is a violation: a node may hold a stale, never-committed entry
@@ -171,7 +186,7 @@ class InvariantChecker:
         """
         if offset >= self.committed_end or offset >= log.end_offset:
             return
-        for batch in log.read(offset, _READ_ALL):
+        for batch in log.batches_from(offset):
             base = batch.base_offset
             if base >= self.committed_end:
                 break
@@ -189,13 +204,16 @@ class InvariantChecker:
                 )
 
     def note_high_watermark(
-        self, node: int, prev_hw: int, hw: int, log: Log, epoch: int, seq: int, ts: int
+        self, node: int, prev_hw: int, hw: int, log: DiskLog, epoch: int, seq: int, ts: int
     ) -> None:
         """The node's high watermark moved from ``prev_hw`` to ``hw``: its entries below ``hw`` are
-        committed. Entries already committed elsewhere must be the same ones; new ones are remembered."""
+        committed. Entries already committed elsewhere must be the same ones; new ones are remembered.
+        ``log``: the node's log after the step."""
+        if hw > self.max_hws.get(node, 0):
+            self.max_hws[node] = hw
         if hw <= prev_hw:
             return
-        for batch in log.read(prev_hw, _READ_ALL):
+        for batch in log.batches_from(prev_hw):
             base = batch.base_offset
             if base >= hw:
                 break
@@ -223,3 +241,63 @@ class InvariantChecker:
                     "from the committed ones",
                 )
         self.committed_end = max(self.committed_end, hw)
+
+    # ------------------------------------------------------------------------------------- brokers
+
+    def check_broker_event(self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int) -> None:
+        """One ``BrokerEvent`` of ``node`` (``log``: its log now). Online is checked against the
+        registrations reported *before* this event, so a registration that itself says Online fails."""
+        key = (node, change.broker_id, change.broker_epoch)
+        if change.state == BrokerState.ONLINE:
+            self._check_online(node, change, log, seq, ts)
+        if change.record == REGISTER:
+            self.registrations.setdefault(key, change.offset)
+
+    def _check_online(self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int) -> None:
+        broker, epoch = change.broker_id, change.broker_epoch
+        offset = self.registrations.get((node, broker, epoch))
+        hw = self.max_hws.get(node, 0)
+        if offset is None:
+            raise self.fail(
+                "OnlineRequiresRegistration", node, epoch, seq, ts, online_unregistered(broker, epoch, node)
+            )
+        if offset >= hw:
+            raise self.fail(
+                "OnlineRequiresRegistration", node, epoch, seq, ts, online_uncommitted(broker, epoch, node, offset, hw)
+            )
+        # The node's own word is not enough: the committed log must hold that registration.
+        batch = log.batch_at(offset)
+        seen = self.committed.get(batch.base_offset) if batch is not None else None
+        if (
+            batch is None
+            or offset >= self.committed_end
+            or seen is None
+            or not _same_batch(seen, batch)
+            or not _registers(batch, offset, broker, epoch)
+        ):
+            raise self.fail(
+                "OnlineRequiresRegistration",
+                node,
+                epoch,
+                seq,
+                ts,
+                f"broker {broker} reported Online with broker epoch {epoch}, but the committed log holds no "
+                f"RegisterBrokerRecord for it at offset {offset}",
+            )
+
+
+def _registers(batch: RecordBatch, offset: int, broker: int, epoch: int) -> bool:
+    """Does the record at ``offset`` in ``batch`` register ``broker`` with ``epoch`` (KIP-631: the broker
+    epoch is the registration record's offset)?"""
+    if batch.is_control:
+        return False
+    for rec in batch.records:
+        if batch.base_offset + rec.offset_delta == offset:
+            decoded = decode_broker_record(rec)
+            return (
+                decoded is not None
+                and decoded[0] == REGISTER
+                and decoded[2]["BrokerId"] == broker
+                and decoded[2]["BrokerEpoch"] == epoch == offset
+            )
+    return False
