@@ -32,9 +32,10 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 WRITE_INTERVAL_S = 0.001
-# Backpressure: an over-offered leader should run at capacity, not drown in uncommitted writes. Enough
-# for a 25 ms linger plus a slow commit at one write per millisecond.
-MAX_INFLIGHT_WRITES = 200
+# Backpressure: an over-offered leader should run at capacity, not drown in uncommitted writes. At one
+# write per millisecond this covers Kafka's 25 ms linger plus a commit of a few tens of ms, and bounds
+# the queue (and so the latency) of an overloaded leader to about that.
+MAX_INFLIGHT_WRITES = 64
 
 
 @dataclass
