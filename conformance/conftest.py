@@ -56,6 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--trace-dir", help="write one harness trace per case here (spec/trace.schema.json)")
     g.addoption("--report", help="write an HTML report, results.json and per-case sequence diagrams here")
     g.addoption("--no-validate", action="store_true", help="do not schema-validate the written traces")
+    g.addoption(
+        "--no-tlc",
+        action="store_true",
+        help="do not validate the target's own node trace with TLC after the catalog (faster; on by default "
+        "for targets the harness launches with --trace-file: the embedded node, --target-cmd)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -134,7 +140,11 @@ def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
     if trace_dir is None and report is not None:
         trace_dir = str(Path(report) / "traces")
     session = Session(
-        target, timeouts, Path(trace_dir) if trace_dir else None, validate=not config.getoption("--no-validate")
+        target,
+        timeouts,
+        Path(trace_dir) if trace_dir else None,
+        validate=not config.getoption("--no-validate"),
+        tlc=not config.getoption("--no-tlc"),
     )
     config.stash[_SESSION_KEY] = session
     plugin = config.pluginmanager.get_plugin("kraft-tck-report")
@@ -147,6 +157,43 @@ def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
         raise
     yield session
     session.close()
+
+
+class TlcValidationFailed(Exception):
+    """The target's node trace is no behaviour of tla/KRaft.tla."""
+
+
+class TlcValidationItem(pytest.Item):
+    """The last item of a run: TLC validates the node trace the target wrote while the catalog ran
+    (tla/TraceKRaft.tla in environment mode, the virtual voters being the environment). A FAIL fails
+    the run and names the first event no behaviour of KRaft can produce and the spec state before it."""
+
+    def runtest(self) -> None:
+        session = self.config.stash.get(_SESSION_KEY, None)
+        if session is None:
+            pytest.skip("no conformance case ran, so there is no node trace to validate")
+        result = session.validate_node_trace()
+        if result.status in ("OFF", "UNAVAILABLE"):
+            pytest.skip(f"TLC validation: {result.message}")
+        if result.status == "NOT CHECKED":
+            pytest.skip(f"TLC validation: NOT CHECKED: {result.message}")
+        if result.status != "PASS":
+            raise TlcValidationFailed(f"TLC validation of the target's node trace: FAIL\n{result.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if excinfo.errisinstance(TlcValidationFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return Path(__file__), 0, self.name
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # after -k/-m deselection: only a run that has conformance cases left gets the validation item
+    if any("kraft_session" in getattr(item, "fixturenames", ()) for item in items):
+        items.append(TlcValidationItem.from_parent(session, name="TLC validation of the target's node trace"))
 
 
 @pytest.hookimpl(wrapper=True)

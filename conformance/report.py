@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kraft_tck.conformance.session import CaseResult, Session
+    from kraft_tck.conformance.session import CaseResult, Session, TlcValidation
     from kraft_tck.conformance.virtual import Frame
 
 #: A diagram shows at most this many frames (the last ones: where a failure shows itself).
@@ -66,11 +66,25 @@ def sequence_svg(frames: list[Frame], target_id: int, limit: int = DIAGRAM_FRAME
     return "\n".join(out)
 
 
-def write_report(directory: Path, results: Iterable[CaseResult], target: str, started: float) -> Path:
+def tlc_line(tlc: TlcValidation | None) -> str:
+    """One line on TLC's validation of the target's node trace, for the terminal and the report."""
+    if tlc is None:
+        return "TLC validation: did not run (the run stopped before its last item)"
+    if tlc.status == "PASS":
+        return f"TLC validation: PASS, {tlc.events} events of the target's node trace in {tlc.seconds:.1f} s"
+    if tlc.status in ("OFF", "UNAVAILABLE"):
+        return f"TLC validation: {tlc.message}"
+    return f"TLC validation: {tlc.status}: {tlc.message}"
+
+
+def write_report(
+    directory: Path, results: Iterable[CaseResult], target: str, started: float, tlc: TlcValidation | None = None
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     results = list(results)
     (directory / "results.json").write_text(json.dumps({
         "target": target, "started": started, "cases": [r.to_json() for r in results],
+        "tlcValidation": tlc.to_json() if tlc is not None else None,
         "summary": {k: sum(r.outcome == k for r in results) for k in _COLORS},
         "durationS": round(sum(r.duration_s for r in results), 3),
         "protocolWaitS": round(sum(r.wait_s for r in results), 3),
@@ -91,6 +105,17 @@ def write_report(directory: Path, results: Iterable[CaseResult], target: str, st
         f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started))}"
         f" — {' · '.join(f'{v} {k}' for k, v in counts.items())}</p>",
     ]
+    tlc_color = {"PASS": "passed", "FAIL": "failed"}.get(tlc.status if tlc else "", "skipped")
+    parts.append(
+        f"<h2>TLC validation of the target's node trace</h2><div><span class='o' "
+        f"style='background:{_COLORS[tlc_color]}'>{html.escape(tlc.status if tlc else 'NOT RUN')}</span> "
+        f"<pre>{html.escape(tlc_line(tlc))}</pre></div>"
+    )
+    for life in tlc.lives if tlc else []:
+        parts.append(
+            f"<p>{html.escape(life['status'])}: <code>{html.escape(life['merged'])}</code> "
+            f"(from {html.escape(', '.join(life['files']))}), {life['events']} events</p>"
+        )
     for section, rs in sections.items():
         parts.append(
             f"<h2>{html.escape(section)}</h2><table><tr><th>case</th><th>verdict</th><th>title</th>"
@@ -159,6 +184,7 @@ class ReportPlugin:
                 tr.write_line(f"  {mark}  {r.case.id:<34} {r.case.title}  [{r.case.clause}]  {r.duration_s:.2f}s")
                 if r.outcome == "skipped":
                     tr.write_line(f"        skipped: {r.message}")
+        tr.write_line(tlc_line(self.session.tlc_result))
         report_dir = self.config.getoption("--report", None)
         if report_dir:
             tr.write_line(f"HTML report: {Path(report_dir) / 'index.html'}")
@@ -168,4 +194,10 @@ class ReportPlugin:
         if report_dir and self.session is not None:
             for r in self.session.results.values():
                 r.target_id = self.session.target.node_id
-            write_report(Path(report_dir), self.session.results.values(), self.session.target.describe(), self.started)
+            write_report(
+                Path(report_dir),
+                self.session.results.values(),
+                self.session.target.describe(),
+                self.started,
+                self.session.tlc_result,
+            )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import tempfile
 import threading
 import time
 import uuid
@@ -87,6 +88,99 @@ class LoopThread:
         self._thread.join(5)
 
 
+#: What the report says when the target leaves no trace of its own steps.
+NO_NODE_TRACE = "not available for a black-box target (no node trace)"
+
+
+@dataclass
+class TlcValidation:
+    """TLC's verdict on the target's own node trace (tla/TraceKRaft.tla, environment mode: the virtual
+    voters are the environment), one verdict per life of the target (a wiped directory starts a new
+    one; kill -9 restarts stay in it)."""
+
+    status: str  # PASS | FAIL | NOT CHECKED | OFF | UNAVAILABLE
+    message: str = ""
+    seconds: float = 0.0
+    events: int = 0
+    lives: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "message": self.message,
+            "seconds": round(self.seconds, 2),
+            "events": self.events,
+            "lives": self.lives,
+        }
+
+
+def _origin(files: list[Path], merged_seq: int) -> str:
+    """Which incarnation's file and seq a row of the merged trace of one node came from (the merge of
+    one node's files keeps their order)."""
+    left = merged_seq
+    for f in files:
+        n = sum(1 for raw in f.read_text().splitlines()[1:] if raw.strip())
+        if left < n:
+            return f"{f.name} seq {left}"
+        left -= n
+    return "?"
+
+
+def validate_node_trace(
+    lives: list[list[Path]], out_dir: Path, processes: int = 2, timeout_s: float = 600.0
+) -> TlcValidation:
+    """Validate each life of a node's trace with TLC (at most ``processes`` TLC runs at once)."""
+    from kraft_tck.tla.trace_module import TraceVerdict, merge_node_traces, validate_trace
+
+    lives = [[f for f in life if f.exists() and f.stat().st_size > 0] for life in lives]
+    lives = [life for life in lives if life]
+    if not lives:
+        return TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    merged = [merge_node_traces(life, out_dir / f"node-life-{k}.ndjson") for k, life in enumerate(lives)]
+
+    def one(path: Path) -> TraceVerdict:
+        return validate_trace(path, timeout=timeout_s)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, processes)) as pool:
+        verdicts = list(pool.map(one, merged))
+    result = TlcValidation("PASS", seconds=time.monotonic() - t0, events=sum(v.events for v in verdicts))
+    problems: list[str] = []
+    for life, path, v in zip(lives, merged, verdicts, strict=True):
+        entry: dict[str, Any] = {
+            "files": [f.name for f in life], "merged": str(path), "status": v.status, "events": v.events,
+            "reason": v.reason,
+        }  # fmt: skip
+        if v.failed_event is not None:
+            ev = v.failed_event
+            entry["failedEvent"] = {
+                "seq": ev.seq, "node": ev.node, "event": ev.event, "state": ev.state,
+                "origin": _origin(life, ev.seq),
+            }  # fmt: skip
+        if v.state_before is not None:
+            entry["stateBefore"] = v.state_before
+        result.lives.append(entry)
+        if v.status == "FAIL":
+            text = f"{path.name} ({', '.join(f.name for f in life)}): {v.reason}"
+            if v.failed_event is not None:
+                ev = v.failed_event
+                text += (
+                    f"\n  first unmatched event: seq {ev.seq} ({_origin(life, ev.seq)}), {ev.event} by node "
+                    f"{ev.node}, reported state {ev.state}"
+                )
+            if v.state_before is not None:
+                text += f"\n  spec state before it: {v.state_before}"
+            problems.append(text)
+    if problems:
+        result.status, result.message = "FAIL", "\n".join(problems)
+    elif all(v.status == "NOT CHECKED" for v in verdicts):
+        result.status, result.message = "NOT CHECKED", verdicts[0].reason
+    else:
+        result.message = f"{result.events} events of {len(lives)} life/lives of the target match KRaft"
+    return result
+
+
 class Session:
     def __init__(
         self,
@@ -95,11 +189,15 @@ class Session:
         trace_dir: Path | None,
         validate: bool = True,
         case_timeout_s: float = 30.0,
+        tlc: bool = True,
     ) -> None:
         self.target = target
         self.timeouts = timeouts
         self.trace_dir = trace_dir
         self.validate = validate
+        self.tlc = tlc
+        self.tlc_result: TlcValidation | None = None
+        self._target_stopped = False
         self.case_timeout_s = case_timeout_s
         self.results: dict[str, CaseResult] = {}
         self.loop = LoopThread()
@@ -124,11 +222,34 @@ class Session:
         self.target.start()
         self.started = True
 
-    def close(self) -> None:
+    def stop_target(self) -> None:
+        """The catalog is done: the virtual voters leave and the target stops (its traces are final)."""
+        if self._target_stopped:
+            return
+        self._target_stopped = True
         try:
             self.loop.run(self.quorum.close(), 10)
         finally:
             self.target.stop()
+
+    def validate_node_trace(self) -> TlcValidation:
+        """TLC on the target's own trace (stops the target first); the verdict goes to the report."""
+        if not self.tlc:
+            self.tlc_result = TlcValidation("OFF", "off (--no-tlc)")
+            return self.tlc_result
+        self.stop_target()
+        if self.trace_dir is not None:
+            out = self.trace_dir / "target"
+            self.tlc_result = validate_node_trace(self.target.trace_lives, out)
+        else:
+            with tempfile.TemporaryDirectory(prefix="kraft-tck-tlc-") as tmp:
+                self.tlc_result = validate_node_trace(self.target.trace_lives, Path(tmp))
+        return self.tlc_result
+
+    def close(self) -> None:
+        try:
+            self.stop_target()
+        finally:
             self.target.collect(self.trace_dir)
             self.loop.stop()
 

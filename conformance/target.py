@@ -133,6 +133,9 @@ class Target:
     cluster_id: str | None
     can_restart: bool = False
     trace_files: list[Path] = field(default_factory=list)
+    #: ``trace_files`` grouped by life: a new group starts at each launch on a fresh (wiped) directory,
+    #: the launches in one group are restarts of one node with its durable state (kill -9)
+    trace_lives: list[list[Path]] = field(default_factory=list)
 
     @property
     def node_id(self) -> int:
@@ -185,6 +188,7 @@ class CommandTarget(Target):
     proc: subprocess.Popen[bytes] | None = None
     _out: IO[bytes] | None = None
     _launches: int = 0
+    _fresh: bool = True  # the next launch starts on an empty or wiped directory
 
     def __post_init__(self) -> None:
         self.can_restart = True
@@ -224,6 +228,10 @@ class CommandTarget(Target):
         trace = self.workdir / f"target-trace-{self._launches}.ndjson"
         self._launches += 1
         self.trace_files.append(trace)
+        if self._fresh or not self.trace_lives:
+            self.trace_lives.append([])
+        self.trace_lives[-1].append(trace)
+        self._fresh = False
         cmd = self.template.format(
             config=shlex.quote(str(self.config_path)),
             data_dir=shlex.quote(str(self.data_dir)),
@@ -251,6 +259,7 @@ class CommandTarget(Target):
         self.kill()
         if wipe:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            self._fresh = True
         self.start(formatted=formatted)
 
     def stop(self) -> None:
@@ -263,13 +272,18 @@ class CommandTarget(Target):
         self.kill()
 
     def collect(self, into: Path | None) -> None:
-        """Keep the node's output and traces (into ``into``/target/) and remove the work directory."""
+        """Keep the node's output and traces (into ``into``/target/; ``trace_files`` then name the
+        copies) and remove the work directory."""
         if into is not None:
             dest = into / "target"
             dest.mkdir(parents=True, exist_ok=True)
-            for f in [self.log_path, *self.trace_files]:
-                if f.exists():
-                    shutil.copy2(f, dest / f.name)
+            if self.log_path.exists():
+                shutil.copy2(self.log_path, dest / self.log_path.name)
+            kept = {f: dest / f.name for f in self.trace_files if f.exists()}
+            for f, copy in kept.items():
+                shutil.copy2(f, copy)
+            self.trace_files = [kept.get(f, f) for f in self.trace_files]
+            self.trace_lives = [[kept.get(f, f) for f in life] for life in self.trace_lives]
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def output_tail(self, chars: int = 2000) -> str:

@@ -25,6 +25,14 @@
 (* black-box harness traces that see only the target's messages) let any  *)
 (* KRaft action of any node happen between two events, at most           *)
 (* HiddenSteps in a row.                                                  *)
+(*                                                                         *)
+(* Environment mode (a node's own trace, e.g. the harness's embedded      *)
+(* target): the nodes of TraceEnvironment have no trace of their own and  *)
+(* take no KRaft step.  What they send the traced node enters the network *)
+(* as recorded (EnvironmentSend, a whole KRaft message record) right      *)
+(* before the handler row that takes it; what the traced node sends them  *)
+(* leaves it (EnvironmentReceive).  Only the traced node's steps are      *)
+(* KRaft actions, each checked against the state it reported.             *)
 (***************************************************************************)
 EXTENDS TraceData, Integers, Sequences, FiniteSets, TLC
 
@@ -74,6 +82,25 @@ Named(k) == {m \in DOMAIN msgs : Matches(m, k)}
 \* The answer the event sends (or the fetch it parks) is in flight after it.
 Answered(ev) == ev.reply.type = "" \/ \E r \in DOMAIN msgs' : Matches(r, ev.reply)
 
+\* The environment (a node without trace rows) sends message ev.msg, exactly as recorded.
+EnvironmentSend(ev) ==
+    /\ ev.msg.from \in TraceEnvironment
+    /\ ev.msg.to \notin TraceEnvironment
+    /\ msgs' = K!WithMsg(msgs, ev.msg)
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
+                   votesGranted, endOffset, restarts>>
+
+\* The environment takes a message addressed to it out of the network.  A copy the model never
+\* made (the node resending a request on a timer, which KRaft leaves to DuplicateMessage) leaves
+\* nothing to take: the step changes nothing then.
+EnvironmentReceive(ev) ==
+    /\ ev.msg.to \in TraceEnvironment
+    /\ IF Named(ev.msg) = {}
+       THEN UNCHANGED msgs
+       ELSE \E m \in Named(ev.msg) : msgs' = K!WithoutMsg(msgs, m)
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
+                   votesGranted, endOffset, restarts>>
+
 \* The KRaft action a trace event names, taken by node i.
 Do(ev) ==
     LET e == ev.event
@@ -81,6 +108,9 @@ Do(ev) ==
         s == ev.state
         M == Named(ev.msg)
     IN
+    \* a message from the environment the model has no record for (an error for the whole request):
+    \* handling it must leave the node as it was
+    IF "outside" \in DOMAIN ev.msg THEN UNCHANGED kvars ELSE
     CASE e = "StartElection" -> K!StartElection(i)
       \* the first leader of a cluster without an id appends the cluster-id record too
       [] e = "BecomeLeader" ->
@@ -106,6 +136,8 @@ Do(ev) ==
       [] e = "AnswerParkedFetch" -> \E m \in M : K!AnswerParkedFetch(i, m)
       [] e = "DuplicateMessage" -> \E m \in M : K!DuplicateMessage(m)
       [] e = "DropMessage" -> \E m \in M : K!DropMessage(m)
+      [] e = "EnvironmentSend" -> EnvironmentSend(ev)
+      [] e = "EnvironmentReceive" -> EnvironmentReceive(ev)
       [] OTHER -> FALSE
 
 \* Remember the furthest event matched (short: TLC prints one line per event).
@@ -119,7 +151,8 @@ TraceStep ==
     /\ l <= Len(TraceLog)
     /\ Do(TraceLog[l])
     /\ Answered(TraceLog[l])
-    /\ TraceLog[l].event \in {"DuplicateMessage", "DropMessage", "AnswerParkedFetch"}
+    /\ TraceLog[l].event \in {"DuplicateMessage", "DropMessage", "AnswerParkedFetch",
+                              "EnvironmentSend", "EnvironmentReceive"}
        \/ StateMatches(TraceLog[l].node, TraceLog[l].state)
     /\ l' = l + 1
     /\ hidden' = 0

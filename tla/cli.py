@@ -89,7 +89,12 @@ def tlc_command(
 def validate_trace_command(
     files: tuple[Path, ...], hidden_steps: int | None, java_opts: str, timeout: float | None, merge: Path | None
 ) -> None:
-    """Check that each NDJSON trace is a behaviour of tla/KRaft.tla (PASS/FAIL per trace)."""
+    """Check that each NDJSON trace is a behaviour of tla/KRaft.tla (PASS/FAIL per trace).
+
+    A trace with no step of a node to check (a black-box harness trace: messages only) is NOT CHECKED,
+    and the exit status is non-zero then as well.  A node's own trace (--trace-file) is validated with
+    its peers as the environment.
+    """
     from kraft_tck.tla.trace_module import TraceFormatError, merge_node_traces, validate_trace
 
     console = Console()
@@ -112,6 +117,11 @@ def validate_trace_command(
             continue
         if verdict.passed:
             console.print(f"[green]PASS[/green] {path} ({verdict.events} events)", highlight=False)
+            continue
+        if not verdict.checked:
+            # no step to check is no pass: the exit status says the trace was not validated
+            failures += 1
+            console.print(f"[yellow]NOT CHECKED[/yellow] {path}: {verdict.reason}", highlight=False)
             continue
         failures += 1
         console.print(f"[red]FAIL[/red] {path}: {verdict.reason}", highlight=False)

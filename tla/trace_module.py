@@ -14,6 +14,16 @@ message it handles and the answer it sends by the fields of KRaft.tla's message 
 successor per event, and time that grows with the trace instead of with its interleavings.
 
 Only the messages the model has (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) take part.
+
+Environment mode: a node's own trace (the conformance harness's embedded target, say) shows its peers
+only through their messages.  The voters and observers with no action event of their own are the
+*environment* (``Trace.environment``): they take no steps; each message the traced node receives from
+one enters the network first, with exactly the fields the trace recorded (an ``EnvironmentSend`` row:
+the full KRaft.tla record, records of a Fetch response included), and each message the node sends to
+one leaves it (``EnvironmentReceive``).  The traced node's own steps stay checked as everywhere else.
+
+A trace with no row to check (a black-box harness trace holds only ``Send``/``Receive`` events) is
+NOT CHECKED, never PASS: there is nothing its spec state could be compared with.
 """
 
 from __future__ import annotations
@@ -35,7 +45,9 @@ TRACE_FORMAT = 1
 # Events without a KRaft state change of their own.
 SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "BrokerEvent"})
 # Rows the translation adds for network faults (no state of the node to compare).
-NETWORK_EVENTS = frozenset({"DuplicateMessage", "DropMessage", "AnswerParkedFetch"})
+NETWORK_EVENTS = frozenset(
+    {"DuplicateMessage", "DropMessage", "AnswerParkedFetch", "EnvironmentSend", "EnvironmentReceive"}
+)
 MODELLED_APIS = frozenset({"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"})
 # The actions whose step sends each request; any other send of it is a resend (a timer in the node).
 SENT_BY = {
@@ -89,6 +101,17 @@ class Trace:
     header: dict[str, Any]
     events: list[TraceEvent]
     total_lines: int
+    # voters/observers without steps of their own: their messages are environment input
+    environment: frozenset[int] = frozenset()
+    cluster: str = "<none>"  # see trace_cluster
+    observers: frozenset[int] = frozenset()  # the header's, and in a node's trace its unknown fetchers
+
+
+#: Why a trace with no rows is not checked (the usual case: a black-box harness trace).
+NOT_CHECKED_REASON = (
+    "nothing to check: the trace holds no protocol step of any node, only messages seen from outside "
+    "(a black-box harness trace); validate the target's own node trace instead (--trace-file)"
+)
 
 
 @dataclass
@@ -100,6 +123,13 @@ class TraceVerdict:
     state_before: str | None = None
     reason: str = ""
     tlc: TlcResult | None = field(default=None, repr=False)
+    # False: no row could be checked (NOT CHECKED); then passed is False too, but it is no failure
+    checked: bool = True
+
+    @property
+    def status(self) -> str:
+        """PASS, FAIL or NOT CHECKED."""
+        return "NOT CHECKED" if not self.checked else "PASS" if self.passed else "FAIL"
 
 
 def _schema() -> dict[str, Any]:
@@ -138,11 +168,40 @@ def read_trace(path: str | Path) -> Trace:
         objs.append((number, obj))
     if header is None:
         raise TraceFormatError(f"{path}: empty trace, no header")
-    events = _action_events(objs)
+    observers = set(header.get("observers", []))
+    acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
+    if acting:
+        # a node's trace shows observers only as the fetchers that ask it (KIP-595 observers are not
+        # configured anywhere): they are observers of the model too
+        observers |= {
+            obj["msg"]["from"]
+            for _, obj in objs
+            if obj["event"] == "Receive"
+            and ((obj.get("msg") or {}).get("api"), (obj.get("msg") or {}).get("kind")) == ("Fetch", "request")
+            and obj["msg"]["from"] >= 0
+            and obj["msg"]["from"] not in header["voters"]
+            and _partition(obj["msg"].get("body") or {})
+        }
+    members = set(header["voters"]) | observers
+    # with no step recorded at all there is no node to check and so no environment either
+    environment = frozenset(members - acting) if acting else frozenset()
+    events = _action_events(objs, environment, trace_cluster(header, objs))
     for ev in events:
-        if ev.node not in header["voters"] and ev.node not in header.get("observers", []):
+        if ev.node not in header["voters"] and ev.node not in observers:
             raise TraceFormatError(f"{path}:{ev.line}: node {ev.node} is neither a voter nor an observer")
-    return Trace(path, header, events, len(lines))
+    return Trace(path, header, events, len(lines), environment, trace_cluster(header, objs), frozenset(observers))
+
+
+def trace_cluster(header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]]) -> str:
+    """The cluster id of the traced nodes: the header's, or for a node that started unformatted and
+    adopted one (KIP-595 "Cluster Bootstrapping"), the first it reported."""
+    if header.get("clusterId"):
+        return str(header["clusterId"])
+    for _, obj in objs:
+        cid = (obj.get("state") or {}).get("clusterId")
+        if cid:
+            return str(cid)
+    return "<none>"
 
 
 def _message_key(msg: dict[str, Any]) -> str:
@@ -239,7 +298,86 @@ def parked_message(request: dict[str, Any]) -> dict[str, Any]:
     return dict(model_message(request), type="ParkedFetch")
 
 
-def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
+def _records(part: dict[str, Any]) -> list[dict[str, Any]]:
+    """KRaft.tla's records of a Fetch response partition: one entry per offset, its batch's epoch; a
+    control batch is the leader's LeaderChange, values of data records are abstract ("record")."""
+    out: list[dict[str, Any]] = []
+    for batch in (part.get("Records") or {}).get("batches") or []:
+        value = "LeaderChange" if batch.get("control") else "record"
+        count = int(batch["lastOffset"]) - int(batch["baseOffset"]) + 1
+        out.extend({"epoch": int(batch["epoch"]), "value": value} for _ in range(count))
+    return out
+
+
+def environment_message(
+    msg: dict[str, Any], cluster: str, request: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """KRaft.tla's whole record of ``msg``, a message from an environment node, or None when the model
+    has no such message (an error outside the model, e.g. INCONSISTENT_CLUSTER_ID for the whole request).
+
+    Unlike ``model_message`` (the fields that identify a message the model itself made), every field a
+    KRaft handler reads must be there, since the message enters the network as it is.  A request without
+    a cluster id (null: Kafka accepts it, KIP-595 "Cluster Bootstrapping") carries ``cluster``, the one
+    the traced node belongs to.
+    """
+    body = msg.get("body") or {}
+    if body.get("ErrorCode", 0) != 0:
+        return None
+    api, kind = msg["api"], msg["kind"]
+    key: dict[str, Any] = {"type": _message_type(msg), "from": msg["from"], "to": msg["to"]}
+    if kind == "request":
+        key["clusterId"] = body.get("ClusterId") or cluster
+    part = _partition(body, "Responses" if (api, kind) == ("Fetch", "response") else "Topics")
+    if not part:
+        return None
+    if kind == "response" and part.get("ErrorCode", 0) not in _ERRORS:
+        return None
+    if api == "Vote" and kind == "request":
+        key.update(
+            epoch=part["CandidateEpoch"],
+            lastOffsetEpoch=_epoch_of_log(part["LastOffsetEpoch"]),
+            lastOffset=part["LastOffset"],
+        )
+    elif api == "Vote":
+        key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], granted=bool(part["VoteGranted"]))
+    elif api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
+        key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"])
+        if kind == "response":
+            key["error"] = _ERRORS[part.get("ErrorCode", 0)]
+    elif kind == "request":
+        key.update(
+            epoch=part["CurrentLeaderEpoch"],
+            fetchOffset=part["FetchOffset"],
+            lastFetchedEpoch=_epoch_of_log(part["LastFetchedEpoch"]),
+        )
+    else:
+        if request is None:
+            return None  # the model's answer echoes its request, which the trace must hold
+        req = model_message(request)
+        if "fetchOffset" not in req:
+            return None
+        leader = part.get("CurrentLeader") or {}
+        diverging = part.get("DivergingEpoch") or {}
+        error = _ERRORS[part.get("ErrorCode", 0)]
+        hw = part.get("HighWatermark", -1)
+        key.update(
+            error=error,
+            epoch=leader.get("LeaderEpoch", -1),
+            leaderId=leader.get("LeaderId", -1),
+            fetchOffset=req["fetchOffset"],
+            lastFetchedEpoch=req["lastFetchedEpoch"],
+            records=_records(part) if error == "NONE" else [],
+            divergingEpoch=diverging.get("Epoch", -1),
+            divergingEndOffset=diverging.get("EndOffset", -1),
+            # the model says "none" (-1) where Kafka may say 0: the follower keeps its HW either way
+            highWatermark=hw if error == "NONE" and hw > 0 else -1,
+        )
+    return key
+
+
+def _action_events(
+    objs: list[tuple[int, dict[str, Any]]], environment: frozenset[int] = frozenset(), cluster: str = ""
+) -> list[TraceEvent]:
     """The action events with the message each one handles, plus the rows for steps seen only in messages.
 
     * a handler event names the message of the ``Receive`` right before it (same node) and, as its
@@ -250,7 +388,10 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
       that ``Send``; a parked fetch never answered (the leader restarted) is lost: a ``DropMessage`` row
       before its fetcher's next ``SendFetchRequest``;
     * network faults: ``DuplicateMessage`` rows for copies received more often than sent and for
-      requests resent on a timer, ``DropMessage`` rows for messages sent and never received.
+      requests resent on a timer, ``DropMessage`` rows for messages sent and never received;
+    * environment nodes (``environment``): an ``EnvironmentSend`` row puts each message received from
+      one into the network (the handler row then names that whole record), an ``EnvironmentReceive``
+      row takes each message sent to one out of it.
     """
     sent: dict[str, int] = {}
     received: dict[str, int] = {}
@@ -272,8 +413,45 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
     sends_seen: dict[str, int] = {}
     duplicated: set[str] = set()
 
+    # node -> what it received from the environment, not yet handled: (key, message, KRaft record or
+    # None when the model has no such message); the node handles its inputs in order of arrival
+    from_environment: dict[int, list[tuple[str, dict[str, Any], dict[str, Any] | None]]] = {}
+    # (node, peer) -> correlation id of the node's one request in flight to that environment peer: an
+    # answer to any other is stale and the node drops it without a step (reference core _answers_inflight)
+    in_flight: dict[tuple[int, int], int] = {}
+
     def network_row(number: int, obj: dict[str, Any], node: int, event: str, msg: dict[str, Any]) -> None:
         events.append(TraceEvent(number, obj["seq"], node, event, dict(_NO_STATE), msg=msg))
+
+    def _answered(number: int, obj: dict[str, Any], node: int, msg: dict[str, Any], model: dict[str, Any]) -> None:
+        """A response ``node`` sends: its handler's reply, or the answer to a parked long poll."""
+        answers = _request_key(msg)
+        if msg["body"] and msg["body"].get("ErrorCode", 0) != 0:
+            # an answer to the whole request (INCONSISTENT_CLUSTER_ID): outside the model, which drops
+            # a foreign request without one
+            if node in answering and answering[node][1] == answers:
+                at = answering.pop(node)[0]
+                events[at] = replace(events[at], reply={})
+                if parked.get(answers):
+                    _unpark(parked, answers)
+            return
+        if node in answering and answering[node][1] == answers:
+            at = answering.pop(node)[0]
+            events[at] = replace(events[at], reply=model)
+            if parked.get(answers):
+                _unpark(parked, answers)
+        elif msg["api"] == "Fetch" and parked.get(answers):
+            events.append(
+                TraceEvent(
+                    number,
+                    obj["seq"],
+                    node,
+                    "AnswerParkedFetch",
+                    dict(_NO_STATE),
+                    msg=parked_message(_unpark(parked, answers)),
+                    reply=model,
+                )
+            )
 
     for number, obj in objs:
         msg = obj.get("msg")
@@ -284,7 +462,27 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
             key = _message_key(msg)
             if obj["event"] == "Send" and msg["kind"] == "request":
                 requests[key] = msg
-            model = model_message(msg, requests.get(_request_key(msg)) if msg["kind"] == "response" else None)
+            request = requests.get(_request_key(msg)) if msg["kind"] == "response" else None
+            model = model_message(msg, request)
+            from_env, to_env = msg["from"] in environment, msg["to"] in environment
+            if obj["event"] == "Receive" and from_env and node in acting:
+                if msg["kind"] == "response":
+                    if in_flight.get((node, msg["from"])) != msg["correlationId"]:
+                        continue  # stale
+                    del in_flight[(node, msg["from"])]
+                from_environment.setdefault(node, []).append((key, msg, environment_message(msg, cluster, request)))
+                continue
+            if obj["event"] == "Send" and to_env and node in acting:
+                if msg["kind"] == "response":
+                    _answered(number, obj, node, msg, model)
+                else:
+                    in_flight[(node, msg["to"])] = msg["correlationId"]
+                    # the step that made this request replaced the one in flight before the node got to
+                    # an answer it had already received (the Send is traced after that step)
+                    queue = from_environment.get(node, [])
+                    queue[:] = [q for q in queue if q[1]["kind"] == "request" or q[1]["from"] != msg["to"]]
+                network_row(number, obj, msg["to"], "EnvironmentReceive", model)
+                continue
             if msg["from"] not in acting or msg["to"] not in acting:
                 continue
             if obj["event"] == "Receive":
@@ -295,24 +493,7 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
                         network_row(number, obj, msg["to"], "DuplicateMessage", model)
                 continue
             if msg["kind"] == "response":
-                answers = _request_key(msg)
-                if node in answering and answering[node][1] == answers:
-                    at = answering.pop(node)[0]
-                    events[at] = replace(events[at], reply=model)
-                    if parked.get(answers):
-                        _unpark(parked, answers)
-                elif msg["api"] == "Fetch" and parked.get(answers):
-                    events.append(
-                        TraceEvent(
-                            number,
-                            obj["seq"],
-                            node,
-                            "AnswerParkedFetch",
-                            dict(_NO_STATE),
-                            msg=parked_message(_unpark(parked, answers)),
-                            reply=model,
-                        )
-                    )
+                _answered(number, obj, node, msg, model)
             for _ in range(resent_after.get(number, 0)):
                 network_row(number, obj, msg["to"], "DuplicateMessage", model)
             sends_seen[key] = sends_seen.get(key, 0) + 1
@@ -323,6 +504,22 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
             continue
         answering.pop(node, None)
         handled = receiving.pop(node, None)
+        whole: dict[str, Any] | None = None
+        if obj["event"] == "Restart":  # a new incarnation: nothing in flight, nothing received yet
+            from_environment.pop(node, None)
+            for pair in [p for p in in_flight if p[0] == node]:
+                del in_flight[pair]
+        elif obj["event"].startswith("Handle"):
+            queue = from_environment.get(node, [])
+            wanted = obj["event"].removeprefix("Handle")
+            at = next((k for k, (_, m, _) in enumerate(queue) if _message_type(m) == wanted), None)
+            if at is not None:
+                hkey, hmsg, whole = queue.pop(at)
+                handled = (hkey, hmsg)
+                if whole is None:
+                    whole = {"type": "", "outside": True}  # the node must not change state for it
+                else:
+                    network_row(number, obj, hmsg["from"], "EnvironmentSend", whole)
         if obj["event"] == "SendFetchRequest":
             # a parked fetch of this node the leader never answered is gone (the leader restarted)
             for rkey in [k for k, reqs in parked.items() if reqs and reqs[0]["from"] == node]:
@@ -333,7 +530,9 @@ def _action_events(objs: list[tuple[int, dict[str, Any]]]) -> list[TraceEvent]:
         if handled is not None and obj["event"].startswith("Handle"):
             hkey, hmsg = handled
             msg_model = model_message(hmsg, requests.get(_request_key(hmsg)) if hmsg["kind"] == "response" else None)
-            if hmsg["kind"] == "request" and hmsg["from"] in acting:
+            if whole is not None:
+                msg_model = whole
+            if hmsg["kind"] == "request" and (hmsg["from"] in acting or hmsg["from"] in environment):
                 answering[node] = (len(events), hkey)
                 if obj["event"] == "HandleFetchRequest":
                     # parked unless the answer follows before the node's next step
@@ -367,9 +566,14 @@ def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
         if not lines or lines[0].get("type") != "header":
             raise TraceFormatError(f"{path}: the first line must be the header")
         if header is None:
-            header = lines[0]
-        elif (lines[0]["voters"], lines[0].get("clusterId")) != (header["voters"], header.get("clusterId")):
-            raise TraceFormatError(f"{path}: voters or cluster id differ from {paths[0]}")
+            header = dict(lines[0])
+        elif lines[0]["voters"] != header["voters"]:
+            raise TraceFormatError(f"{path}: voters differ from {paths[0]}")
+        elif lines[0].get("clusterId") and header.get("clusterId") != lines[0]["clusterId"]:
+            # a node that started unformatted writes its later headers with the id it adopted
+            if header.get("clusterId"):
+                raise TraceFormatError(f"{path}: cluster id differs from {paths[0]}")
+            header["clusterId"] = lines[0]["clusterId"]
         for obj in lines[1:]:
             streams.setdefault(obj["node"], []).append(obj)
     if header is None:
@@ -451,6 +655,10 @@ def _tla_value(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return _tla_string(value)
+    if isinstance(value, list):  # a Fetch response's records
+        return "<<" + ", ".join(_tla_value(v) for v in value) + ">>"
+    if isinstance(value, dict) and value:
+        return "[" + ", ".join(f"{k} |-> {_tla_value(v)}" for k, v in value.items()) + "]"
     raise TraceFormatError(f"cannot write {value!r} as a TLA+ value")
 
 
@@ -465,7 +673,7 @@ def trace_module(trace: Trace, hidden_steps: int | None = None, events: Sequence
     header = trace.header
     if hidden_steps is None:
         hidden_steps = HARNESS_HIDDEN_STEPS if header["source"] == "harness" else 0
-    cluster = header.get("clusterId") or "<none>"
+    cluster = trace.cluster
     max_records = int(header["config"].get("fetch.max.records", DEFAULT_MAX_FETCH_RECORDS))
     rows = []
     events = trace.events if events is None else events
@@ -477,13 +685,14 @@ def trace_module(trace: Trace, hidden_steps: int | None = None, events: Sequence
         )
     body = ",\n".join(rows)
     voters = ", ".join(str(v) for v in header["voters"])
-    observers = ", ".join(str(v) for v in header.get("observers", []))
+    observers = ", ".join(str(v) for v in sorted(trace.observers))
     return (
         "---- MODULE TraceData ----\n"
         f"\\* Generated by kraft_tck.tla.trace_module from {trace.path.name}; do not edit.\n"
         "EXTENDS Integers, Sequences\n"
         f"TraceVoters == {{{voters}}}\n"
         f"TraceObservers == {{{observers}}}\n"
+        f"TraceEnvironment == {{{', '.join(str(v) for v in sorted(trace.environment))}}}\n"
         f"TraceCluster == {_tla_string(cluster)}\n"
         f"TraceMaxFetchRecords == {max_records}\n"
         f"HiddenSteps == {hidden_steps}\n"
@@ -534,12 +743,15 @@ def validate_trace(
     timeout: float | None = None,
     state_before: bool = True,
 ) -> TraceVerdict:
-    """Decide whether the trace at ``path`` is a behaviour of KRaft.
+    """Decide whether the trace at ``path`` is a behaviour of KRaft: PASS, FAIL, or NOT CHECKED when it
+    has no row to check (``TraceVerdict.status``; TLC does not even start then).
 
     On a failed event, a second (shorter) TLC run over the events before it prints the spec state
     just before it, unless ``state_before`` is False.
     """
     trace = read_trace(path)
+    if not checkable(trace):
+        return TraceVerdict(trace.path, False, 0, reason=NOT_CHECKED_REASON, checked=False)
     tlc: dict[str, Any] = {"workers": workers, "java_opts": java_opts, "timeout": timeout}
     result = _run(trace, TRACE_CFG, hidden_steps, None, **tlc)
     found = verdict(trace, result)
@@ -555,9 +767,16 @@ def validate_trace(
     return found
 
 
+def checkable(trace: Trace) -> bool:
+    """Does the trace have a step of a node to check (not only rows the network or environment take)?"""
+    return any(ev.event not in NETWORK_EVENTS for ev in trace.events)
+
+
 def verdict(trace: Trace, result: TlcResult) -> TraceVerdict:
     """Read TLC's answer on TraceKRaft for ``trace``."""
     n = len(trace.events)
+    if not checkable(trace):
+        return TraceVerdict(trace.path, False, n, reason=NOT_CHECKED_REASON, checked=False, tlc=result)
     reached = max((int(m.group(1)) for m in _MATCHED.finditer(result.output)), default=0)
     if result.violated and result.violated != "TraceNotDone":
         failed = _failed_at(trace, result)

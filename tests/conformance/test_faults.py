@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 def run_catalog(
-    tmp_path: Path, fault: str, *modules: str
+    tmp_path: Path, fault: str, *modules: str, tlc: bool = False
 ) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
+    """Run the catalog (or ``modules``) against the faulty node; TLC validation of its node trace only
+    with ``tlc`` (it costs seconds per run and the catalog's own verdicts are what these tests judge)."""
     report = tmp_path / "report"
     args = [
         sys.executable,
@@ -36,6 +38,7 @@ def run_catalog(
         str(report),
         "--junitxml",
         str(tmp_path / "junit.xml"),
+        *(() if tlc else ("--no-tlc",)),
     ]
     env = {**os.environ, "KRAFT_TCK_FAULT": fault}
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
@@ -113,3 +116,32 @@ def test_correct_reference_node_passes_the_whole_catalog(tmp_path: Path) -> None
     for t in traces:
         tr = read_trace(t)
         assert tr.ok and tr.header["source"] == "harness", (t, tr.bad[:1])
+
+
+@pytest.mark.tlc
+def test_tlc_validation_of_the_node_trace_fails_the_run_on_a_second_vote(tmp_path: Path) -> None:
+    # forget-vote: the node keeps its vote in memory only, so after kill -9 (Vote/8) it comes back
+    # without it and may grant another candidate of the same epoch. TLC, on by default, must see the
+    # node trace leave KRaft (KIP-595 "Vote Request Handling": the vote is persisted before the
+    # response) and fail the run, naming the first event no behaviour of KRaft can produce.
+    cases, proc = run_catalog(tmp_path, "forget-vote", "conformance/test_vote.py", tlc=True)
+    assert cases["KIP-595/Vote/8"]["outcome"] == "failed"
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "TLC validation of the target's node trace: FAIL" in out, out[-4000:]
+    assert "first unmatched event: seq" in out and "spec state before it:" in out, out[-4000:]
+    tlc = json.loads((tmp_path / "report" / "results.json").read_text())["tlcValidation"]
+    assert tlc["status"] == "FAIL"
+    failed = [life for life in tlc["lives"] if life["status"] == "FAIL"]
+    assert failed and failed[0]["failedEvent"]["event"] in ("Restart", "HandleVoteRequest"), failed
+    assert failed[0]["failedEvent"]["node"] == 1 and "stateBefore" in failed[0]
+
+
+@pytest.mark.tlc
+def test_tlc_validation_of_the_correct_node_passes(tmp_path: Path) -> None:
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_vote.py", tlc=True)
+    assert all(c["outcome"] == "passed" for c in cases.values()), proc.stdout[-4000:]
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "TLC validation: PASS" in proc.stdout
+    tlc = json.loads((tmp_path / "report" / "results.json").read_text())["tlcValidation"]
+    assert tlc["status"] == "PASS" and tlc["events"] > 50

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.catalog import IMPLEMENTATIONS, CatalogError, catalog, load_catalog
 from kraft_tck.conformance.cli import profile_cmd
-from kraft_tck.conformance.report import sequence_svg, write_report
+from kraft_tck.conformance.report import sequence_svg, tlc_line, write_report
 from kraft_tck.conformance.scenario import ConformanceFailure
-from kraft_tck.conformance.session import CaseResult
-from kraft_tck.conformance.target import EMBEDDED_TIMEOUTS, QuorumLayout, target_properties
+from kraft_tck.conformance.session import CaseResult, validate_node_trace
+from kraft_tck.conformance.target import EMBEDDED_TIMEOUTS, AddressTarget, QuorumLayout, target_properties
 from kraft_tck.conformance.virtual import FrameLog, HarnessError, Quorum, TargetAddress, VLog
 from kraft_tck.reference.config import NodeConfig, parse_properties
 from kraft_tck.spec.errors import Errors
@@ -217,6 +217,19 @@ def test_report_groups_by_section_with_diagrams(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["summary"]["failed"] == 1 and results["summary"]["passed"] == 1
     assert "marker-end" in sequence_svg(fail.frames, 1)
+
+
+def test_tlc_validation_is_not_available_for_a_black_box_target(tmp_path: Path) -> None:
+    layout = QuorumLayout(1, "127.0.0.1", 9093, "127.0.0.1", (19092, 19093))
+    address = AddressTarget(layout, EMBEDDED_TIMEOUTS, "c")
+    result = validate_node_trace(address.trace_lives, tmp_path)
+    assert result.status == "UNAVAILABLE"
+    assert tlc_line(result) == "TLC validation: not available for a black-box target (no node trace)"
+    # a launcher that never wrote its --trace-file is no better
+    assert validate_node_trace([[tmp_path / "target-trace-0.ndjson"]], tmp_path).status == "UNAVAILABLE"
+    index = write_report(tmp_path / "r", [], address.describe(), 0.0, result)
+    assert "not available for a black-box target" in index.read_text()
+    assert json.loads((tmp_path / "r" / "results.json").read_text())["tlcValidation"]["status"] == "UNAVAILABLE"
 
 
 def test_profile_prints_properties_the_reference_node_accepts() -> None:

@@ -14,27 +14,30 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-#: validate(path) -> (ok, first bad event seq or None, message)
-Validator = Callable[[str], tuple[bool, int | None, str]]
+#: validate(path) -> (ok, first bad event seq or None, message); ok None: the file was NOT CHECKED
+#: (nothing in it to check), which is neither a pass nor a failure
+Validator = Callable[[str], tuple[bool | None, int | None, str]]
 
 
 @dataclass(frozen=True)
 class Verdict:
     file: str
-    ok: bool
+    ok: bool | None
     first_bad_seq: int | None
     message: str
     seconds: float
 
 
-def _run_partition(validate: Validator, paths: Iterable[str]) -> Iterator[tuple[str, bool, int | None, str, float]]:
+def _run_partition(
+    validate: Validator, paths: Iterable[str]
+) -> Iterator[tuple[str, bool | None, int | None, str, float]]:
     for path in paths:
         started = time.perf_counter()
         try:
             ok, seq, message = validate(path)
         except Exception as exc:  # a crashing validator is a verdict about this file, not the whole job
             ok, seq, message = False, None, f"validator failed: {type(exc).__name__}: {exc}"
-        yield path, bool(ok), seq, str(message), time.perf_counter() - started
+        yield path, None if ok is None else bool(ok), seq, str(message), time.perf_counter() - started
 
 
 def fan_out(spark: SparkSession, files: list[str], validate: Validator, tasks: int | None = None) -> list[Verdict]:
@@ -44,7 +47,7 @@ def fan_out(spark: SparkSession, files: list[str], validate: Validator, tasks: i
     sc = spark.sparkContext
     n = max(1, min(len(files), tasks or sc.defaultParallelism))
 
-    def part(it: Iterable[str]) -> Iterator[tuple[str, bool, int | None, str, float]]:
+    def part(it: Iterable[str]) -> Iterator[tuple[str, bool | None, int | None, str, float]]:
         return _run_partition(validate, it)
 
     rows: list[Any] = sc.parallelize(sorted(files), n).mapPartitions(part).collect()
@@ -69,14 +72,14 @@ def schema_validator(path: str) -> tuple[bool, int | None, str]:
     return True, None, f"{len(trace.events)} events conform"
 
 
-def tla_validator(path: str) -> tuple[bool, int | None, str]:
+def tla_validator(path: str) -> tuple[bool | None, int | None, str]:
     """TLA+ trace validation (`kraft_tck.tla.trace_module.validate_trace`: TLC on TraceKRaft, one worker —
-    the parallelism is the fan-out's, one TLC per task)."""
+    the parallelism is the fan-out's, one TLC per task). A trace with nothing to check: ok None."""
     from kraft_tck.tla.trace_module import validate_trace
 
     v = validate_trace(path, workers=1)
     seq = v.failed_event.seq if v.failed_event is not None else None
-    return bool(v.passed), seq, v.reason
+    return (bool(v.passed) if v.checked else None), seq, v.reason
 
 
 def default_validator() -> tuple[str, Validator]:
