@@ -42,7 +42,7 @@ from __future__ import annotations
 import base64
 import random
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kraft_tck.reference.io import (
@@ -86,6 +86,7 @@ from kraft_tck.reference.roles import (
     Role,
     Unattached,
     Voted,
+    evolve,
 )
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import HEADER_SIZE, ControlType, Record, RecordBatch, control_batch, data_batch
@@ -213,6 +214,7 @@ class KRaftCore:
         self._shutting_down = False
         self._out = Ready()
         self._pending_log: dict[str, Any] = {}
+        self._due: list[int] = []  # who the role still has to ask, as of this step's ``_poll``
         self.role: Role = self._initial_role(durable)
 
     @classmethod
@@ -257,13 +259,14 @@ class KRaftCore:
 
     def state_snapshot(self) -> dict[str, Any]:
         """The trace's ``state`` object (names as in spec/README.md and tla/KRaft.tla)."""
+        role, log = self.role, self.log
         return {
-            "role": self.role.name,
-            "epoch": self.epoch,
+            "role": role.name,
+            "epoch": role.epoch,
             "votedId": self.voted_id,
             "leaderId": self.leader_id,
-            "logEndOffset": self.log.end_offset,
-            "lastFetchedEpoch": self.log.last_fetched_epoch,
+            "logEndOffset": log.end_offset,
+            "lastFetchedEpoch": log.last_fetched_epoch,
             "highWatermark": self._hw,
             "clusterId": self._cluster_id,
         }
@@ -272,22 +275,24 @@ class KRaftCore:
     def epoch(self) -> int:
         return self.role.epoch
 
+    # leader_id and voted_id are read for every trace event: the commonest roles are tested first.
+
     @property
     def leader_id(self) -> int:
         role = self.role
-        if isinstance(role, Leader | Resigned):
-            return self.config.node_id
         if isinstance(role, Follower):
             return role.leader_id
+        if isinstance(role, (Leader, Resigned)):
+            return self.config.node_id
         return -1
 
     @property
     def voted_id(self) -> int:
         role = self.role
-        if isinstance(role, Candidate | Leader | Resigned):
-            return self.config.node_id  # a candidate votes for itself; leaders and resigned ones were one
-        if isinstance(role, Voted | Follower):
+        if isinstance(role, (Follower, Voted)):
             return role.voted_id
+        if isinstance(role, (Leader, Candidate, Resigned)):
+            return self.config.node_id  # a candidate votes for itself; leaders and resigned ones were one
         return -1
 
     @property
@@ -423,16 +428,16 @@ class KRaftCore:
             self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter")
             return
         if resp.vote_granted:
-            role = replace(role, granted=role.granted | {sender_id})
+            role = evolve(role, granted=role.granted | {sender_id})
         else:
-            role = replace(role, rejected=role.rejected | {sender_id})
+            role = evolve(role, rejected=role.rejected | {sender_id})
         self.role = role  # same role and epoch: a tally, not a transition
         verdict = "granted" if resp.vote_granted else "rejected"
         self._emit("HandleVoteResponse", note=f"{verdict} by {sender_id}")
         if len(role.granted) >= self.config.majority:
             self.become_leader()
         elif self._election_lost(role) and role.backoff_until_ms is None:
-            self.role = replace(role, backoff_until_ms=self._now + self._election_backoff_ms(role.retries))
+            self.role = evolve(role, backoff_until_ms=self._now + self._election_backoff_ms(role.retries))
 
     def _election_lost(self, role: Candidate) -> bool:
         return len(self.config.voters) - len(role.rejected) < self.config.majority
@@ -499,7 +504,7 @@ class KRaftCore:
             return
         role = self.role
         if isinstance(role, Leader) and resp.partition_error == Errors.NONE:
-            self.role = replace(role, awaiting_begin_epoch=role.awaiting_begin_epoch - {sender_id})
+            self.role = evolve(role, awaiting_begin_epoch=role.awaiting_begin_epoch - {sender_id})
         elif resp.partition_error != Errors.NONE:
             self._request_failed(sender_id)
         self._emit("HandleBeginQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
@@ -585,7 +590,7 @@ class KRaftCore:
             last_caught_up_ms=caught_up,
             last_fetch_leader_end_offset=leader_end,
         )
-        self.role = replace(leader, replicas={**leader.replicas, replica_id: new})
+        self.role = evolve(leader, replicas={**leader.replicas, replica_id: new})
         self._maybe_advance_high_watermark()
 
     def _note_fetch_from(self, replica_id: int) -> None:
@@ -600,7 +605,7 @@ class KRaftCore:
         deadline = leader.progress_deadline_ms
         if len(fetched) + 1 >= self.config.majority:  # +1: the leader itself
             fetched, deadline = frozenset(), self._now + self.config.fetch_timeout_ms
-        self.role = replace(
+        self.role = evolve(
             leader,
             awaiting_begin_epoch=leader.awaiting_begin_epoch - {replica_id},
             fetched_voters=fetched,
@@ -683,7 +688,7 @@ class KRaftCore:
             self._request_failed(sender_id)
             self._emit("HandleFetchResponse", note=f"error {resp.partition_error.name}")
             return
-        self.role = replace(
+        self.role = evolve(
             role, fetch_deadline_ms=self._now + self.config.fetch_timeout_ms, deadline_cause="FetchTimeout"
         )
         # Step 2: DivergingEpoch: truncate, then refetch (``_poll``) from the new end and last epoch.
@@ -846,7 +851,7 @@ class KRaftCore:
                 deadline = self._now + self._successor_backoff_ms(successors.index(me), len(successors))
             else:
                 deadline = self._random_election_deadline()
-            self.role = replace(role, fetch_deadline_ms=deadline, deadline_cause="EndQuorumEpoch")
+            self.role = evolve(role, fetch_deadline_ms=deadline, deadline_cause="EndQuorumEpoch")
         self._emit("HandleEndQuorumEpochRequest")
         if start_now and not self._shutting_down:
             self.start_election("EndQuorumEpoch")
@@ -863,7 +868,7 @@ class KRaftCore:
             return
         role = self.role
         if isinstance(role, Resigned) and resp.partition_error == Errors.NONE:
-            self.role = replace(role, awaiting_end_epoch=role.awaiting_end_epoch - {sender_id})
+            self.role = evolve(role, awaiting_end_epoch=role.awaiting_end_epoch - {sender_id})
         elif resp.partition_error != Errors.NONE:
             self._request_failed(sender_id)
         self._emit("HandleEndQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
@@ -1012,31 +1017,24 @@ class KRaftCore:
     def _poll(self) -> None:
         """After every input: fire due timers, then send whatever requests are due (Kafka's poll)."""
         now = self._now
-        for parked in [p for p in self._parked if p.deadline_ms <= now]:
-            self._parked.remove(parked)
-            self._answer_parked(parked)
+        if self._parked:
+            for parked in [p for p in self._parked if p.deadline_ms <= now]:
+                self._parked.remove(parked)
+                self._answer_parked(parked)
         self._fire_timers()
-        for dest in self._due_destinations():
+        # Sending changes no role, so these are still the due destinations when ``_finish`` asks.
+        self._due = self._due_destinations()
+        for dest in self._due:
             if self._ready_at.get(dest, 0) <= now:
                 self._send_role_request(dest)
 
     def _fire_timers(self) -> None:
-        role, now, electing = self.role, self._now, self.config.is_voter and not self._shutting_down
-        if isinstance(role, Unattached | Voted):
-            if electing and role.election_deadline_ms is not None and now >= role.election_deadline_ms:
-                self.start_election("ElectionTimeout")
-        elif isinstance(role, Candidate):
-            if len(role.granted) >= self.config.majority:
-                self.become_leader()
-            elif role.backoff_until_ms is not None:
-                if electing and now >= role.backoff_until_ms:
-                    self.start_election("ElectionBackoff")
-            elif now >= role.election_deadline_ms:
-                self.role = replace(role, backoff_until_ms=now + self._election_backoff_ms(role.retries))
-        elif isinstance(role, Follower):
+        # The commonest roles first: the branches are disjoint, so their order changes nothing else.
+        role, now = self.role, self._now
+        if isinstance(role, Follower):
             if now >= role.fetch_deadline_ms:
                 if self.config.is_voter:
-                    if electing:
+                    if self._may_elect():
                         self.start_election(role.deadline_cause)
                 else:
                     self._become_unattached(role.epoch)  # an observer looks for the leader again
@@ -1045,20 +1043,36 @@ class KRaftCore:
                 self.leader_progress_timeout()
             elif self._accumulator is not None and now >= self._accumulator.drain_at_ms:
                 self._drain_accumulator()  # linger over: the held-back writes become one batch
-        elif isinstance(role, Resigned) and electing and now >= role.election_deadline_ms:
+        elif isinstance(role, (Unattached, Voted)):
+            deadline = role.election_deadline_ms
+            if deadline is not None and now >= deadline and self._may_elect():
+                self.start_election("ElectionTimeout")
+        elif isinstance(role, Candidate):
+            if len(role.granted) >= self.config.majority:
+                self.become_leader()
+            elif role.backoff_until_ms is not None:
+                if now >= role.backoff_until_ms and self._may_elect():
+                    self.start_election("ElectionBackoff")
+            elif now >= role.election_deadline_ms:
+                self.role = evolve(role, backoff_until_ms=now + self._election_backoff_ms(role.retries))
+        elif isinstance(role, Resigned) and now >= role.election_deadline_ms and self._may_elect():
             self.start_election("ElectionTimeout")
+
+    def _may_elect(self) -> bool:
+        """Only voters start elections, and not while shutting down."""
+        return self.config.is_voter and not self._shutting_down
 
     def _due_destinations(self) -> list[int]:
         """Who the current role still has to ask something (sent as soon as that peer is free)."""
-        role, me = self.role, self.config.node_id
-        if isinstance(role, Candidate) and role.backoff_until_ms is None:
-            return sorted(self.config.voters - role.granted - role.rejected - {me})
-        if isinstance(role, Leader):
-            return sorted(role.awaiting_begin_epoch)
-        if isinstance(role, Resigned):
-            return sorted(role.awaiting_end_epoch)
+        role = self.role
         if isinstance(role, Follower):
             return [role.leader_id]
+        if isinstance(role, Leader):
+            return sorted(role.awaiting_begin_epoch)
+        if isinstance(role, Candidate) and role.backoff_until_ms is None:
+            return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
+        if isinstance(role, Resigned):
+            return sorted(role.awaiting_end_epoch)
         if isinstance(role, Unattached) and not self.config.is_voter:
             voters = sorted(self.config.voters)
             return [voters[self._probe_index % len(voters)]]
@@ -1102,7 +1116,7 @@ class KRaftCore:
 
     def _next_deadline(self) -> int | None:
         role = self.role
-        times = [p.deadline_ms for p in self._parked]
+        times = [p.deadline_ms for p in self._parked] if self._parked else []
         if isinstance(role, Unattached | Voted) and role.election_deadline_ms is not None:
             times.append(role.election_deadline_ms)
         elif isinstance(role, Candidate):
@@ -1116,7 +1130,9 @@ class KRaftCore:
                 times.append(self._accumulator.drain_at_ms)
         elif isinstance(role, Resigned):
             times.append(role.election_deadline_ms)
-        times.extend(self._ready_at.get(d, 0) for d in self._due_destinations())
+        ready_at = self._ready_at
+        for dest in self._due:  # computed by this step's ``_poll``
+            times.append(ready_at.get(dest, 0))
         return min(times) if times else None
 
     def _random_election_deadline(self) -> int:
@@ -1164,8 +1180,8 @@ class KRaftCore:
         leader = self.role
         assert isinstance(leader, Leader)
         me = self.config.node_id
-        own = replace(leader.replicas.get(me, ReplicaProgress(me)), end_offset=self.log.end_offset)
-        self.role = replace(leader, replicas={**leader.replicas, me: own})
+        own = evolve(leader.replicas.get(me, ReplicaProgress(me)), end_offset=self.log.end_offset)
+        self.role = evolve(leader, replicas={**leader.replicas, me: own})
         self._maybe_advance_high_watermark()
         self._complete_parked_fetches()  # long-polls waiting for new data get it now
 
@@ -1245,5 +1261,4 @@ class KRaftCore:
             self._out.trace[-1].setdefault("log", {}).update(self._pending_log)
             self._pending_log = {}
         self._out.next_deadline_ms = self._next_deadline()
-        out, self._out = self._out, Ready()
-        return out
+        return self._out  # the next step starts a fresh one (``_begin``)

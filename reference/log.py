@@ -45,6 +45,7 @@ class Log:
         self._encoded: list[bytes | None] = []  # each batch's bytes, None until first needed
         self._bases: list[int] = []  # base offsets, for bisect
         self._epochs: list[EpochStart] = []
+        self._epoch_keys: list[int] = []  # each entry's epoch, for bisect (Fetch validation asks per fetch)
         self._end = 0  # the log end offset, kept because the core asks for it on every step
         self.append(list(batches), encoded)
 
@@ -79,17 +80,16 @@ class Log:
         """
         if not self._epochs:
             return NO_EPOCH, 0
-        keys = [e.epoch for e in self._epochs]
-        i = bisect.bisect_right(keys, epoch)  # entries [0, i) have epoch <= requested
+        i = bisect.bisect_right(self._epoch_keys, epoch)  # entries [0, i) have epoch <= requested
         if i == 0:
             return epoch, self._epochs[0].start_offset
         found = self._epochs[i - 1]
-        end = self._epochs[i].start_offset if i < len(self._epochs) else self.end_offset
+        end = self._epochs[i].start_offset if i < len(self._epochs) else self._end
         return found.epoch, end
 
     def epoch_of(self, offset: int) -> int:
         """The epoch of the record at ``offset`` (-1 if it is not in the log)."""
-        if not 0 <= offset < self.end_offset:
+        if not 0 <= offset < self._end:
             return NO_EPOCH
         return self._batches[self._index_of(offset)].partition_leader_epoch
 
@@ -99,14 +99,14 @@ class Log:
         Like Kafka, the first batch is returned even when it alone exceeds ``max_bytes`` (KIP-74), so a
         large batch cannot stall a follower. Sizes are the batches' encoded sizes, as Kafka counts them.
         """
-        if from_offset >= self.end_offset:
+        if from_offset >= self._end:
             return ()
         start, stop = self._read_range(from_offset, max_bytes)
         return tuple(self._batches[start:stop])
 
     def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
         """``read`` together with each batch's encoded bytes (what a Fetch response carries)."""
-        if from_offset >= self.end_offset:
+        if from_offset >= self._end:
             return (), ()
         start, stop = self._read_range(from_offset, max_bytes)
         return tuple(self._batches[start:stop]), tuple(self.encoded_at(i) for i in range(start, stop))
@@ -137,24 +137,21 @@ class Log:
         if encoded is not None and len(encoded) != len(batches):
             raise LogError(f"{len(batches)} batches but {len(encoded)} encoded forms")
         for i, batch in enumerate(batches):
-            if not batch.records:
-                raise LogError(f"empty batch at offset {batch.base_offset}")
-            if batch.base_offset != self.end_offset:
-                raise LogError(
-                    f"batch base offset {batch.base_offset} does not continue log end {self.end_offset}"
-                )
-            epoch = batch.partition_leader_epoch
-            if epoch < self.last_fetched_epoch:
-                raise LogError(
-                    f"batch at {batch.base_offset} has epoch {epoch} below the log's last epoch "
-                    f"{self.last_fetched_epoch}"
-                )
-            if epoch > self.last_fetched_epoch:
-                self._epochs.append(EpochStart(epoch, batch.base_offset))
+            base, records = batch.base_offset, batch.records
+            if not records:
+                raise LogError(f"empty batch at offset {base}")
+            if base != self._end:
+                raise LogError(f"batch base offset {base} does not continue log end {self._end}")
+            epoch, last_epoch = batch.partition_leader_epoch, self.last_fetched_epoch
+            if epoch < last_epoch:
+                raise LogError(f"batch at {base} has epoch {epoch} below the log's last epoch {last_epoch}")
+            if epoch > last_epoch:
+                self._epochs.append(EpochStart(epoch, base))
+                self._epoch_keys.append(epoch)
             self._batches.append(batch)
             self._encoded.append(None if encoded is None else encoded[i])
-            self._bases.append(batch.base_offset)
-            self._end = batch.last_offset + 1
+            self._bases.append(base)
+            self._end = base + records[-1].offset_delta + 1  # the batch's last offset + 1
 
     def truncate_to(self, offset: int) -> None:
         """Remove every record at ``offset`` and beyond. ``offset`` must be a batch boundary.
@@ -162,7 +159,7 @@ class Log:
         A truncation point inside a batch cannot come from the protocol (epochs change only at batch
         boundaries and followers copy the leader's batches as they are), so it is refused loudly.
         """
-        if offset >= self.end_offset:
+        if offset >= self._end:
             return
         if offset < 0:
             raise LogError(f"truncate to negative offset {offset}")
@@ -178,6 +175,7 @@ class Log:
         self._end = offset
         while self._epochs and self._epochs[-1].start_offset >= offset:
             self._epochs.pop()
+            self._epoch_keys.pop()
 
     # ------------------------------------------------------------------------------------ helpers
 

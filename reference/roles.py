@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
+
+_T = TypeVar("_T")
+
+
+def evolve(value: _T, **changes: Any) -> _T:
+    """A copy of a role (or ``ReplicaProgress``) with ``changes``: ``dataclasses.replace`` for these
+    slotted types, without its per-call walk over the class's field list (a slotted dataclass names its
+    fields in ``__slots__``). The core does this on every fetch; most of what remains is the frozen
+    ``__init__`` itself."""
+    fields = {name: getattr(value, name) for name in value.__slots__}  # type: ignore[attr-defined]
+    fields.update(changes)
+    return type(value)(**fields)
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,7 @@ from typing import Any
 
 import crc32c as _crc32c
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
-from kraft_tck.spec.wire import (
-    Buffer,
-    read_varint,
-    read_varlong,
-    write_varint,
-    write_varlong,
-)
+from kraft_tck.spec.wire import Buffer, read_varint, read_varlong, varint_bytes, varlong_bytes
 
 MAGIC = 2
 # baseOffset(8) + batchLength(4): the part of the header not counted by batchLength.
@@ -132,33 +126,31 @@ class RecordBatch:
 
 
 def _encode_record(rec: Record) -> bytes:
+    key, value = rec.key, rec.value
     body = bytearray(b"\x00")  # record attributes: unused, always 0
-    write_varlong(body, rec.timestamp_delta)
-    write_varint(body, rec.offset_delta)
-    if rec.key is None:
+    body += varlong_bytes(rec.timestamp_delta)
+    body += varint_bytes(rec.offset_delta)
+    if key is None:
         body.append(1)  # zig-zag(-1)
     else:
-        write_varint(body, len(rec.key))
-        body += rec.key
-    if rec.value is None:
+        body += varint_bytes(len(key))
+        body += key
+    if value is None:
         body.append(1)
     else:
-        write_varint(body, len(rec.value))
-        body += rec.value
-    write_varint(body, len(rec.headers))
+        body += varint_bytes(len(value))
+        body += value
+    body += varint_bytes(len(rec.headers))
     for hkey, hval in rec.headers:
         kb = hkey.encode("utf-8")
-        write_varint(body, len(kb))
+        body += varint_bytes(len(kb))
         body += kb
         if hval is None:
             body.append(1)
         else:
-            write_varint(body, len(hval))
+            body += varint_bytes(len(hval))
             body += hval
-    out = bytearray()
-    write_varint(out, len(body))
-    out += body
-    return bytes(out)
+    return varint_bytes(len(body)) + body
 
 
 def _encode_records_section(records: Sequence[Record]) -> bytes:
@@ -195,51 +187,97 @@ def encode_batches(batches: Iterable[RecordBatch]) -> bytes:
 # ---------------------------------------------------------------------------------------------- decode
 
 
-def _read_bytes(buf: Buffer, pos: int, end: int, field: str) -> tuple[bytes | None, int]:
-    length, pos = read_varint(buf, pos, field + " length")
+# Decoding runs once per record on every follower, so the common case is kept cheap: varints of one or
+# two bytes are read in ``_varint`` itself, and the ``records[3].key length``-style names errors need
+# are only formatted when something is wrong. Any other varint, and every error, goes through the generic
+# ``spec.wire`` readers, so a bad record fails exactly as it would there.
+
+
+def _field(index: int, name: str) -> str:
+    return f"records[{index}]{name}"
+
+
+def _varint(buf: Buffer, pos: int, index: int, name: str) -> tuple[int, int]:
+    """A zig-zag varint (int32) of record ``index``; ``name`` is the field, for the error message."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
+    except IndexError:
+        pass
+    return read_varint(buf, pos, _field(index, name))
+
+
+def _varlong(buf: Buffer, pos: int, index: int, name: str) -> tuple[int, int]:
+    """A zig-zag varlong (int64) of record ``index``: its one-byte form here, others generically."""
+    if pos < len(buf):
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+    return read_varlong(buf, pos, _field(index, name))
+
+
+def _read_bytes(buf: Buffer, pos: int, end: int, index: int, name: str) -> tuple[bytes | None, int]:
+    length, pos = _varint(buf, pos, index, name + " length")
     if length == -1:
         return None, pos
     if length < -1:
-        raise DecodeError(field + " length", pos, f"negative length {length}")
+        raise DecodeError(_field(index, name + " length"), pos, f"negative length {length}")
     if pos + length > end:
-        raise DecodeError(field, pos, f"length {length} exceeds the {end - pos} bytes left in the record")
+        raise DecodeError(
+            _field(index, name), pos, f"length {length} exceeds the {end - pos} bytes left in the record"
+        )
     return bytes(buf[pos : pos + length]), pos + length
 
 
 def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
-    field = f"records[{index}]"
     start = pos
-    length, pos = read_varint(buf, pos, field + ".length")
+    length, pos = _varint(buf, pos, index, ".length")
     if length < MIN_RECORD_SIZE - 1 or pos + length > end:
         raise DecodeError(
-            field + ".length", start, f"record length {length} does not fit the {end - pos} bytes left"
+            _field(index, ".length"), start, f"record length {length} does not fit the {end - pos} bytes left"
         )
     rec_end = pos + length
     pos += 1  # attributes (unused)
-    ts_delta, pos = read_varlong(buf, pos, field + ".timestampDelta")
-    off_delta, pos = read_varint(buf, pos, field + ".offsetDelta")
-    key, pos = _read_bytes(buf, pos, rec_end, field + ".key")
-    value, pos = _read_bytes(buf, pos, rec_end, field + ".value")
-    n_headers, pos = read_varint(buf, pos, field + ".headerCount")
+    ts_delta, pos = _varlong(buf, pos, index, ".timestampDelta")
+    off_delta, pos = _varint(buf, pos, index, ".offsetDelta")
+    key, pos = _read_bytes(buf, pos, rec_end, index, ".key")
+    value, pos = _read_bytes(buf, pos, rec_end, index, ".value")
+    n_headers, pos = _varint(buf, pos, index, ".headerCount")
     # Each header needs at least two bytes (key length, value length): check before allocating.
     if n_headers < 0 or n_headers * 2 > rec_end - pos:
         raise DecodeError(
-            field + ".headerCount", pos, f"{n_headers} headers cannot fit in {rec_end - pos} bytes"
+            _field(index, ".headerCount"), pos, f"{n_headers} headers cannot fit in {rec_end - pos} bytes"
         )
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    if n_headers:
+        headers, pos = _decode_headers(buf, pos, rec_end, index, n_headers)
+    if pos != rec_end:
+        raise DecodeError(
+            _field(index, ""), pos, f"record length says {length} bytes but its fields use {pos - start}"
+        )
+    return Record(off_delta, value, key, ts_delta, headers), pos
+
+
+def _decode_headers(
+    buf: Buffer, pos: int, rec_end: int, index: int, n_headers: int
+) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     headers: list[tuple[str, bytes | None]] = []
     for h in range(n_headers):
-        hkey, pos = _read_bytes(buf, pos, rec_end, f"{field}.headers[{h}].key")
+        hkey, pos = _read_bytes(buf, pos, rec_end, index, f".headers[{h}].key")
         if hkey is None:
-            raise DecodeError(f"{field}.headers[{h}].key", pos, "null header key")
+            raise DecodeError(_field(index, f".headers[{h}].key"), pos, "null header key")
         try:
             hname = hkey.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DecodeError(f"{field}.headers[{h}].key", pos, f"invalid UTF-8: {exc.reason}") from None
-        hval, pos = _read_bytes(buf, pos, rec_end, f"{field}.headers[{h}].value")
+            raise DecodeError(_field(index, f".headers[{h}].key"), pos, f"invalid UTF-8: {exc.reason}") from None
+        hval, pos = _read_bytes(buf, pos, rec_end, index, f".headers[{h}].value")
         headers.append((hname, hval))
-    if pos != rec_end:
-        raise DecodeError(field, pos, f"record length says {length} bytes but its fields use {pos - start}")
-    return Record(off_delta, value, key, ts_delta, tuple(headers)), pos
+    return tuple(headers), pos
 
 
 def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
