@@ -24,7 +24,7 @@ from typing import Any
 
 import crc32c as _crc32c
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
-from kraft_tck.spec.wire import Buffer, read_varint, read_varlong, varint_bytes, varlong_bytes
+from kraft_tck.spec.wire import Buffer, read_varint, read_varlong, write_varint, write_varlong
 
 MAGIC = 2
 # baseOffset(8) + batchLength(4): the part of the header not counted by batchLength.
@@ -126,31 +126,33 @@ class RecordBatch:
 
 
 def _encode_record(rec: Record) -> bytes:
-    key, value = rec.key, rec.value
     body = bytearray(b"\x00")  # record attributes: unused, always 0
-    body += varlong_bytes(rec.timestamp_delta)
-    body += varint_bytes(rec.offset_delta)
-    if key is None:
+    write_varlong(body, rec.timestamp_delta)
+    write_varint(body, rec.offset_delta)
+    if rec.key is None:
         body.append(1)  # zig-zag(-1)
     else:
-        body += varint_bytes(len(key))
-        body += key
-    if value is None:
+        write_varint(body, len(rec.key))
+        body += rec.key
+    if rec.value is None:
         body.append(1)
     else:
-        body += varint_bytes(len(value))
-        body += value
-    body += varint_bytes(len(rec.headers))
+        write_varint(body, len(rec.value))
+        body += rec.value
+    write_varint(body, len(rec.headers))
     for hkey, hval in rec.headers:
         kb = hkey.encode("utf-8")
-        body += varint_bytes(len(kb))
+        write_varint(body, len(kb))
         body += kb
         if hval is None:
             body.append(1)
         else:
-            body += varint_bytes(len(hval))
+            write_varint(body, len(hval))
             body += hval
-    return varint_bytes(len(body)) + body
+    out = bytearray()
+    write_varint(out, len(body))
+    out += body
+    return bytes(out)
 
 
 def _encode_records_section(records: Sequence[Record]) -> bytes:

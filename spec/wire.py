@@ -89,34 +89,6 @@ def write_varlong(out: bytearray, value: int) -> None:
     write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def _zigzag_byte(value: int) -> bytes:
-    return bytes([((value << 1) ^ (value >> 63)) & 0xFF])
-
-
-# The one-byte zig-zag varints (-64..63): record fields are mostly these (deltas, null lengths, counts).
-_SMALL_VARINTS = {v: _zigzag_byte(v) for v in range(-64, 64)}
-
-
-def varint_bytes(value: int) -> bytes:
-    """A zig-zag signed 32-bit varint as bytes (``write_varint`` into a fresh buffer)."""
-    small = _SMALL_VARINTS.get(value)
-    if small is not None:
-        return small
-    out = bytearray()
-    write_varint(out, value)
-    return bytes(out)
-
-
-def varlong_bytes(value: int) -> bytes:
-    """A zig-zag signed 64-bit varint as bytes (``write_varlong`` into a fresh buffer)."""
-    small = _SMALL_VARINTS.get(value)
-    if small is not None:
-        return small
-    out = bytearray()
-    write_varlong(out, value)
-    return bytes(out)
-
-
 def read_varint(buf: Buffer, pos: int, field: str) -> tuple[int, int]:
     raw, pos = read_uvarint(buf, pos, field, 5)
     return (raw >> 1) ^ -(raw & 1), pos
