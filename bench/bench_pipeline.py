@@ -1,22 +1,31 @@
 """Benchmark: events/s through the Spark pipeline's ingest + all safety checks, side by side with the
-single-process Python checker on the same files; and the per-trace validation fan-out with 1 vs 2 cores.
+single-process Python checker (kraft_tck.traces.checker) on the same files; and the per-trace validation
+fan-out with 1 vs 2 executor cores.
 
-    .venv/bin/python bench/bench_pipeline.py                       # 200k events (a few minutes)
-    .venv/bin/python bench/bench_pipeline.py --events 1000000 --events 10000000
+    .venv/bin/python bench/bench_pipeline.py                  # 1M and 10M events (10M: ~2.3 GB, long)
+    .venv/bin/python bench/bench_pipeline.py --events 1000000 --repeat 2 --no-fanout
+    .venv/bin/python bench/bench_pipeline.py --quick          # make bench: 100k events, small fan-out
 
-Corpora are synthetic (kraft_tck.traces.pipeline.synth, 3 voters, 20k events per run) and cached under
---dir. The Spark figure includes writing the Parquet tables (part of ingest) and excludes Spark's start-up
-(a warm-up run comes first). The checker is timed without JSON Schema validation (its fastest mode) on
-every size, and with validation (what `trace.read_trace` does by default) on one file, extrapolated.
+Corpora are synthetic (kraft_tck.traces.pipeline.synth, 3 voters, 20k events per run), generated once and
+cached under --dir; generation is not timed. The Spark figure is wall time of ingest (numbering, JSON
+parse, schema check, events and quarantine tables) + the other tables + every safety check, after a
+warm-up run (JVM start-up and JIT excluded). The checker is timed on every size without JSON Schema
+validation (its fastest mode), and with validation (what it does by default, and what the pipeline does)
+on one file, extrapolated to the size. CPU seconds are printed too: other work on a shared machine slows
+the wall clock of both, CPU time much less. "growth" is (seconds per event at this size) / (seconds per
+event at the smallest size): 1.0 is linear.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kraft_tck.traces.checker import check_paths, trace_files
 from kraft_tck.traces.pipeline import synth
@@ -33,16 +42,34 @@ def corpus(root: Path, events: int) -> Path:
         t = time.perf_counter()
         n = synth.write_corpus(d, runs, min(events, EVENTS_PER_RUN), seed=1000)
         marker.write_text(str(n))
-        print(f"generated {n:,} events in {runs} files in {time.perf_counter() - t:.1f} s")
+        print(f"generated {n:,} events in {runs} files in {time.perf_counter() - t:.1f} s (not timed)", flush=True)
     return d
 
 
-def bench_spark(spark: object, src: Path, out: Path) -> tuple[float, int, dict[str, float]]:
+def jvm_cpu_seconds(spark: Any) -> float | None:
+    """CPU time of the local Spark JVM (driver + executors in local mode) and its children; Linux only."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        total = 0.0
+        for p in [str(pid), *kids]:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def bench_spark(spark: Any, src: Path, out: Path) -> tuple[float, float | None, int, dict[str, float]]:
     from kraft_tck.traces.pipeline.run import run_pipeline
 
+    c0 = jvm_cpu_seconds(spark)
     t = time.perf_counter()
     res = run_pipeline(spark, src, out, validator=False, report=False, echo=lambda _: None)
-    return time.perf_counter() - t, res.counts["events accepted"], res.timings
+    wall = time.perf_counter() - t
+    c1 = jvm_cpu_seconds(spark)
+    assert res.exit_code == 0 and not res.quarantine, (res.exit_code, res.quarantine[:3])
+    return wall, (c1 - c0 if c0 is not None and c1 is not None else None), res.counts["events accepted"], res.timings
 
 
 def bench_fanout(cores: int, files: list[str]) -> float:
@@ -66,46 +93,56 @@ def bench_fanout(cores: int, files: list[str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, action="append", help="corpus size (repeatable); default 200000")
+    ap.add_argument("--events", type=int, action="append", help="corpus size (repeatable); default 1M and 10M")
+    ap.add_argument("--repeat", type=int, default=1, help="time each size this many times (each is printed)")
+    ap.add_argument("--quick", action="store_true", help="100k events and a small fan-out (make bench)")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "kraft-tck-bench-pipeline")
     ap.add_argument("--no-fanout", action="store_true")
     ap.add_argument("--only-fanout", action="store_true")
     ap.add_argument("--fanout-traces", type=Path, help="traces for the fan-out (default: 8 synthetic ones)")
     args = ap.parse_args()
-    sizes = args.events or [200_000]
+    sizes = [] if args.only_fanout else args.events or ([100_000] if args.quick else [1_000_000, 10_000_000])
+    for n in sizes:  # generate first: generation is not part of any figure
+        corpus(args.dir, n)
     from kraft_tck.traces.pipeline.session import build_session
 
     rows = []
-    spark = build_session(conf={"spark.ui.enabled": "false"})
+    spark = build_session()
     try:
-        if args.only_fanout:
-            sizes = []
         if sizes:
             bench_spark(spark, corpus(args.dir, 20_000), args.dir / "out-warmup")
         for n in sizes:
             src = corpus(args.dir, n)
-            secs, accepted, timings = bench_spark(spark, src, args.dir / f"out-{n}")
             files = trace_files(src)
-            t = time.perf_counter()
-            py = check_paths(files, validate=False)
-            py_secs = time.perf_counter() - t
-            t = time.perf_counter()
-            one = check_paths(files[:1], validate=True)
-            val_rate = one.accepted / (time.perf_counter() - t)
-            assert py.accepted == accepted, (py.accepted, accepted)
-            stages = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
-            rows.append((n, accepted, secs, accepted / secs, py_secs, accepted / py_secs, val_rate, stages))
+            for _ in range(args.repeat):
+                secs, cpu, accepted, timings = bench_spark(spark, src, args.dir / f"out-{n}")
+                c, t = time.process_time(), time.perf_counter()
+                py = check_paths(files, validate=False)
+                py_secs, py_cpu = time.perf_counter() - t, time.process_time() - c
+                t = time.perf_counter()
+                one = check_paths(files[:1], validate=True)
+                val_rate = one.accepted / (time.perf_counter() - t)
+                assert py.accepted == accepted and py.reconciled, (py.accepted, accepted)
+                stages = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+                rows.append((accepted, secs, cpu, py_secs, py_cpu, val_rate, stages))
+                print(f"  {accepted:,} events: spark {secs:.1f} s, checker {py_secs:.1f} s ({stages})", flush=True)
     finally:
         spark.stop()
-    print()
-    print(f"{'events':>11} | {'spark s':>8} | {'spark ev/s':>10} | {'checker s':>9} | {'checker ev/s':>12} |"
-          f" {'checker+schema ev/s':>19} | spark stages")
-    for _n, acc, s, r, ps, pr, vr, stages in rows:
-        print(f"{acc:>11,} | {s:>8.1f} | {r:>10,.0f} | {ps:>9.1f} | {pr:>12,.0f} | {vr:>19,.0f} | {stages}")
+    if rows:
+        base = min(rows, key=lambda r: r[0])
+        print()
+        print(f"{'events':>11} | {'spark s':>7} | {'spark cpu s':>11} | {'spark ev/s':>10} | {'growth':>6} |"
+              f" {'checker s':>9} | {'checker cpu s':>13} | {'checker ev/s':>12} | {'checker+schema ev/s':>19} |"
+              f" {'checker+schema s (extrap.)':>26} | spark stages")
+        for acc, s, cpu, ps, pc, vr, stages in rows:
+            growth = (s / acc) / (base[1] / base[0])
+            cpu_s = f"{cpu:>11.1f}" if cpu is not None else f"{'n/a':>11}"
+            print(f"{acc:>11,} | {s:>7.1f} | {cpu_s} | {acc / s:>10,.0f} | {growth:>6.2f} | {ps:>9.1f} | {pc:>13.1f} |"
+                  f" {acc / ps:>12,.0f} | {vr:>19,.0f} | {acc / vr:>26,.0f} | {stages}")
     if not args.no_fanout:
-        fan_dir = args.fanout_traces or args.dir / "fanout"
+        fan_dir = args.fanout_traces or args.dir / ("fanout-quick" if args.quick else "fanout")
         if not fan_dir.exists():
-            synth.write_corpus(fan_dir, 8, 1_000, seed=5000)
+            synth.write_corpus(fan_dir, 4 if args.quick else 8, 500 if args.quick else 1_000, seed=5000)
         files = [str(p) for p in trace_files(fan_dir)]
         print()
         per_min = {c: bench_fanout(c, files) for c in (1, 2)}

@@ -98,6 +98,8 @@ def test_cluster_mode_gives_the_same_results_as_local(standalone: str, spark: An
     synth.plant_two_leaders(events)
     synth.plant_diverging_records(events)
     synth.write_trace(src / "bad.ndjson", synth.header("bad", 41), events)
+    with open(src / "bad.ndjson", "a", encoding="utf-8") as fh:  # the Python validator runs on the cluster too
+        fh.write(json.dumps({"type": "event", "seq": len(events), "ts": 1, "node": 1, "event": "Send", "zz": 1}) + "\n")
     local = run_pipeline(spark, src, tmp_path / "local", validator=True, metrics=False, echo=lambda _: None)
     out = tmp_path / "cluster"
     # A separate driver process: the cluster session cannot share this process's local SparkSession.
@@ -111,5 +113,7 @@ def test_cluster_mode_gives_the_same_results_as_local(standalone: str, spark: An
     assert got == [(v.invariant, v.run, v.node, v.epoch, v.seq) for v in local.violations]
     assert {v.invariant for v in local.violations} == {"ElectionSafety", "LogMatching"}
     assert report["summary"]["events accepted"] == local.counts["events accepted"]
+    assert report["quarantine"] == local.quarantine and len(local.quarantine) == 1
+    assert "'msg' is a required property" in local.quarantine[0]["reason"]
     assert [(v["file"], v["ok"]) for v in report["validation"]] == [(v.file, v.ok) for v in local.verdicts]
     assert "lines in" in proc.stdout

@@ -55,19 +55,16 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     timings: dict[str, float] = {}
     t = time.perf_counter()
     try:
-        ing = ingest(spark, input_dir)
+        ing = ingest(spark, input_dir, out_dir / "tables")
     except BadInput as exc:
         echo(f"bad input: {exc}")
         return PipelineResult([], [], [], {}, bad_input=str(exc))
     timings["ingest"] = time.perf_counter() - t
-    try:
-        t = time.perf_counter()
-        paths = tables.write_tables(ing.lines, out_dir)
-        timings["tables"] = time.perf_counter() - t
-        quarantine = [{"file": display_path(r["file"]), "line": int(r["line"]), "reason": r["reason"]}
-                      for r in spark.read.parquet(paths["quarantine"]).orderBy("file", "line").collect()]
-    finally:
-        ing.release()
+    t = time.perf_counter()
+    paths = tables.write_tables(spark, out_dir)
+    timings["tables"] = time.perf_counter() - t
+    quarantine = [{"file": display_path(r["file"]), "line": int(r["line"]), "reason": r["reason"]}
+                  for r in spark.read.parquet(ing.quarantine).orderBy("file", "line").collect()]
     events = spark.read.parquet(paths["events"])
     appends = spark.read.parquet(paths["appends"])
     t = time.perf_counter()
@@ -76,7 +73,7 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     refused = [f.refused for f in ing.refused if f.refused]
     counts = {"files": len(ing.files), "traces": len(ing.files) - len(refused), "lines in": ing.counts.lines_in,
               "header lines": ing.counts.header_lines, "events accepted": ing.counts.accepted,
-              "quarantined": ing.counts.quarantined}
+              "quarantined": ing.counts.quarantined, "suspect lines (Python-validated)": ing.counts.suspects}
     result = PipelineResult(violations, quarantine, refused, counts, timings=timings)
     validator_name = None
     if validator:

@@ -1,20 +1,34 @@
-"""Spark types and validation expressions derived from spec/trace.schema.json (never written by hand).
+"""Spark types and the fast-path schema check derived from spec/trace.schema.json (never written by hand).
 
-`spark_type` turns a JSON Schema node into a Spark DataType; `problems` compiles the same node into a
-Spark expression that lists what is wrong with one parsed line, so the whole schema is checked inside the
-JVM (the Python validator costs tens of microseconds a line; this costs a few).
+`spark_type` turns a JSON Schema node into a Spark DataType; `event_type` is the explicit schema every
+event line is parsed with, once (`from_json` with a `_corrupt_record` column). `conforms` compiles the
+schema into one boolean Spark expression over that parse and the line's text: true means the line
+certainly conforms. It must never be true for a line the JSON Schema rejects; it may be false for a valid
+one (such lines are "suspects" and go to the Python validator, which has the last word and writes the
+reason). What decides, without a second parse:
 
-How a line is seen: `typed` is `from_json(line, <derived StructType>)`; `raw` is
-`from_json(line, map<string,string>)`, which keeps every key (so unknown and missing keys are visible)
-and keeps nested objects as their JSON text. A key present in `raw` but null in `typed` had the wrong
-type. Known gap, by Spark's JSON reader: a number where a free-text string is expected (e.g. `"note": 5`)
-is read as the string "5" and passes; enum, const and every numeric field are checked exactly. Headers
-are few (one per file) and are validated with the full Python validator on the driver instead.
+* Spark's typed reader is strict for integers, numbers, booleans, objects and arrays: a wrong JSON type,
+  malformed or truncated JSON, or a non-object line set `_corrupt_record`.
+* required / enum / const / minimum / maximum / minLength / uniqueItems / the `allOf` if-then requirements
+  and NaN or infinite numbers are SQL expressions over the typed values.
+* What the typed parse cannot see — unknown keys, explicit nulls, a non-string where a free-text string is
+  expected (Spark reads `"note": 5` as "5"), a string where a free-form object is expected, text after the
+  object (Spark stops at its end) — is decided by counting in the line's text: keys (`":`), nulls
+  (`":null`, and per nullable name), `"name":"` per free-text string name, `"name":{` per free-form object
+  name, and braces plus brackets. Each count must equal what the typed values predict, plus what the
+  free-form objects (which Spark hands back as their JSON text) contain. The counts are exact only when
+  every `"` in the line delimits a string and no blank sits after a quote or a key's colon, so lines with
+  a backslash or such a blank are suspects (`_BLANKS`).
+  Remaining blind spot, by construction: an unknown key spelled like a nullable field of another object
+  (`clusterId`) with the value null, in a line whose own nullable field is absent.
+
+Counting uses `replace`/`translate` and `octet_length`, not regular expressions (several times cheaper).
+Higher-order functions appear only for `log.appended` items.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -22,8 +36,6 @@ from kraft_tck.traces.trace import schema as trace_schema
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-
-RAW_OBJECT = T.MapType(T.StringType(), T.StringType())
 
 _SCALARS: dict[str, T.DataType] = {
     "integer": T.LongType(),
@@ -96,46 +108,76 @@ def header_type() -> T.StructType:
     return t
 
 
-# ------------------------------------------------------------------------------------------- validation
+# ------------------------------------------------------------------------------------------- fast path
 
-Problem = tuple[Column, Column]  # (this is wrong, message)
-
-
-def _lit_list(values: list[Any]) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+CORRUPT = "_corrupt_record"
 
 
-def _present(raw: Column, key: str) -> Column:
-    return F.coalesce(F.map_contains_key(raw, F.lit(key)), F.lit(False))
+@lru_cache(maxsize=1)
+def parse_type() -> T.StructType:
+    """`event_type` plus the column Spark fills with the line when the typed parse fails anywhere."""
+    return T.StructType([*event_type().fields, T.StructField(CORRUPT, T.StringType(), True)])
 
 
-def _leaf_problems(node: dict[str, Any], typed: Column, present: Column, raw_text: Column,
-                   path: str) -> list[Problem]:
-    kinds = _json_types(node)
-    out: list[Problem] = []
-    is_null = present & raw_text.isNull()
-    if "null" not in kinds:
-        out.append((is_null, F.lit(f"{path}: null is not allowed")))
-    has_value = present & raw_text.isNotNull()
-    out.append((has_value & typed.isNull(),
-                F.concat(F.lit(f"{path}: "), raw_text, F.lit(f" is not of type {'/'.join(kinds)}"))))
-    good = has_value & typed.isNotNull()
-    if "enum" in node:
-        out.append((good & ~typed.isin(*node["enum"]),
-                    F.concat(F.lit(f"{path}: "), raw_text, F.lit(f" is not one of {_lit_list(node['enum'])}"))))
-    if "const" in node:
-        out.append((good & (typed != F.lit(node["const"])),
-                    F.concat(F.lit(f"{path}: "), raw_text, F.lit(f" is not {json.dumps(node['const'])}"))))
-    if "minimum" in node:
-        out.append((good & (typed < F.lit(node["minimum"])),
-                    F.concat(F.lit(f"{path}: "), raw_text, F.lit(f" is less than {node['minimum']}"))))
-    if "maximum" in node:
-        out.append((good & (typed > F.lit(node["maximum"])),
-                    F.concat(F.lit(f"{path}: "), raw_text, F.lit(f" is greater than {node['maximum']}"))))
-    if "minLength" in node:
-        out.append((good & (F.length(typed) < node["minLength"]),
-                    F.lit(f"{path}: shorter than {node['minLength']} characters")))
-    return out
+def parse(text: Column) -> Column:
+    return F.from_json(text, parse_type(), {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"})
+
+
+def count(text: Column, pattern: str) -> Column:
+    """Non-overlapping occurrences of a literal in `text`: a byte-length difference after a plain replace
+    (no regex), skipped by a cheaper `contains` when the pattern is absent (the usual case)."""
+    n = (F.octet_length(text) - F.octet_length(F.replace(text, F.lit(pattern), F.lit("")))) / len(pattern.encode())
+    return F.when(text.contains(pattern), n).otherwise(0)
+
+
+def count_chars(text: Column, chars: str) -> Column:
+    """Occurrences of any of the single-byte `chars` in `text` (one pass)."""
+    return F.octet_length(text) - F.octet_length(F.translate(text, chars, ""))
+
+
+def _one(c: Column) -> Column:
+    return F.when(c, 1).otherwise(0)
+
+
+class _Tally:
+    """What the typed values of one object predict about its text, and the typed checks that failed."""
+
+    def __init__(self) -> None:
+        self.keys: list[Column] = []  # present (non-null) keys at every schema-described level
+        self.braces: list[Column] = []  # objects the schema describes, besides the line itself
+        self.brackets: list[Column] = []  # arrays the schema describes
+        self.strings: dict[str, list[Column]] = {}  # per string-typed name: how many such values
+        self.free: dict[str, list[Column]] = {}  # per free-form object name: how many
+        self.free_text: list[Column] = []  # the free-form objects' JSON text (Spark re-serialised)
+        self.nullable: dict[str, list[Column]] = {}  # per nullable name: places where it may be null
+        self.bad: list[Column] = []  # typed checks that failed (null counts as not failed)
+
+    def fold(self, other: _Tally, scale: Callable[[Callable[[_Tally], Column]], Column],
+             failed: Column) -> None:
+        """Add a nested tally: `scale(pick)` is pick(nested tally) summed over where it applies."""
+        self.keys.append(scale(lambda tl: _sum(tl.keys)))
+        self.braces.append(scale(lambda tl: _sum(tl.braces)))
+        self.brackets.append(scale(lambda tl: _sum(tl.brackets)))
+        for name in other.strings:
+            self.strings.setdefault(name, []).append(scale(_named("strings", name)))
+        for name in other.free:
+            self.free.setdefault(name, []).append(scale(_named("free", name)))
+        for name in other.nullable:
+            self.nullable.setdefault(name, []).append(scale(_named("nullable", name)))
+        self.free_text.extend(other.free_text)
+        self.bad.append(failed)
+
+    def any_bad(self) -> Column:
+        return _any(self.bad)
+
+
+def _named(kind: str, name: str) -> Callable[[_Tally], Column]:
+    """Pick the sum of one per-name list (`strings`, `free` or `nullable`) of a tally."""
+    return lambda tl: _sum(getattr(tl, kind)[name])
+
+
+def _where_present(present: Column, inner: _Tally) -> Callable[[Callable[[_Tally], Column]], Column]:
+    return lambda pick: F.when(present, pick(inner)).otherwise(0)
 
 
 def _if_holds(cond: dict[str, Any], typed: Column) -> Column:
@@ -151,115 +193,158 @@ def _if_holds(cond: dict[str, Any], typed: Column) -> Column:
     return F.coalesce(out, F.lit(False))
 
 
-def object_problems(node: dict[str, Any], typed: Column, raw: Column, path: str) -> list[Problem]:
-    """Problems of one JSON object: `raw` is its map<string,string>, `typed` its parsed struct."""
+def _leaf_bad(node: dict[str, Any], v: Column) -> list[Column]:
+    out: list[Column] = []
+    if "enum" in node:
+        out.append(~v.isin(*node["enum"]))
+    if "const" in node:
+        out.append(v != F.lit(node["const"]))
+    if "minimum" in node:
+        out.append(v < F.lit(node["minimum"]))
+    if "maximum" in node:
+        out.append(v > F.lit(node["maximum"]))
+    if "minLength" in node:
+        out.append(F.length(v) < node["minLength"])
+    if "number" in _json_types(node):  # Spark reads "NaN", "Infinity" (quoted or not) as doubles; JSON does not
+        out.append(F.isnan(v) | (F.abs(v) == F.lit(float("inf"))))
+    return [v.isNotNull() & c for c in out]
+
+
+# Spark's lambdas are plain one- or two-argument functions (PySpark counts the parameters), so closures
+# over the item schema are built by these factories rather than with default arguments.
+def _is_null(x: Column) -> Column:
+    return x.isNull()
+
+
+def _item_bad(items: dict[str, Any]) -> Callable[[Column], Column]:
+    return lambda x: _tally(items, x).any_bad()
+
+
+def _scalar_bad(items: dict[str, Any]) -> Callable[[Column], Column]:
+    return lambda x: _any(_leaf_bad(items, x))
+
+
+def _any(cs: list[Column]) -> Column:
+    """OR of conditions, a null counting as false (each condition is a failed check)."""
+    out: Column = F.lit(False)
+    for c in cs:
+        out = out | F.coalesce(c, F.lit(False))
+    return out
+
+
+def _over_items(arr: Column, items: dict[str, Any]) -> Callable[[Callable[[_Tally], Column]], Column]:
+    """Sum of pick(tally of the item) over the items of `arr` (0 when there are none)."""
+    def over(pick: Callable[[_Tally], Column]) -> Column:
+        return F.coalesce(F.aggregate(arr, F.lit(0), lambda acc, x: acc + pick(_tally(items, x))), F.lit(0))
+    return over
+
+
+def _tally(node: dict[str, Any], t: Column) -> _Tally:
+    """Tally one schema-described object whose typed value `t` is present (the caller guards presence)."""
     node = resolve(node)
+    tally = _Tally()
     props: dict[str, Any] = node.get("properties", {})
-    where = path or "<line>"
-    out: list[Problem] = []
-    if node.get("additionalProperties") is False:
-        extra = F.array_sort(F.array_except(F.map_keys(raw), F.array(*[F.lit(k) for k in props])))
-        out.append((F.size(extra) > 0,
-                    F.concat(F.lit(f"{where}: unexpected properties "), F.concat_ws(", ", extra))))
+    if node.get("additionalProperties", True) is not False:
+        raise ValueError("trace schema: the fast path needs additionalProperties: false on described objects")
     for key in node.get("required", []):
-        out.append((~_present(raw, key), F.lit(f"{where}: '{key}' is a required property")))
+        tally.bad.append(t[key].isNull())  # missing or null: both fail unless the field is nullable
     for branch in node.get("allOf", []):
-        then = branch.get("then", {})
-        holds = _if_holds(branch.get("if", {}), typed)
-        for key in then.get("required", []):
-            out.append((holds & ~_present(raw, key),
-                        F.concat(F.lit(f"{where}: '{key}' is required for event "), typed["event"])))
+        holds = _if_holds(branch.get("if", {}), t)
+        for key in branch.get("then", {}).get("required", []):
+            tally.bad.append(holds & t[key].isNull())
     for key, sub in props.items():
         sub = resolve(sub)
-        sub_path = f"{path}/{key}" if path else key
-        present = _present(raw, key)
-        raw_text = raw[key]
-        kinds = [k for k in _json_types(sub) if k != "null"]
-        if kinds == ["object"] and sub.get("properties"):
-            inner = F.col(raw_column(sub_path))
-            out.append((present & raw_text.isNotNull() & inner.isNull(), F.lit(f"{sub_path}: not an object")))
-            for cond, msg in object_problems(sub, typed[key], inner, sub_path):
-                out.append((present & inner.isNotNull() & cond, msg))
-        elif kinds == ["object"]:
-            # Free-form objects (message bodies, config) are kept as text; only their shape is checked.
-            out.append((present & raw_text.isNotNull() & ~F.ltrim(raw_text).startswith("{"),
-                        F.lit(f"{sub_path}: not an object")))
-        elif kinds == ["array"]:
-            out.extend(_array_problems(sub, typed[key], present, raw_text, sub_path))
+        v = t[key]
+        present = v.isNotNull()
+        kinds = _json_types(sub)
+        real = [k for k in kinds if k != "null"]
+        tally.keys.append(_one(present))
+        if "null" in kinds:
+            tally.nullable.setdefault(key, []).append(_one(v.isNull()))
+        if real == ["object"] and sub.get("properties"):
+            tally.braces.append(_one(present))
+            inner = _tally(sub, v)
+            tally.fold(inner, _where_present(present, inner), present & inner.any_bad())
+        elif real == ["object"]:
+            tally.free.setdefault(key, []).append(_one(present))
+            tally.free_text.append(v)
+        elif real == ["array"]:
+            tally.brackets.append(_one(present))
+            items = resolve(sub.get("items", {}))
+            tally.bad.append(present & F.exists(v, _is_null))
+            if sub.get("uniqueItems"):
+                tally.bad.append(present & (F.size(F.array_distinct(v)) < F.size(v)))
+            if [k for k in _json_types(items) if k != "null"] == ["object"] and items.get("properties"):
+                tally.braces.append(F.when(present, F.size(v)).otherwise(0))
+                shape = _tally(items, v[0])  # which names occur; the sums below rebuild it per item
+                if shape.free_text:
+                    raise ValueError("trace schema: free-form objects inside arrays are not supported")
+
+                tally.fold(shape, _over_items(v, items), present & F.exists(v, _item_bad(items)))
+            else:
+                tally.bad.append(present & F.exists(v, _scalar_bad(items)))
         else:
-            out.extend(_leaf_problems(sub, typed[key], present, raw_text, sub_path))
+            if real == ["string"] and "enum" not in sub and "const" not in sub:
+                # Spark reads any JSON value into a string column; an enum or a const rejects the stranger
+                tally.strings.setdefault(key, []).append(_one(present))
+            tally.bad.extend(_leaf_bad(sub, v))
+    return tally
+
+
+def _sum(cs: list[Column]) -> Column:
+    out: Column = F.lit(0)
+    for c in cs:
+        out = out + c
     return out
 
 
-def _array_problems(node: dict[str, Any], typed: Column, present: Column, raw_text: Column,
-                    path: str) -> list[Problem]:
-    items = resolve(node.get("items", {}))
-    out: list[Problem] = [(present & raw_text.isNotNull() & typed.isNull(), F.lit(f"{path}: not an array"))]
-    if node.get("uniqueItems"):
-        out.append((F.size(F.array_distinct(typed)) < F.size(typed), F.lit(f"{path}: items are not unique")))
-    item_kinds = [k for k in _json_types(items) if k != "null"]
-    if item_kinds == ["object"] and items.get("properties"):
-        raw_items = F.col(raw_column(path))
-        zipped = F.arrays_zip(typed.alias("t"), raw_items.alias("r"))
+def _free_count(tally: _Tally, pattern: str) -> Column:
+    return _sum([F.coalesce(count(t, pattern), F.lit(0)) for t in tally.free_text])
 
-        def item(z: Column) -> Column:
-            checks = object_problems(items, z["t"], z["r"], f"{path}/*")
-            return _collect(checks)
 
-        out.append((F.lit(True), F.nullif(F.array_join(F.flatten(F.transform(zipped, item)), "; "), F.lit(""))))
-    else:
-        def scalar(x: Column) -> Column:
-            return _collect(_leaf_problems(items, x, F.lit(True), x.cast("string"), f"{path}/*"))
+def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
+    """The fast path's conditions by name (all must hold; see the module docstring)."""
+    tally = _tally(definition("event"), e)
+    t = text
 
-        out.append((F.lit(True), F.nullif(F.array_join(F.flatten(F.transform(typed, scalar)), "; "), F.lit(""))))
+    def balanced(pattern: str, predicted: Column) -> Column:
+        return count(t, pattern) == predicted + _free_count(tally, pattern)
+
+    nulls = count(t, '":null') - _free_count(tally, '":null')
+    named_nulls = [(name, count(t, f'"{name}":null') - _free_count(tally, f'"{name}":null'), _sum(places))
+                   for name, places in tally.nullable.items()]
+    structure = 2 * (1 + _sum(tally.braces)) + 2 * _sum(tally.brackets)
+    free_structure = _sum([F.coalesce(count_chars(f, "{}[]"), F.lit(0)) for f in tally.free_text])
+    return [
+        ("parsed", e.isNotNull() & e[CORRUPT].isNull()),
+        ("plain text", _all([~t.contains(b) for b in _BLANKS])),
+        ("ends with }", F.rtrim(t).endswith("}")),
+        ("typed checks", ~tally.any_bad()),
+        ("keys", balanced('":', _sum(tally.keys) + nulls)),
+        ("nulls", _all([nulls == _sum([n for _, n, _ in named_nulls]),
+                        *[(n >= 0) & (n <= places) for _, n, places in named_nulls]])),
+        # Braces and brackets together: each kind occurs at least as often as the typed values predict
+        # (Jackson parsed the object), so the sum is exact: extras sit in strings or after the object.
+        ("braces and brackets", count_chars(t, "{}[]") == structure + free_structure),
+        ("strings", _all([balanced(f'"{name}":"', _sum(cs)) for name, cs in tally.strings.items()])),
+        ("free-form objects", _all([balanced(f'"{name}":{{', _sum(cs)) for name, cs in tally.free.items()])),
+    ]
+
+
+#: A backslash (so a `"` may sit inside a string), or whitespace between a key and its colon (hides the
+#: key from the key count) or between the colon and a value (hides the value's kind). Other whitespace is
+#: harmless; this also catches some (strings starting with a blank), which only costs a Python check.
+_BLANKS = ("\\", '" ', '"\t', '": ', '":\t')
+
+
+def conforms(e: Column, text: Column) -> Column:
+    """True when the event line `text`, parsed as `e` (see `parse`), certainly conforms to the schema."""
+    return _all([c for _, c in checks(e, text)])
+
+
+def _all(cs: list[Column]) -> Column:
+    """AND of conditions, a null counting as false (so an unknown never clears a line)."""
+    out: Column = F.lit(True)
+    for c in cs:
+        out = out & F.coalesce(c, F.lit(False))
     return out
-
-
-def _collect(checks: list[Problem]) -> Column:
-    """Array of the messages whose condition holds (an empty array when the object is valid)."""
-    flagged = F.array(*[F.when(F.coalesce(c, F.lit(False)), m) for c, m in checks])
-    return F.filter(flagged, lambda x: x.isNotNull() & (F.length(x) > 0))
-
-
-def raw_column(path: str) -> str:
-    """Name of the column holding the raw map (or array of maps) of the nested object at `path`."""
-    return "__raw_" + path.replace("/", "_")
-
-
-def _nested_raw(node: dict[str, Any], parent: str, path: str, out: list[tuple[str, Column]]) -> None:
-    for key, sub in resolve(node).get("properties", {}).items():
-        sub = resolve(sub)
-        sub_path = f"{path}/{key}" if path else key
-        kinds = [k for k in _json_types(sub) if k != "null"]
-        text = F.col(parent)[key]
-        if kinds == ["object"] and sub.get("properties"):
-            out.append((raw_column(sub_path), F.from_json(text, RAW_OBJECT)))
-            _nested_raw(sub, raw_column(sub_path), sub_path, out)
-        elif kinds == ["array"] and resolve(sub.get("items", {})).get("properties"):
-            out.append((raw_column(sub_path), F.from_json(text, T.ArrayType(RAW_OBJECT))))
-
-
-def raw_columns(node_name: str, raw: str) -> list[tuple[str, Column]]:
-    """(name, expression) of every nested raw map, parents first: parse each nested object once, as its
-    own column, instead of once per check that looks at it."""
-    out: list[tuple[str, Column]] = []
-    _nested_raw(definition(node_name), raw, "", out)
-    return out
-
-
-def with_raw_columns(df: Any, raw: str = "raw") -> Any:
-    for name, expr in raw_columns("event", raw):
-        df = df.withColumn(name, expr)
-    return df
-
-
-def event_problems(typed: Column, raw: Column) -> Column:
-    """Every way one event line breaks the trace schema, "; "-joined (empty string when it conforms).
-
-    A flat concat_ws of conditional messages, not an array filtered by a lambda: higher-order functions
-    keep Spark from compiling the stage, and this expression runs once per line.
-    Needs the nested raw columns of `with_raw_columns` on the same DataFrame."""
-    checks = object_problems(definition("event"), typed, raw, "")
-    return F.concat_ws("; ", *[F.when(F.coalesce(c, F.lit(False)), m) for c, m in checks])
-
-

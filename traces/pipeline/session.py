@@ -15,23 +15,38 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 
-#: Settings for one small machine. Shuffle partitions: the default 200 makes hundreds of tiny tasks for
-#: tables of a few million rows; 2 cores want a handful. The UI is off because several sessions (tests,
-#: benchmarks) share the host and would race for port 4040.
+#: Settings for one small machine (2 cores, 24 GiB), measured with bench/bench_pipeline.py:
+#: * local mode runs executors inside the driver JVM, so the driver's heap is the executors' heap: 8 GiB
+#:   leaves the rest of the machine to the Python workers, the OS page cache and the other tools;
+#: * shuffle partitions: the default 200 makes hundreds of tiny tasks; 2 cores want a handful, and AQE
+#:   coalesces them further (and turns small joins into broadcasts);
+#: * splits of 64 MiB keep both cores busy on a few hundred MiB of traces;
+#: * a few concurrent Parquet writers per task instead of a sort of every row by (status, source, run);
+#: * partition values (run ids such as "1" or "2024") stay strings when tables are read back;
+#: * the UI is off: several sessions (tests, benchmarks) share the host and would race for port 4040;
+#: * Arrow (`spark.sql.execution.arrow.pyspark.enabled`) only takes effect when pyarrow is installed.
 DEFAULT_CONF: dict[str, str] = {
-    "spark.driver.memory": "6g",
+    "spark.driver.memory": "8g",
     "spark.executor.memory": "2g",
     "spark.sql.shuffle.partitions": "8",
     "spark.default.parallelism": "4",
+    "spark.sql.files.maxPartitionBytes": "64m",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.maxConcurrentOutputFileWriters": "8",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     # The parsed event struct has more than the default 100 nested fields, the limit above which Spark
     # gives up whole-stage code generation for a stage.
     "spark.sql.codegen.maxFields": "2000",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.compression.codec": "snappy",
-    "spark.driver.extraJavaOptions": "-XX:+UseG1GC",
+    # The per-line schema check compiles to methods above HotSpot's 8000-byte JIT limit; without this
+    # flag they stay interpreted (bench_pipeline: ~30% of the check's CPU time).
+    "spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:-DontCompileHugeMethods",
+    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
     "spark.python.worker.reuse": "true",
 }
 
