@@ -49,11 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from kraft_tck.reference import wire
-from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node, WriteLost
 from kraft_tck.reference.procs import LocalCluster, free_base_port
-from kraft_tck.reference.storage import METADATA_PARTITION_DIR, format_dir, new_uuid
+from kraft_tck.reference.storage import METADATA_PARTITION_DIR, new_uuid
 from kraft_tck.reference.workload import percentile
 from kraft_tck.spec import codec
 from kraft_tck.spec.framing import read_frame
@@ -246,20 +245,9 @@ def _counts(nodes: list[CountingNode]) -> tuple[Counter[str], int]:
 
 
 async def in_process_cluster(root: Path, fsync: bool, plan: Plan) -> InProcessResult:
-    base = free_base_port(3)
-    quorum = ",".join(f"{i}@127.0.0.1:{base + i - 1}" for i in (1, 2, 3))
-    cluster_id = new_uuid()
-    nodes = []
-    for i in (1, 2, 3):
-        data = root / f"inproc-{'fsync' if fsync else 'nofsync'}-{i}"
-        format_dir(data, i, cluster_id)
-        cfg = NodeConfig.from_properties({
-            "node.id": str(i), "process.roles": "controller", "controller.listener.names": "CONTROLLER",
-            "listeners": f"CONTROLLER://127.0.0.1:{base + i - 1}", "controller.quorum.voters": quorum,
-            "log.dirs": str(data), **{k: str(v) for k, v in SETTINGS.items()},
-            "controller.quorum.append.linger.ms": str(IN_PROCESS_LINGER_MS),
-        })
-        nodes.append(CountingNode(cfg, fsync=fsync, seed=i))
+    cluster = LocalCluster(root / f"inproc-{'fsync' if fsync else 'nofsync'}", base_port=free_base_port(3),
+                           settings={**SETTINGS, "controller.quorum.append.linger.ms": IN_PROCESS_LINGER_MS})
+    nodes = [CountingNode(cfg, fsync=fsync, seed=cfg.node_id) for cfg in cluster.node_configs()]
     for n in nodes:
         await n.start()
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.reference.config import render_properties
+from kraft_tck.reference.config import NodeConfig, render_properties
 from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_quorum
 from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
 
@@ -88,6 +88,12 @@ class LocalCluster:
             self.config_path(i).write_text(render_properties(props, header=f"kraft-tck node {i}"), encoding="utf-8")
             format_dir(self.data_dir(i), i, self.cluster_id)
         return self.cluster_id
+
+    def node_configs(self) -> list[NodeConfig]:
+        """Prepare the cluster and load every node's config, for running the nodes in this process instead
+        (tests and benchmarks that need the ``Node`` objects' memory)."""
+        self.prepare()
+        return [NodeConfig.load(self.config_path(i)) for i in range(1, self.voters + 1)]
 
     def start(self, node_id: int) -> subprocess.Popen[bytes]:
         cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "node", "--config", str(self.config_path(node_id)),

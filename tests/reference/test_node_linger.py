@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.node import Node
-from kraft_tck.reference.procs import free_base_port
-from kraft_tck.reference.storage import LogDir, format_dir, new_uuid
+from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.reference.storage import LogDir
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,21 +22,11 @@ WRITES = 20
 async def batches_for_writes(root: Path, linger_ms: int) -> tuple[int, int]:
     """Issue WRITES single-record writes in one go on the leader; wait until all are committed; return
     (batches holding them, records) as a follower's segment files have them after the nodes stopped."""
-    base = free_base_port(3)
-    quorum = ",".join(f"{i}@127.0.0.1:{base + i - 1}" for i in (1, 2, 3))
-    cluster_id = new_uuid()
-    nodes = []
-    for i in (1, 2, 3):
-        data = root / f"linger{linger_ms}-{i}"
-        format_dir(data, i, cluster_id)
-        cfg = NodeConfig.from_properties({
-            "node.id": str(i), "process.roles": "controller", "controller.listener.names": "CONTROLLER",
-            "listeners": f"CONTROLLER://127.0.0.1:{base + i - 1}", "controller.quorum.voters": quorum,
-            "log.dirs": str(data), "controller.quorum.append.linger.ms": str(linger_ms),
-            "controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "2000",
-            "controller.quorum.fetch.max.wait.ms": "100",
-        })
-        nodes.append(Node(cfg, fsync=False, seed=i))
+    cluster = LocalCluster(root / f"linger{linger_ms}", base_port=free_base_port(3), settings={
+        "controller.quorum.append.linger.ms": linger_ms, "controller.quorum.election.timeout.ms": 300,
+        "controller.quorum.fetch.timeout.ms": 2000, "controller.quorum.fetch.max.wait.ms": 100,
+    })
+    nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
     for n in nodes:
         await n.start()
     try:
