@@ -39,7 +39,8 @@ EXTENDS TraceData, Integers, Sequences, FiniteSets, TLC
 VARIABLES role, epoch, votedId, leaderId, log, highWatermark, clusterId,
           votesGranted, endOffset, msgs, restarts,
           l,      \* the next trace event to match
-          hidden  \* hidden steps taken since the last matched event
+          hidden, \* hidden steps taken since the last matched event
+          epochCache  \* epochCache[i]: the epoch cache of log[i] (see TraceView)
 
 K == INSTANCE KRaft WITH
         Voters <- TraceVoters, Observers <- TraceObservers, Values <- {"record"},
@@ -53,7 +54,51 @@ TraceInit ==
     /\ K!Init
     /\ l = 1
     /\ hidden = 0
+    /\ epochCache = [i \in K!Nodes |-> <<>>]
     /\ TLCSet(1, 0)
+
+(***************************************************************************)
+(* TLC fingerprints every state it meets, and a fingerprint of log covers  *)
+(* every record: with logs growing along the trace that made validation    *)
+(* quadratic in its length.  TraceView stands for the state in the        *)
+(* fingerprint with each log replaced by its length and its epoch cache   *)
+(* (Kafka's LeaderEpochFileCache: <<epoch, start offset>> of every epoch   *)
+(* with records), which grows with the leaders of the trace, not with its  *)
+(* records.  epochCache is kept up to date from the records a step adds or *)
+(* cuts, never by a pass over the whole log.                               *)
+(*                                                                         *)
+(* Why nothing is lost: the records of one epoch in any log are a prefix   *)
+(* of what that epoch's single leader appended (ElectionSafety, checked    *)
+(* along the trace), so length and epoch cache determine the log.  Even if *)
+(* two states of one view differed, TLC would only skip the second: every  *)
+(* state it explores is still reached by real KRaft steps, so a PASS stays *)
+(* a behaviour of KRaft; at worst a valid trace could FAIL.                *)
+(***************************************************************************)
+
+\* The epoch cache extended by the epochs of lg[k..Len(lg)]: one binary search
+\* (K!PrefixAtMost) per epoch, not one step per record.
+RECURSIVE CacheFrom(_, _, _)
+CacheFrom(c, lg, k) ==
+    IF k > Len(lg) THEN c
+    ELSE LET e == lg[k].epoch
+             c2 == IF c # <<>> /\ c[Len(c)][1] = e THEN c ELSE Append(c, <<e, k - 1>>)
+         IN CacheFrom(c2, lg, K!PrefixAtMost(lg, e, k, Len(lg)) + 1)
+
+\* The epoch cache of log new, one step after the log old with cache c.  A KRaft
+\* step appends at the end of a log or cuts it to a prefix (truncation), never
+\* both; should the record at the old end differ, the cache is rebuilt.
+NextCache(c, old, new) ==
+    IF Len(new) < Len(old) THEN SelectSeq(c, LAMBDA r : r[2] < Len(new))
+    ELSE IF Len(old) > 0 /\ new[Len(old)].epoch # old[Len(old)].epoch
+    THEN CacheFrom(<<>>, new, 1)
+    ELSE CacheFrom(c, new, Len(old) + 1)
+
+UpdateCache == epochCache' = [i \in K!Nodes |-> NextCache(epochCache[i], log[i], log'[i])]
+
+\* The fingerprinted part of a state (TraceKRaft.cfg: VIEW TraceView).
+TraceView ==
+    <<role, epoch, votedId, leaderId, [i \in K!Nodes |-> Len(log[i])], epochCache,
+      highWatermark, clusterId, votesGranted, endOffset, msgs, restarts, l, hidden>>
 
 \* The reported state of node i, compared with the spec's state after the step.
 StateMatches(i, s) ==
@@ -147,15 +192,22 @@ Record ==
          /\ PrintT(<<"TRACE-MATCHED", l, TraceLog[l].seq>>)
     ELSE TRUE
 
+\* TLC makes every way an action-level \/ or \E holds a successor of its own, even
+\* once all variables are assigned: Answered alone made one successor per message
+\* in flight, all the same state, each fingerprinted.  A guard wrapped in Holds is
+\* an IF condition, which TLC evaluates once, as a Boolean.
+Holds(P) == IF P THEN TRUE ELSE FALSE
+
 TraceStep ==
     /\ l <= Len(TraceLog)
     /\ Do(TraceLog[l])
-    /\ Answered(TraceLog[l])
-    /\ TraceLog[l].event \in {"DuplicateMessage", "DropMessage", "AnswerParkedFetch",
-                              "EnvironmentSend", "EnvironmentReceive"}
-       \/ StateMatches(TraceLog[l].node, TraceLog[l].state)
+    /\ Holds(Answered(TraceLog[l]))
+    /\ Holds(\/ TraceLog[l].event \in {"DuplicateMessage", "DropMessage", "AnswerParkedFetch",
+                                      "EnvironmentSend", "EnvironmentReceive"}
+             \/ StateMatches(TraceLog[l].node, TraceLog[l].state))
     /\ l' = l + 1
     /\ hidden' = 0
+    /\ UpdateCache
     /\ Record
 
 \* A step the trace did not record (black-box traces only).
@@ -164,11 +216,12 @@ HiddenStep ==
     /\ l <= Len(TraceLog)
     /\ K!Next
     /\ hidden' = hidden + 1
+    /\ UpdateCache
     /\ UNCHANGED l
 
 TraceNext == TraceStep \/ HiddenStep
 
-TraceSpec == TraceInit /\ [][TraceNext]_<<kvars, l, hidden>>
+TraceSpec == TraceInit /\ [][TraceNext]_<<kvars, l, hidden, epochCache>>
 
 \* Once the whole trace is matched no step is enabled and TLC stops; Python reads how far
 \* TRACE-MATCHED got.  TraceNotDone is violated exactly when the whole trace has been matched
