@@ -185,11 +185,12 @@ Do(ev) ==
       [] e = "EnvironmentReceive" -> EnvironmentReceive(ev)
       [] OTHER -> FALSE
 
-\* Remember the furthest event matched (short: TLC prints one line per event).
+\* Remember the furthest event matched (short: TLC prints one line per event;
+\* Python knows row l's event).
 Record ==
     IF l' > TLCGet(1)
     THEN /\ TLCSet(1, l')
-         /\ PrintT(<<"TRACE-MATCHED", l, TraceLog[l].seq>>)
+         /\ PrintT(<<"TRACE-MATCHED", l>>)
     ELSE TRUE
 
 \* TLC makes every way an action-level \/ or \E holds a successor of its own, even

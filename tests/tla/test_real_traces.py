@@ -215,3 +215,36 @@ def test_high_watermark_going_backwards_fails_at_that_event(tmp_path: Path) -> N
     lines[target]["state"]["highWatermark"] = last_hw[lines[target]["node"]] - 1
     doctored = _write(tmp_path / "hw-backwards.ndjson", lines)
     _expect_failure_at_line(doctored, target + 1)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_wrong_diverging_epoch_fails_at_that_event(tmp_path: Path) -> None:
+    # KIP-595 "Fetch Request Handling" step 3: a diverging fetch is answered with the largest epoch <= the
+    # fetcher's LastFetchedEpoch and its end offset.  The doctored leader names an end offset one past it
+    # (in its Send and in the follower's Receive alike): its HandleFetchRequest must fail.  Seed 4 of the
+    # default fault profile has a follower with a stale epoch-1 tail after a leader change.
+    lines = _lines(_simulate(tmp_path, 4, profile="default", duration_ms=10_000))
+    sent = None
+    for k, line in enumerate(lines[1:], start=1):
+        msg = line.get("msg") or {}
+        if line["event"] == "Send" and (msg.get("api"), msg.get("kind")) == ("Fetch", "response"):
+            part = msg["body"]["Responses"][0]["Partitions"][0]
+            if part.get("DivergingEpoch", {}).get("Epoch", -1) >= 0:
+                sent = k
+                break
+    assert sent is not None, "the trace has no fetch answered with a DivergingEpoch"
+    msg = lines[sent]["msg"]
+    handler = max(
+        k for k in range(1, sent) if lines[k]["node"] == msg["from"] and lines[k]["event"] not in ("Send", "Receive")
+    )
+    assert lines[handler]["event"] == "HandleFetchRequest"
+    for line in lines[sent:]:
+        other = line.get("msg") or {}
+        if line["event"] in ("Send", "Receive") and all(
+            other.get(f) == msg[f] for f in ("api", "kind", "from", "to", "correlationId")
+        ):
+            other["body"]["Responses"][0]["Partitions"][0]["DivergingEpoch"]["EndOffset"] += 1
+    doctored = _write(tmp_path / "wrong-diverging-epoch.ndjson", lines)
+    _expect_failure_at_line(doctored, handler + 1)

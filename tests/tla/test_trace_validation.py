@@ -107,8 +107,12 @@ def test_trace_module_lists_action_events_only(tmp_path: Path) -> None:
     assert "TraceVoters == {1, 2, 3}" in text
     assert 'TraceCluster == "c1"' in text
     assert "HiddenSteps == 0" in text
-    assert text.count('event |-> "') == len(ELECTION)
-    assert 'role |-> "Candidate", epoch |-> 1, votedId |-> 1, leaderId |-> -1' in text
+    # one Row(node, event, msg, reply, state) per event; St(...) lists the state in STATE_FIELDS order
+    assert [line.split(", ")[1] for line in text.splitlines() if line.startswith("Row(") and "==" not in line] == [
+        f'"{e}"' for _, e, _ in ELECTION
+    ]
+    assert 'Row(1, "StartElection", NoMsg, NoMsg, St("Candidate", 1, 1, -1, 0, 0, 0))' in text
+    assert "St(a1, a2, a3, a4, a5, a6, a7) == [role |-> a1, epoch |-> a2, votedId |-> a3, leaderId |-> a4" in text
 
 
 def test_harness_traces_allow_hidden_steps(tmp_path: Path) -> None:
