@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,7 +203,7 @@ class CountingNode(Node):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.frames: Counter[str] = Counter()
+        self.frames: Counter[tuple[int, str]] = Counter()  # (api key, "recv"/"send") -> frames
 
     def _wants_frames(self) -> bool:
         return True  # count frames even though nothing is traced
@@ -211,8 +211,21 @@ class CountingNode(Node):
     def _observe_server(self, direction: str, api_key: int, version: int, corr: int,
                         body: dict[str, Any], peer: str) -> None:
         if api_key != API_VERSIONS:
-            self.frames[f"{codec.api_name(api_key)}.{'request' if direction == 'recv' else 'response'}"] += 1
-        super()._observe_server(direction, api_key, version, corr, body, peer)
+            self.frames[(api_key, direction)] += 1  # named in frame_counts(), off the timed path
+        if self.trace is not None:
+            super()._observe_server(direction, api_key, version, corr, body, peer)
+
+    def _observe_client(self, dest: int) -> Callable[[str, int, int, int, dict[str, Any], str], None]:
+        # Counting needs the servers' side only; the client side observes for the trace alone.
+        return super()._observe_client(dest) if self.trace is not None else _ignore_frame
+
+    def frame_counts(self) -> Counter[str]:
+        return Counter({f"{codec.api_name(k)}.{'request' if d == 'recv' else 'response'}": n
+                        for (k, d), n in self.frames.items()})
+
+
+def _ignore_frame(direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], peer: str) -> None:
+    pass
 
 
 @dataclass
@@ -240,7 +253,7 @@ def _leader(nodes: list[CountingNode]) -> CountingNode | None:
 def _counts(nodes: list[CountingNode]) -> tuple[Counter[str], int]:
     frames: Counter[str] = Counter()
     for n in nodes:
-        frames.update(n.frames)
+        frames.update(n.frame_counts())
     return frames, sum(n.storage.fsync_count for n in nodes if n.storage is not None)
 
 

@@ -17,6 +17,7 @@ Kafka rules this module keeps:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import struct
@@ -47,8 +48,11 @@ class Request:
     peer: str
 
 
-#: A handler returns the response body, or None to close the connection without answering.
-Handler = Callable[[Request], Awaitable[dict[str, Any] | None]]
+#: What a handler answers: the response body, or None to close the connection without answering.
+Answer = dict[str, Any] | None
+#: A handler answers at once (a body or None), or later (an awaitable: a coroutine, or a future the
+#: handler resolves itself). Answering at once costs no task and no event-loop round.
+Handler = Callable[[Request], Answer | Awaitable[Answer]]
 #: Observes every frame: (direction "recv"/"send", api_key, version, correlation_id, body, peer).
 FrameObserver = Callable[[str, int, int, int, dict[str, Any], str], None]
 
@@ -112,11 +116,10 @@ class KafkaServer:
         self._conns.add(task)
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        # Responses are written strictly in request order: a queue of futures, one writer task.
-        pending: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue()
-        writer_task = asyncio.create_task(self._write_in_order(pending, writer, peer))
+        responses = _InOrderResponses(writer, peer, self._observer)
+        closing = False  # the server is closing: answers still pending are dropped
         try:
-            while True:
+            while not responses.closed:
                 try:
                     payload = await read_frame(reader, self._max_frame)
                 except FrameTooLargeError as exc:
@@ -124,41 +127,40 @@ class KafkaServer:
                     break
                 if payload is None:
                     break
-                fut = self._dispatch(payload, peer)
-                await pending.put(fut)
+                self._dispatch(payload, peer, responses)
+                # Backpressure: stop reading requests while the peer is not reading our responses.
+                await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, DecodeError) as exc:
             log.debug("connection %s ended: %s", peer, exc)
         except asyncio.CancelledError:
             # close() cancels open connections; finishing normally keeps asyncio from logging it as an error.
-            pass
+            closing = True
         finally:
-            await pending.put(None)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer_task
+            # Requests read before the peer stopped sending still get their answers, in order.
+            if not closing:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await responses.all_written()
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
             self._conns.discard(task)
 
-    def _dispatch(self, payload: bytes, peer: str) -> asyncio.Future[bytes | None]:
-        loop = asyncio.get_running_loop()
+    def _dispatch(self, payload: bytes, peer: str, responses: _InOrderResponses) -> None:
         try:
             header, body = codec.decode_request(payload)
         except UnsupportedVersionError as exc:
-            done: asyncio.Future[bytes | None] = loop.create_future()
             if exc.api_key == API_VERSIONS and exc.correlation_id is not None:
                 # KIP-511: answer at v0 with the supported ranges so the client can pick a version.
                 body = api_versions_body(self.api_ranges, Errors.UNSUPPORTED_VERSION)
-                done.set_result(codec.encode_response(API_VERSIONS, 0, exc.correlation_id, body))
+                responses.add_frame(codec.encode_response(API_VERSIONS, 0, exc.correlation_id, body))
             else:
                 log.warning("closing %s: %s", peer, exc)
-                done.set_result(None)
-            return done
+                responses.add_frame(None)
+            return
         except DecodeError as exc:
             log.warning("closing %s: malformed request: %s", peer, exc)
-            bad: asyncio.Future[bytes | None] = loop.create_future()
-            bad.set_result(None)
-            return bad
+            responses.add_frame(None)
+            return
         req = Request(
             api_key=header["RequestApiKey"],
             api_version=header["RequestApiVersion"],
@@ -169,58 +171,108 @@ class KafkaServer:
         )
         if self._observer:
             self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
-        return asyncio.ensure_future(self._answer(req))
-
-    async def _answer(self, req: Request) -> bytes | None:
+        answer: Answer | Awaitable[Answer]
         if req.api_key == API_VERSIONS:
-            resp: dict[str, Any] | None = api_versions_body(self.api_ranges)
+            answer = api_versions_body(self.api_ranges)
         elif req.api_key not in self.api_ranges:
             log.warning("closing %s: api key %d is not served here", req.peer, req.api_key)
-            return None
+            answer = None
         else:
-            resp = await self._handler(req)
-        if resp is None:
-            return None
-        if self._observer:
-            self._observer("send", req.api_key, req.api_version, req.correlation_id, resp, req.peer)
-        return codec.encode_response(req.api_key, req.api_version, req.correlation_id, resp)
-
-    async def _write_in_order(
-        self, pending: asyncio.Queue[asyncio.Future[bytes | None] | None], writer: asyncio.StreamWriter, peer: str
-    ) -> None:
-        while True:
-            fut = await pending.get()
-            if fut is None:
-                return
             try:
-                frame = await fut
+                answer = self._handler(req)
             except Exception:
                 log.exception("handler failed for a request from %s; closing the connection", peer)
-                frame = None
-            if frame is None:
-                writer.close()
-                return
-            writer.write(frame)
-            try:
-                await writer.drain()
-            except ConnectionError:
-                return
+                answer = None
+        responses.add(req, answer)
 
 
-def _expire(fut: asyncio.Future[Any]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
+class _InOrderResponses:
+    """One connection's responses, written in request order, each as soon as it and all before it are
+    ready: straight from the call that completes it, with no writer task or queue in between."""
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, observer: FrameObserver | None) -> None:
+        self._writer = writer
+        self._peer = peer
+        self._observer = observer
+        # Oldest first: (request, its answer or the future of it) or (None, an encoded frame / None to close).
+        self._slots: collections.deque[tuple[Request | None, Any]] = collections.deque()
+        self._idle: asyncio.Future[None] | None = None  # resolved when every slot is written
+        self.closed = False
+
+    def add(self, req: Request, answer: Answer | Awaitable[Answer]) -> None:
+        if answer is None or isinstance(answer, dict):
+            self._slots.append((req, answer))
+            self._observe(req, answer)
+            self._flush()
+            return
+        fut = asyncio.ensure_future(answer)  # a coroutine becomes a task; a future stays itself
+        self._slots.append((req, fut))
+        if fut.done():
+            self._answered(req, fut)
+        else:
+            fut.add_done_callback(lambda f: self._answered(req, f))
+
+    def add_frame(self, frame: bytes | None) -> None:
+        self._slots.append((None, frame))
+        self._flush()
+
+    async def all_written(self) -> None:
+        if self._slots and not self.closed:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
+
+    def _answered(self, req: Request, fut: asyncio.Future[Answer]) -> None:
+        if not fut.cancelled():
+            exc = fut.exception()
+            if exc is not None:
+                log.error("handler failed for a request from %s; closing the connection", self._peer, exc_info=exc)
+            else:
+                self._observe(req, fut.result())
+        self._flush()
+
+    def _observe(self, req: Request, answer: Answer) -> None:
+        if self._observer and answer is not None:
+            self._observer("send", req.api_key, req.api_version, req.correlation_id, answer, req.peer)
+
+    def _flush(self) -> None:
+        slots = self._slots
+        while slots and not self.closed:
+            req, answer = slots[0]
+            if isinstance(answer, asyncio.Future):
+                if not answer.done():
+                    break  # later answers wait for this one
+                answer = None if answer.cancelled() or answer.exception() else answer.result()
+            slots.popleft()
+            if answer is None:
+                self.closed = True
+                slots.clear()
+                self._writer.close()
+            elif req is None:
+                self._writer.write(answer)  # already encoded
+            else:
+                try:
+                    frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
+                except Exception:
+                    log.exception("cannot encode the answer to a request from %s; closing the connection", self._peer)
+                    self.closed = True
+                    slots.clear()
+                    self._writer.close()
+                    break
+                self._writer.write(frame)
+        if (not slots or self.closed) and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
 
 class RequestError(Exception):
     """A request that got no response: connection refused or lost, or timed out."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _InFlight:
     api_key: int
     version: int
     future: asyncio.Future[dict[str, Any]]
+    timer: asyncio.TimerHandle | None = None
 
 
 @dataclass
@@ -272,34 +324,45 @@ class KafkaClient:
             raise RequestError(f"no common version of api key {api_key}: ours {ours}, {self.peer} {theirs}")
         return hi
 
-    async def request(
+    def send(
         self, api_key: int, version: int, body: dict[str, Any], timeout_s: float
-    ) -> dict[str, Any]:
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Write a request now and return the future of its response body, which fails with
+        ``RequestError`` on a timeout or a lost connection. Nothing is awaited: a caller that sends one
+        request at a time (the node: one per destination) needs no backpressure, and no task."""
         if not self.connected:
             raise RequestError(f"not connected to {self.peer}")
         corr = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
         frame = codec.encode_request(api_key, version, corr, self.client_id, body)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._inflight[corr] = _InFlight(api_key, version, fut)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        entry = self._inflight[corr] = _InFlight(api_key, version, fut)
+        # A timer that fails the future, rather than wait_for: no extra task per request.
+        entry.timer = loop.call_later(timeout_s, self._expire, corr, timeout_s)
         if self.observer:
             self.observer("send", api_key, version, corr, body, self.peer)
         assert self._writer is not None
-        timer: asyncio.TimerHandle | None = None
+        self._writer.write(frame)
+        return fut
+
+    async def request(
+        self, api_key: int, version: int, body: dict[str, Any], timeout_s: float
+    ) -> dict[str, Any]:
+        fut = self.send(api_key, version, body, timeout_s)
+        assert self._writer is not None
         try:
-            self._writer.write(frame)
             await self._writer.drain()
-            # A timer that fails the future, rather than wait_for: no extra task per request.
-            timer = asyncio.get_running_loop().call_later(timeout_s, _expire, fut)
-            return await fut
-        except TimeoutError as exc:
-            raise RequestError(f"{self.peer}: request api_key={api_key} timed out after {timeout_s:.3f}s") from exc
         except ConnectionError as exc:
             raise RequestError(f"{self.peer}: connection lost: {exc}") from exc
-        finally:
-            if timer is not None:
-                timer.cancel()
-            self._inflight.pop(corr, None)
+        return await fut
+
+    def _expire(self, corr: int, timeout_s: float) -> None:
+        entry = self._inflight.pop(corr, None)
+        if entry is not None and not entry.future.done():
+            entry.future.set_exception(
+                RequestError(f"{self.peer}: request api_key={entry.api_key} timed out after {timeout_s:.3f}s")
+            )
 
     async def send_raw(self, data: bytes) -> None:
         """Write arbitrary bytes (robustness tests send malformed frames through this)."""
@@ -318,11 +381,17 @@ class KafkaClient:
                 if len(payload) < 4:
                     raise DecodeError("CorrelationId", 0, "response shorter than its correlation id")
                 (corr,) = _CORRELATION.unpack_from(payload, 0)
-                entry = self._inflight.get(corr)
+                entry = self._inflight.pop(corr, None)
                 if entry is None:
                     log.warning("%s: response with unknown correlation id %d dropped", self.peer, corr)
                     continue
-                _, body = codec.decode_response(entry.api_key, entry.version, payload)
+                if entry.timer is not None:
+                    entry.timer.cancel()
+                try:
+                    _, body = codec.decode_response(entry.api_key, entry.version, payload)
+                except DecodeError:
+                    self._inflight[corr] = entry  # failed with the others below
+                    raise
                 if self.observer:
                     self.observer("recv", entry.api_key, entry.version, corr, body, self.peer)
                 if not entry.future.done():
@@ -333,7 +402,10 @@ class KafkaClient:
             error = RequestError(f"{self.peer}: undecodable response: {exc}")
             log.warning("%s", error)
         finally:
-            for entry in self._inflight.values():
+            inflight, self._inflight = self._inflight, {}
+            for entry in inflight.values():
+                if entry.timer is not None:
+                    entry.timer.cancel()
                 if not entry.future.done():
                     entry.future.set_exception(error)
             if self._writer is not None:

@@ -16,7 +16,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Request, RequestError
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
@@ -122,10 +122,11 @@ class Node:
         self._core_factory = core_factory
         self._rng = random.Random(seed)
         self.clock = Clock()
-        self._replies: dict[int, asyncio.Future[Any]] = {}
+        self._replies: dict[int, tuple[asyncio.Future[Answer], int]] = {}  # token -> (answer, api version)
         self._reply_ids = itertools.count()
         self._peers: dict[int, _Peer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._requests: set[asyncio.Future[dict[str, Any]]] = set()  # sent, awaiting the response
         self._stopping = False
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
         self.high_watermark = 0
@@ -228,7 +229,7 @@ class Node:
         if graceful and self.core is not None:
             self._step(Shutdown())
             await asyncio.sleep(0)
-            pending = [t for t in self._tasks if not t.done()]
+            pending = [t for t in self._tasks if not t.done()] + [f for f in self._requests if not f.done()]
             if pending:
                 await asyncio.wait(pending, timeout=grace_s)
         self._stopping = True
@@ -237,7 +238,7 @@ class Node:
         if self._controller_task is not None:
             self._controller_task.cancel()
         # Unblock parked replies first: a connection waiting to write one would keep server.close() waiting.
-        for fut in self._replies.values():
+        for fut, _ in self._replies.values():
             if not fut.done():
                 fut.cancel()
         if self.server is not None:
@@ -295,11 +296,12 @@ class Node:
         if self.trace is not None and ready.trace:
             self.trace.flush()  # hand each step's events to the kernel: kill -9 then loses nothing before it
         for out in ready.send:
-            self._spawn(self._send(out.dest_id, out.request, out.request_id))
+            self._send(out.dest_id, out.request, out.request_id)
         for rep in ready.replies:
-            fut = self._replies.pop(rep.reply_to, None)
-            if fut is not None and not fut.done():
-                fut.set_result(rep.response)
+            waiting = self._replies.pop(rep.reply_to, None)
+            if waiting is not None and not waiting[0].done():
+                fut, version = waiting
+                fut.set_result(wire.response_to_body(rep.response, version, self._endpoints))
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
             self._apply_committed_records()
@@ -343,25 +345,25 @@ class Node:
 
     # ------------------------------------------------------------------ inbound requests
 
-    async def _handle(self, req: Request) -> dict[str, Any] | None:
+    def _handle(self, req: Request) -> Answer | Awaitable[Answer]:
+        """The server's handler: the core answers most requests in the step that receives them, and then
+        the body goes back at once; a parked Fetch is answered through a future, by a later step."""
         if self._stopping:
             return None
         if req.api_key in broker_controller.SERVED_API_VERSIONS:
-            return await self._handle_broker_request(req)
+            return self._handle_broker_request(req)
         try:
             core_req = wire.request_from_kafka(req.api_key, req.api_version, req.body)
         except wire.WireError as exc:
             log.warning("refusing request from %s: %s", req.peer, exc)
             return wire.error_response_body(req.api_key, req.api_version, exc.error)
         token = next(self._reply_ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._replies[token] = fut
+        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._replies[token] = (fut, req.api_version)
         self._step(RequestReceived(sender_id=wire.sender_of(core_req), reply_to=token, request=core_req))
-        try:
-            response = await fut
-        except asyncio.CancelledError:
-            return None
-        return wire.response_to_body(response, req.api_version, self._endpoints)
+        if fut.done() and not fut.cancelled():
+            return fut.result()
+        return fut  # Node.stop cancels it: the connection then closes without an answer
 
     # ------------------------------------------------------------------ outbound requests
 
@@ -384,32 +386,63 @@ class Node:
             peer.client = client
             return client
 
-    async def _send(self, dest: int, request: Any, request_id: int) -> None:
+    def _send(self, dest: int, request: Any, request_id: int) -> None:
+        """Send at once on an open connection; otherwise connect first, in a task."""
         peer = self._peers.get(dest)
-        api_key = wire.api_key(request)
-        api = codec.api_name(api_key)
         if peer is None:
-            log.error("core asked to send %s to unknown node %d", api, dest)
+            log.error("core asked to send %s to unknown node %d", codec.api_name(wire.api_key(request)), dest)
             return
+        if peer.client is not None and peer.client.connected:
+            self._send_on(peer.client, dest, request, request_id)
+        else:
+            self._spawn(self._connect_and_send(peer, request, request_id))
+
+    async def _connect_and_send(self, peer: _Peer, request: Any, request_id: int) -> None:
         try:
             client = await self._client(peer)
+        except RequestError as exc:
+            self._request_failed(peer.node_id, request, request_id, exc)
+            return
+        if not self._stopping:
+            self._send_on(client, peer.node_id, request, request_id)
+
+    def _send_on(self, client: KafkaClient, dest: int, request: Any, request_id: int) -> None:
+        api_key = wire.api_key(request)
+        try:
             version = client.best_version(api_key)
             body = wire.request_to_body(request, version)
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
             timeout = (self.config.request_timeout_ms + wire.max_wait_ms(request)) / 1000
-            resp_body = await client.request(api_key, version, body, timeout)
-            response = wire.response_from_kafka(api_key, version, resp_body)
-        except (RequestError, wire.WireError) as exc:
-            if self._stopping:
-                return
-            log.debug("%s to node %d failed: %s", api, dest, exc)
-            if peer.client is not None and not peer.client.connected:
-                await peer.client.close()
-                peer.client = None
-            self._step(RequestFailed(dest_id=dest, api=api, request_id=request_id))
+            fut = client.send(api_key, version, body, timeout)
+        except RequestError as exc:
+            # Reported from the loop, not from here: this runs inside _apply, and steps never nest.
+            asyncio.get_running_loop().call_soon(self._request_failed, dest, request, request_id, exc)
             return
-        if not self._stopping:
-            self._step(ResponseReceived(sender_id=dest, response=response, request_id=request_id))
+        self._requests.add(fut)
+        fut.add_done_callback(self._requests.discard)
+        fut.add_done_callback(lambda f: self._on_response(f, dest, request, version, request_id))
+
+    def _on_response(self, fut: asyncio.Future[dict[str, Any]], dest: int, request: Any, version: int,
+                     request_id: int) -> None:
+        if self._stopping:
+            return
+        try:
+            response = wire.response_from_kafka(wire.api_key(request), version, fut.result())
+        except (RequestError, wire.WireError, asyncio.CancelledError) as exc:
+            self._request_failed(dest, request, request_id, exc)
+            return
+        self._step(ResponseReceived(sender_id=dest, response=response, request_id=request_id))
+
+    def _request_failed(self, dest: int, request: Any, request_id: int, exc: BaseException) -> None:
+        if self._stopping:
+            return
+        api = codec.api_name(wire.api_key(request))
+        log.debug("%s to node %d failed: %s", api, dest, exc)
+        peer = self._peers[dest]
+        if peer.client is not None and not peer.client.connected:
+            self._spawn(peer.client.close())
+            peer.client = None
+        self._step(RequestFailed(dest_id=dest, api=api, request_id=request_id))
 
     # ------------------------------------------------------------------ client writes
 

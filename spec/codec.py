@@ -327,6 +327,7 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
     known_names = frozenset(f.name for f in present)
     all_fields = {f.name: f for f in fields}
     defaults_for_tagged = {f.name: f.default_value(version) for f in tagged}
+    mutable_tagged_defaults = [(k, v) for k, v in defaults_for_tagged.items() if isinstance(v, list | dict)]
 
     if flexible:
         min_size += 1
@@ -346,7 +347,7 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
             items: list[tuple[int, bytes]] = []
             for tag, fname, default, fe in tag_enc:
                 v = body.get(fname, default)
-                if v is None or v == default:
+                if v is default or v is None or v == default:
                     continue
                 tmp = bytearray()
                 try:
@@ -370,19 +371,34 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
                 out += raw
 
         def dec_tags(buf: bytes, pos: int, d: Body) -> int:
-            if not tag_dec and pos < len(buf) and buf[pos] == 0:
-                return pos + 1  # the common case: no tagged fields at all
+            if pos < len(buf) and buf[pos] == 0:  # the common case: no tagged field is present
+                if mutable_tagged_defaults:
+                    for k, v in defaults_for_tagged.items():
+                        d[k] = v if not isinstance(v, list | dict) else _copy_default(v)
+                elif tag_dec:
+                    d.update(defaults_for_tagged)
+                return pos + 1
             start = pos
             n, pos = read_uvarint(buf, pos, tag_name)
             if n * 2 > len(buf) - pos:
                 raise DecodeError(tag_name, start, f"{n} tagged fields cannot fit in {len(buf) - pos} bytes")
-            for k, v in defaults_for_tagged.items():
-                d[k] = v if not isinstance(v, list | dict) else _copy_default(v)
+            # Every known tagged field gets a key, in tag order; a mutable default still in place after
+            # the loop (its tag was absent) is replaced by a copy of its own.
+            d.update(defaults_for_tagged)
             last = -1
             for _ in range(n):
                 tstart = pos
-                tag, pos = read_uvarint(buf, pos, tag_name)
-                size, pos = read_uvarint(buf, pos, f"{tag_name}[{tag}].size")
+                # Tags and sizes are nearly always one-byte varints; read_uvarint handles the rest.
+                tag = buf[pos] if pos < len(buf) else 0x80
+                if tag < 0x80:
+                    pos += 1
+                else:
+                    tag, pos = read_uvarint(buf, pos, tag_name)
+                size = buf[pos] if pos < len(buf) else 0x80
+                if size < 0x80:
+                    pos += 1
+                else:
+                    size, pos = read_uvarint(buf, pos, f"{tag_name}[{tag}].size")
                 end = pos + size
                 if end > len(buf):
                     raise _truncated(f"{tag_name}[{tag}]", pos, size, len(buf) - pos)
@@ -401,6 +417,9 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
                         )
                     d[fname] = v
                 pos = end
+            for k, v in mutable_tagged_defaults:
+                if d[k] is v:
+                    d[k] = _copy_default(v)
             return pos
 
         enc_steps.append(enc_tags)
@@ -507,11 +526,22 @@ def _fused_steps(
     return enc, dec, size
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}  # the few uuids a connection carries (topic ids, directory ids), decoded once
+_UUIDS_MAX = 4096
+
+
 def _new_uuid(raw: bytes, _new: Any = object.__new__, _set: Any = object.__setattr__) -> uuid.UUID:
+    # UUIDs are immutable, so one instance per value can be shared by every decoded body.
+    u = _UUIDS.get(raw)
+    if u is not None:
+        return u
     # uuid.UUID(bytes=...) validates its arguments at length; 16 bytes from the wire are always valid.
     u = _new(uuid.UUID)
     _set(u, "int", int.from_bytes(raw, "big"))
     _set(u, "is_safe", uuid.SafeUUID.unknown)
+    if len(_UUIDS) >= _UUIDS_MAX:
+        _UUIDS.clear()  # random uuids (e.g. fuzzing) must not grow it without bound
+    _UUIDS[raw] = u
     return u
 
 
