@@ -16,6 +16,7 @@ from kraft_tck.tla.tlc import (
     SMALL_CONFIG,
     SPEC_DIR,
     TlcError,
+    TlcResult,
     action_name,
     find_jar,
     parse_output,
@@ -108,6 +109,79 @@ def test_truncating_a_follower_below_its_hw_violates_committed_never_truncated(t
     assert result.violation_kind == "property"
     assert result.counterexample[-1].action == "HandleFetchResponse"
     assert "log" in result.counterexample[-1].changed
+
+
+# Raft's Figure 8 in KRaft, as a start state: v1 led epoch 1 (its LeaderChange record, never replicated),
+# v2 led epoch 2 (its own LeaderChange, also unreplicated: v3 voted for it with an empty log) and v1 is
+# the candidate of epoch 3 with v3's vote (its log, last epoch 1, is more up to date than v3's empty one).
+# Every part of it is reachable from Init in that order; starting here spares TLC the ~15 steps before
+# it, which at MaxEpoch 4 it cannot afford.  Shallow bounds the search at the depth the scenario needs.
+FIGURE8_MODULE = """\
+---------------------------- MODULE MCKRaftFigure8 ----------------------------
+EXTENDS MCKRaft
+CONSTANTS V1, V2, V3
+LC(e) == [epoch |-> e, value |-> LeaderChange]
+Figure8Init ==
+    /\\ role = (V1 :> Candidate @@ V2 :> Leader @@ V3 :> Voted)
+    /\\ epoch = (V1 :> 3 @@ V2 :> 2 @@ V3 :> 3)
+    /\\ votedId = (V1 :> V1 @@ V2 :> V2 @@ V3 :> V1)
+    /\\ leaderId = (V1 :> Nil @@ V2 :> V2 @@ V3 :> Nil)
+    /\\ log = (V1 :> <<LC(1)>> @@ V2 :> <<LC(2)>> @@ V3 :> <<>>)
+    /\\ highWatermark = [i \\in Nodes |-> 0]
+    /\\ clusterId = [i \\in Nodes |-> LocalCluster]
+    /\\ votesGranted = (V1 :> {V1, V3} @@ V2 :> {V2, V3} @@ V3 :> {})
+    /\\ endOffset = [i \\in Nodes |-> [j \\in Voters |-> 0]]
+    /\\ msgs = <<>>
+    /\\ restarts = 0
+Shallow == TLCGet("level") <= 14
+===============================================================================
+"""
+FIGURE8_CONFIG_CHANGES = [
+    ("Voters = {v1, v2, v3}", "Voters = {v1, v2, v3}\n    V1 = v1\n    V2 = v2\n    V3 = v3"),
+    ("MaxEpoch = 1", "MaxEpoch = 4"),
+    ("MaxLogLen = 1", "MaxLogLen = 2"),
+    ("SPECIFICATION MCSpec", "INIT Figure8Init\nNEXT MCNext"),
+    ("CONSTRAINT StateBound", "CONSTRAINTS StateBound Shallow"),
+    ("SYMMETRY Symmetry\n", ""),
+]
+# the leader's HW rule of KIP-595 "Fetch Request Handling" step 4, and the broken variant without it
+HW_RULE = "IN IF n > highWatermark[i] /\\ log[i][n].epoch = epoch[i]"
+
+
+def _figure8(tmp_path: Path, broken: bool) -> TlcResult:
+    work = _variant(tmp_path, [(HW_RULE, "IN IF n > highWatermark[i]")] if broken else [], FIGURE8_CONFIG_CHANGES)
+    (work / "MCKRaftFigure8.tla").write_text(FIGURE8_MODULE)
+    return run_tlc("MCKRaftFigure8.tla", work / "Variant.cfg", spec_dir=work, workers=1, timeout=600)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_hw_on_an_old_epoch_entry_violates_leader_completeness(tmp_path: Path) -> None:
+    # KIP-595 "Fetch Request Handling" step 4: the leader advances the HW only once an entry of its own
+    # epoch is on a majority.  The broken variant also counts v1's epoch-1 record, once re-elected in
+    # epoch 3 it has copied it to v3, and calls it committed; v2 (last epoch 2) still wins epoch 4 with
+    # v3's vote and has another record at offset 0.
+    result = _figure8(tmp_path, broken=True)
+    assert result.violated == "LeaderCompleteness", result.summary()
+    assert result.violation_kind == "invariant"
+    steps = result.counterexample
+    assert steps[0].action == "Init" and steps[-1].action in {"BecomeLeader", "BecomeLeaderAppending"}
+    # the HW moved on the leader's record of epoch 1, while it leads epoch 3
+    assert any(s.action == "HandleFetchRequest" and "highWatermark" in s.changed for s in steps), [
+        s.action for s in steps
+    ]
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_figure8_start_state_is_safe_with_the_hw_rule(tmp_path: Path) -> None:
+    # The same start state and bound with KRaft's HW rule: no invariant breaks, so the violation above
+    # is the broken rule's, not the start state's.
+    result = _figure8(tmp_path, broken=False)
+    assert result.ok, result.summary()
+    assert result.distinct_states is not None and result.distinct_states > 1000
 
 
 @pytest.mark.tlc
