@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,12 @@ from kraft_tck.reference.io import QuorumStateSnapshot
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerRegistry
-from kraft_tck.spec.records import data_batch
+from kraft_tck.spec.records import data_batch, encode_batch
 from kraft_tck.traces.checker import check_paths
 from kraft_tck.traces.cli import COMMANDS, parse_duration_ms
 from kraft_tck.traces.sim import Crash, NetConfig, OneWay, Partition, SimConfig, simulate
 from kraft_tck.traces.sim.bodies import MessageBodies
-from kraft_tck.traces.sim.cluster import _Node
+from kraft_tck.traces.sim.cluster import Simulation, _Node
 from kraft_tck.traces.trace import read_trace, to_jsonable, validate_file
 
 
@@ -51,6 +52,19 @@ def test_tracing_does_not_change_the_run(tmp_path: Path) -> None:
     assert traced.events == untraced.events > 0
     assert (traced.leaders, traced.committed) == (untraced.leaders, untraced.committed)
     assert len((tmp_path / "t.ndjson").read_text().splitlines()) == traced.events + 1
+
+
+@pytest.mark.parametrize("brokers", [0, 3])
+def test_every_line_is_what_json_dumps_writes(tmp_path: Path, brokers: int) -> None:
+    """The writer's fast paths (orjson, message events assembled from encoded parts) write each line
+    byte for byte as json.dumps(separators=(",", ":")) writes the decoded line: the trace format's bytes."""
+    path = _run(tmp_path, "t", seed=4, duration_ms=20_000, profile="heavy", brokers=brokers)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) > 500
+    for n, line in enumerate(lines, start=1):
+        assert line == json.dumps(json.loads(line), separators=(",", ":")).encode(), f"line {n}"
+    notes = {json.loads(line).get("note") for line in lines}
+    assert {"duplicate", "lost"} <= notes  # message events with and without notes were among them
 
 
 @pytest.mark.parametrize("profile", ["none", "default", "heavy"])
@@ -133,16 +147,51 @@ def test_links_are_fifo_unless_reordering_is_on(tmp_path: Path) -> None:
     assert overtakes(tmp_path / "w.ndjson") > 0, wild
 
 
-def test_fetch_response_summary_matches_to_jsonable() -> None:
-    """The simulator's shortcut for Records equals what wire + to_jsonable give."""
+@pytest.mark.parametrize("with_bytes", [False, True])
+def test_fetch_response_summary_matches_to_jsonable(with_bytes: bool) -> None:
+    """The simulator's shortcut for Records encodes to the bytes wire + to_jsonable + json.dumps give,
+    whether it summarises the batches or the bytes the response carries (the leader's log's)."""
     batches = (data_batch(5, 2, [b"a", b"bb"]), data_batch(7, 3, [b"ccc"]))
-    resp = FetchResponse(9, batches, None, LeaderIdAndEpoch(1, 3))
+    encoded = tuple(encode_batch(b) for b in batches) if with_bytes else None
+    resp = FetchResponse(9, batches, None, LeaderIdAndEpoch(1, 3), encoded=encoded)
     bodies = MessageBodies()
-    msg = bodies.response(resp, 42, 1, 2)
+    encoded = bodies.response(resp, 42, 1, 2)
     version = bodies.version(wire.api_key(resp))
-    assert msg["body"] == to_jsonable(wire.response_to_body(resp, version))
-    assert msg["body"] == json.loads(json.dumps(msg["body"]))
-    assert (msg["api"], msg["kind"], msg["correlationId"], msg["from"], msg["to"]) == ("Fetch", "response", 42, 1, 2)
+    msg = json.loads(encoded.data)
+    reference = to_jsonable(wire.response_to_body(resp, version))
+    assert msg["body"] == reference
+    assert msg["body"]["Responses"][0]["Partitions"][0]["Records"]["batches"][1]["baseOffset"] == 7
+    assert encoded.data == json.dumps(
+        {"api": "Fetch", "apiKey": 1, "kind": "response", "version": version, "correlationId": 42, "from": 1,
+         "to": 2, "body": reference},
+        separators=(",", ":"),
+    ).encode()
+
+
+def test_message_fates_draw_what_randrange_draws() -> None:
+    """_fate inlines rng.randrange for the delay: from the same rng state, the same delays as the plain
+    calls (loss, duplication and reordering draws in between)."""
+    net = NetConfig(min_delay_ms=3, max_delay_ms=40, loss=0.1, duplicate=0.2, reorder=0.1, reorder_max_ms=70)
+    sim = Simulation(SimConfig(seed=5, net=net, faults=()))
+    twin = random.Random()
+    twin.setstate(sim.rng.getstate())
+    for _ in range(3000):
+        sim._link_clear.clear()
+        delays, why = sim._fate(1, 2)
+        expected: list[int] = []
+        if twin.random() < net.loss:
+            assert (delays, why) == ([], "lost")
+            continue
+        last = 0
+        for _ in range(2 if twin.random() < net.duplicate else 1):
+            d = twin.randrange(net.min_delay_ms, net.max_delay_ms + 1)
+            if twin.random() < net.reorder:
+                expected.append(d + twin.randrange(0, net.reorder_max_ms + 1))
+            else:
+                last = max(last, d)  # FIFO on the link: a later copy never arrives first
+                expected.append(last)
+        assert (delays, why) == (expected, None)
+    assert sim.rng.getstate() == twin.getstate()
 
 
 def test_skewed_clock_round_trips() -> None:

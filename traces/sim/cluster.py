@@ -70,7 +70,7 @@ from kraft_tck.traces.sim.faults import (
     validate_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
-from kraft_tck.traces.trace import TraceWriter
+from kraft_tck.traces.trace import Encoded, TraceWriter, encode_line
 
 IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
@@ -79,6 +79,9 @@ _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH
 # Broker events (issue 7): a broker's own timer, its request reaching a node, the answer reaching it, its
 # request timing out, and a controller's session-expiry check.
 _BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
+
+# The end of a message event's line per note ("lost", "duplicate", ...): '}' or ',"note":"..."}'.
+_NOTES: dict[str | None, bytes] = {}
 
 # A broker request awaiting its answer: (broker id, broker generation, correlation id, api key).
 _BrokerCall = tuple[int, int, int, int]
@@ -270,6 +273,12 @@ class Simulation:
         self._writes = 0
         self.writes_accepted = 0
         self.writes_refused = 0
+        # The two draws of every message and step, randrange(span) inlined (``_fate``): span and its bits.
+        self._getrandbits = self.rng.getrandbits
+        self._delay_span = self.net.max_delay_ms + 1 - self.net.min_delay_ms
+        self._delay_bits = self._delay_span.bit_length()
+        self._jitter_span = self.clock.tick_jitter_ms + 1 if self.clock.tick_jitter_ms else 0
+        self._jitter_bits = self._jitter_span.bit_length()
         self.trace_path = Path(trace_path) if trace_path is not None else None
         self._writer: TraceWriter | None = None
         self._bodies = MessageBodies() if self.trace_path is not None else None
@@ -313,7 +322,8 @@ class Simulation:
         started = time.perf_counter()
         violation: InvariantViolation | None = None
         if self.trace_path is not None:
-            self._writer = TraceWriter(self.trace_path, self.header(), validate=False)
+            # Not validated line by line (tests validate whole files) nor fsynced: the seed writes it again.
+            self._writer = TraceWriter(self.trace_path, self.header(), validate=False, fsync=False)
         try:
             self._schedule_start()
             self._loop()
@@ -479,9 +489,14 @@ class Simulation:
             node.tick_at = None
         else:
             at = node.global_time(deadline)
-            jitter = self.clock.tick_jitter_ms
+            jitter = self._jitter_span
             if jitter:
-                at += self.rng.randrange(jitter + 1)
+                # rng.randrange(jitter + 1), inlined (see ``_fate``)
+                bits = self._jitter_bits
+                r = self._getrandbits(bits)
+                while r >= jitter:
+                    r = self._getrandbits(bits)
+                at += r
             if at <= now:
                 at = now + 1  # a deadline already due right after a step: never spin at one instant
             if at != node.tick_at:
@@ -495,7 +510,9 @@ class Simulation:
 
     def _fate(self, src: int, dst: int) -> tuple[list[int], str | None]:
         """Arrival delays of the copies of one message (empty: lost), and why it was lost."""
-        # The draws, in order, are the seed's: randrange(lo, hi + 1) is exactly randint(lo, hi).
+        # The draws, in order, are the seed's: randrange(lo, hi + 1) is exactly randint(lo, hi). The delay's
+        # randrange is inlined as CPython's Random._randbelow_with_getrandbits: the same getrandbits calls,
+        # without randrange's argument checks, which cost more than the draw (a test compares the two).
         net, rng = self.net, self.rng
         link = (src, dst)
         if self._blocked and self._blocked.get(link):
@@ -508,9 +525,13 @@ class Simulation:
             return [], "lost"
         copies = 2 if net.duplicate and random_() < net.duplicate else 1
         delays = []
-        now, clear, lo, hi = self.now, self._link_clear, net.min_delay_ms, net.max_delay_ms + 1
+        now, clear, lo = self.now, self._link_clear, net.min_delay_ms
+        span, bits, getrandbits = self._delay_span, self._delay_bits, self._getrandbits
         for _ in range(copies):
-            d = rng.randrange(lo, hi)
+            d = getrandbits(bits)
+            while d >= span:
+                d = getrandbits(bits)
+            d += lo
             if net.reorder and random_() < net.reorder:
                 # Overtaken: this one copy leaves the link's FIFO order and arrives late.
                 delays.append(d + rng.randrange(0, net.reorder_max_ms + 1))
@@ -545,14 +566,16 @@ class Simulation:
             timeout_at = now + self.config.request_timeout_ms + wait
         self._order += 1
         heappush(heap, (timeout_at, self._order, _TIMEOUT, src, (corr, node.incarnation)))
+        msg: Encoded | None = None
         if self._writer is not None:
-            self._message_event(src, "Send", self._bodies_req(req, corr, src, dst), why)
+            msg = self._bodies_req(req, corr, src, dst)
+            self._message_event(src, b"Send", msg, why)
         else:
             self.seq += 1
         dup = False
         for d in delays:
             self._order += 1
-            heappush(heap, (now + d, self._order, _REQUEST, dst, (src, corr, req, target.incarnation, dup)))
+            heappush(heap, (now + d, self._order, _REQUEST, dst, (src, corr, req, target.incarnation, dup, msg)))
             dup = True
 
     def _send_response(self, node: _Node, rep: Reply) -> None:
@@ -563,55 +586,56 @@ class Simulation:
         if type(resp) is VoteResponse and resp.vote_granted:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
         delays, why = self._fate(node.id, dst)
+        msg: Encoded | None = None
         if self._writer is not None:
-            self._message_event(node.id, "Send", self._bodies_resp(rep.response, corr, node.id, dst), why)
+            msg = self._bodies_resp(rep.response, corr, node.id, dst)
+            self._message_event(node.id, b"Send", msg, why)
         else:
             self.seq += 1
         now, dup = self.now, False
         for d in delays:
             self._order += 1
-            heappush(self._heap, (now + d, self._order, _RESPONSE, dst, (node.id, corr, resp, dup)))
+            heappush(self._heap, (now + d, self._order, _RESPONSE, dst, (node.id, corr, resp, dup, msg)))
             dup = True
 
-    def _bodies_req(self, req: Request, corr: int, src: int, dst: int) -> dict[str, Any]:
+    def _bodies_req(self, req: Request, corr: int, src: int, dst: int) -> Encoded:
         assert self._bodies is not None
         return self._bodies.request(req, corr, src, dst)
 
-    def _bodies_resp(self, resp: Response, corr: int, src: int, dst: int) -> dict[str, Any]:
+    def _bodies_resp(self, resp: Response, corr: int, src: int, dst: int) -> Encoded:
         assert self._bodies is not None
         return self._bodies.response(resp, corr, src, dst)
 
-    def _message_event(self, nid: int, event: str, msg: dict[str, Any], note: str | None) -> None:
+    def _message_event(self, nid: int, event: bytes, msg: Encoded, note: str | None) -> None:
+        """{"ts": now, "node": nid, "event": event, "msg": msg, "note": note (when given)}, assembled from
+        the message's encoding and the note's: ints and a handful of constant ASCII strings around them."""
         assert self._writer is not None
-        ev: dict[str, Any] = {"ts": self.now, "node": nid, "event": event, "msg": msg}
-        if note is not None:
-            ev["note"] = note
-        self._writer.emit(ev)
+        tail = _NOTES.get(note)
+        if tail is None:
+            tail = _NOTES[note] = b"}" if note is None else b',"note":%b}' % encode_line(note)
+        line = b'{"ts":%d,"node":%d,"event":"%b","msg":%b%b' % (self.now, nid, event, msg.data, tail)
+        self._writer.emit_encoded(line)
         self.seq += 1
 
-    def _deliver_request(self, node: _Node, payload: tuple[int, int, Request, int, bool]) -> None:
-        src, corr, req, incarnation, dup = payload
+    def _deliver_request(self, node: _Node, payload: tuple[int, int, Request, int, bool, Encoded | None]) -> None:
+        src, corr, req, incarnation, dup, msg = payload
         if node.core is None or node.incarnation != incarnation:
             return  # the connection died with the old process: the sender times out
-        if self._writer is not None:
-            self._message_event(
-                node.id, "Receive", self._bodies_req(req, corr, src, node.id), "duplicate" if dup else None
-            )
+        if msg is not None:  # tracing: the very msg of the Send event
+            self._message_event(node.id, b"Receive", msg, "duplicate" if dup else None)
         else:
             self.seq += 1
         # The token carries the candidate so a granted vote can be checked against the vote's real target.
         candidate = req.candidate_id if type(req) is VoteRequest else src
         self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr, candidate), request=req))
 
-    def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool]) -> None:
-        src, corr, resp, dup = payload
+    def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool, Encoded | None]) -> None:
+        src, corr, resp, dup, msg = payload
         pending = node.inflight.pop(corr, None) if node.core is not None else None
         if pending is None:
             return  # a late, duplicate or orphaned response: the client has no such correlation id
-        if self._writer is not None:
-            self._message_event(
-                node.id, "Receive", self._bodies_resp(resp, corr, src, node.id), "duplicate" if dup else None
-            )
+        if msg is not None:  # tracing: the very msg of the Send event
+            self._message_event(node.id, b"Receive", msg, "duplicate" if dup else None)
         else:
             self.seq += 1
         self._step(node, ResponseReceived(sender_id=src, response=resp, request_id=pending[2]))
