@@ -61,7 +61,7 @@ from kraft_tck.reference.io import (
     Shutdown,
     TruncateTo,
 )
-from kraft_tck.reference.log import Log
+from kraft_tck.reference.log import Log, records_digest
 from kraft_tck.reference.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -86,7 +86,6 @@ from kraft_tck.reference.roles import (
     Role,
     Unattached,
     Voted,
-    evolve,
 )
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import HEADER_SIZE, ControlType, Record, RecordBatch, control_batch, data_batch
@@ -427,17 +426,16 @@ class KRaftCore:
         if sender_id not in self.config.voters:
             self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter")
             return
-        if resp.vote_granted:
-            role = evolve(role, granted=role.granted | {sender_id})
+        if resp.vote_granted:  # same role and epoch: a tally, not a transition
+            role.granted = role.granted | {sender_id}
         else:
-            role = evolve(role, rejected=role.rejected | {sender_id})
-        self.role = role  # same role and epoch: a tally, not a transition
+            role.rejected = role.rejected | {sender_id}
         verdict = "granted" if resp.vote_granted else "rejected"
         self._emit("HandleVoteResponse", note=f"{verdict} by {sender_id}")
         if len(role.granted) >= self.config.majority:
             self.become_leader()
         elif self._election_lost(role) and role.backoff_until_ms is None:
-            self.role = evolve(role, backoff_until_ms=self._now + self._election_backoff_ms(role.retries))
+            role.backoff_until_ms = self._now + self._election_backoff_ms(role.retries)
 
     def _election_lost(self, role: Candidate) -> bool:
         return len(self.config.voters) - len(role.rejected) < self.config.majority
@@ -504,7 +502,7 @@ class KRaftCore:
             return
         role = self.role
         if isinstance(role, Leader) and resp.partition_error == Errors.NONE:
-            self.role = evolve(role, awaiting_begin_epoch=role.awaiting_begin_epoch - {sender_id})
+            role.awaiting_begin_epoch = role.awaiting_begin_epoch - {sender_id}
         elif resp.partition_error != Errors.NONE:
             self._request_failed(sender_id)
         self._emit("HandleBeginQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
@@ -576,21 +574,19 @@ class KRaftCore:
         leader = self.role
         if replica_id < 0 or not isinstance(leader, Leader):
             return
-        old = leader.replicas.get(replica_id, ReplicaProgress(replica_id))
-        leader_end = self.log.end_offset
-        caught_up = old.last_caught_up_ms
+        progress = leader.replicas.get(replica_id)
+        if progress is None:
+            progress = leader.replicas[replica_id] = ReplicaProgress(replica_id)
+        leader_end, now = self.log.end_offset, self._now
         if fetch_offset >= leader_end:
-            caught_up = max(caught_up, self._now)  # has everything we have right now
-        elif old.last_fetch_leader_end_offset > 0 and fetch_offset >= old.last_fetch_leader_end_offset:
-            caught_up = max(caught_up, old.last_fetch_ms)  # had, by now, all we had at its previous fetch
-        new = ReplicaProgress(
-            replica_id,
-            end_offset=fetch_offset,
-            last_fetch_ms=max(old.last_fetch_ms, self._now),
-            last_caught_up_ms=caught_up,
-            last_fetch_leader_end_offset=leader_end,
-        )
-        self.role = evolve(leader, replicas={**leader.replicas, replica_id: new})
+            # Has everything we have right now.
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
+        elif 0 < progress.last_fetch_leader_end_offset <= fetch_offset:
+            # Had, by now, all we had at its previous fetch.
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.end_offset = fetch_offset
+        progress.last_fetch_ms = max(progress.last_fetch_ms, now)
+        progress.last_fetch_leader_end_offset = leader_end
         self._maybe_advance_high_watermark()
 
     def _note_fetch_from(self, replica_id: int) -> None:
@@ -601,16 +597,14 @@ class KRaftCore:
             return
         if replica_id == self.config.node_id:
             return
-        fetched = leader.fetched_voters | {replica_id}
-        deadline = leader.progress_deadline_ms
+        if replica_id in leader.awaiting_begin_epoch:
+            leader.awaiting_begin_epoch = leader.awaiting_begin_epoch - {replica_id}
+        fetched = leader.fetched_voters
+        if replica_id not in fetched:
+            fetched = fetched | {replica_id}
         if len(fetched) + 1 >= self.config.majority:  # +1: the leader itself
-            fetched, deadline = frozenset(), self._now + self.config.fetch_timeout_ms
-        self.role = evolve(
-            leader,
-            awaiting_begin_epoch=leader.awaiting_begin_epoch - {replica_id},
-            fetched_voters=fetched,
-            progress_deadline_ms=deadline,
-        )
+            fetched, leader.progress_deadline_ms = frozenset(), self._now + self.config.fetch_timeout_ms
+        leader.fetched_voters = fetched
 
     def _maybe_advance_high_watermark(self) -> None:
         """KIP-595 "Fetch Request Handling" step 4.
@@ -688,9 +682,8 @@ class KRaftCore:
             self._request_failed(sender_id)
             self._emit("HandleFetchResponse", note=f"error {resp.partition_error.name}")
             return
-        self.role = evolve(
-            role, fetch_deadline_ms=self._now + self.config.fetch_timeout_ms, deadline_cause="FetchTimeout"
-        )
+        role.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+        role.deadline_cause = "FetchTimeout"
         # Step 2: DivergingEpoch: truncate, then refetch (``_poll``) from the new end and last epoch.
         if resp.diverging_epoch is not None:
             epoch, end_offset = resp.diverging_epoch
@@ -851,7 +844,7 @@ class KRaftCore:
                 deadline = self._now + self._successor_backoff_ms(successors.index(me), len(successors))
             else:
                 deadline = self._random_election_deadline()
-            self.role = evolve(role, fetch_deadline_ms=deadline, deadline_cause="EndQuorumEpoch")
+            role.fetch_deadline_ms, role.deadline_cause = deadline, "EndQuorumEpoch"
         self._emit("HandleEndQuorumEpochRequest")
         if start_now and not self._shutting_down:
             self.start_election("EndQuorumEpoch")
@@ -868,7 +861,7 @@ class KRaftCore:
             return
         role = self.role
         if isinstance(role, Resigned) and resp.partition_error == Errors.NONE:
-            self.role = evolve(role, awaiting_end_epoch=role.awaiting_end_epoch - {sender_id})
+            role.awaiting_end_epoch = role.awaiting_end_epoch - {sender_id}
         elif resp.partition_error != Errors.NONE:
             self._request_failed(sender_id)
         self._emit("HandleEndQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
@@ -1054,7 +1047,7 @@ class KRaftCore:
                 if now >= role.backoff_until_ms and self._may_elect():
                     self.start_election("ElectionBackoff")
             elif now >= role.election_deadline_ms:
-                self.role = evolve(role, backoff_until_ms=now + self._election_backoff_ms(role.retries))
+                role.backoff_until_ms = now + self._election_backoff_ms(role.retries)
         elif isinstance(role, Resigned) and now >= role.election_deadline_ms and self._may_elect():
             self.start_election("ElectionTimeout")
 
@@ -1115,25 +1108,30 @@ class KRaftCore:
             self._probe_index += 1  # an observer tries the next voter
 
     def _next_deadline(self) -> int | None:
+        """The earliest of the role's timer, the parked fetches' deadlines and the due destinations' ready
+        times (a running minimum: this runs after every step)."""
         role = self.role
-        times = [p.deadline_ms for p in self._parked] if self._parked else []
-        if isinstance(role, Unattached | Voted) and role.election_deadline_ms is not None:
-            times.append(role.election_deadline_ms)
+        deadline: int | None
+        if isinstance(role, Follower):
+            deadline = role.fetch_deadline_ms
+        elif isinstance(role, Leader):
+            deadline = role.progress_deadline_ms
+            if self._accumulator is not None:
+                deadline = min(deadline, self._accumulator.drain_at_ms)
         elif isinstance(role, Candidate):
             backoff = role.backoff_until_ms
-            times.append(backoff if backoff is not None else role.election_deadline_ms)
-        elif isinstance(role, Follower):
-            times.append(role.fetch_deadline_ms)
-        elif isinstance(role, Leader):
-            times.append(role.progress_deadline_ms)
-            if self._accumulator is not None:
-                times.append(self._accumulator.drain_at_ms)
-        elif isinstance(role, Resigned):
-            times.append(role.election_deadline_ms)
+            deadline = backoff if backoff is not None else role.election_deadline_ms
+        else:  # Unattached, Voted, Resigned (an observer's Unattached has no election timer)
+            deadline = role.election_deadline_ms
+        for parked in self._parked:
+            if deadline is None or parked.deadline_ms < deadline:
+                deadline = parked.deadline_ms
         ready_at = self._ready_at
         for dest in self._due:  # computed by this step's ``_poll``
-            times.append(ready_at.get(dest, 0))
-        return min(times) if times else None
+            at = ready_at.get(dest, 0)
+            if deadline is None or at < deadline:
+                deadline = at
+        return deadline
 
     def _random_election_deadline(self) -> int:
         """Election timeout with jitter: Kafka draws uniformly from [timeout, 2 * timeout)."""
@@ -1156,22 +1154,26 @@ class KRaftCore:
     def _append(
         self, batches: tuple[RecordBatch, ...] | list[RecordBatch], encoded: tuple[bytes, ...] | None = None
     ) -> None:
-        first = len(self.log)
-        self.log.append(batches, encoded)
+        log = self.log
+        first = len(log)
+        log.append(batches, encoded)
         # Each batch is encoded once (or kept as received): the same bytes go to disk, to every Fetch
         # response, and into the trace's digest (spec.records.batch_digest, computed from those bytes).
-        indexes = range(first, len(self.log))
-        self._out.log_ops.append(AppendBatches(tuple(batches), tuple(self.log.encoded_at(i) for i in indexes)))
+        if encoded is None:
+            encoded = tuple([log.encoded_at(i) for i in range(first, len(log))])
+        self._out.log_ops.append(AppendBatches(tuple(batches), tuple(encoded)))
         if self.config.emit_trace:
             self._pending_log.setdefault("appended", []).extend(
-                {
-                    "baseOffset": b.base_offset,
-                    "lastOffset": b.last_offset,
-                    "epoch": b.partition_leader_epoch,
-                    "control": b.is_control,
-                    "digest": self.log.digest_at(i),
-                }
-                for i, b in zip(indexes, batches, strict=True)
+                [
+                    {
+                        "baseOffset": b.base_offset,
+                        "lastOffset": b.last_offset,
+                        "epoch": b.partition_leader_epoch,
+                        "control": b.is_control,
+                        "digest": records_digest(data),
+                    }
+                    for b, data in zip(batches, encoded, strict=True)
+                ]
             )
         self._note_cluster_id_records(batches)
 
@@ -1180,8 +1182,10 @@ class KRaftCore:
         leader = self.role
         assert isinstance(leader, Leader)
         me = self.config.node_id
-        own = evolve(leader.replicas.get(me, ReplicaProgress(me)), end_offset=self.log.end_offset)
-        self.role = evolve(leader, replicas={**leader.replicas, me: own})
+        own = leader.replicas.get(me)
+        if own is None:
+            own = leader.replicas[me] = ReplicaProgress(me)
+        own.end_offset = self.log.end_offset
         self._maybe_advance_high_watermark()
         self._complete_parked_fetches()  # long-polls waiting for new data get it now
 
@@ -1234,7 +1238,8 @@ class KRaftCore:
         if now_ms < self._now:
             raise ValueError(f"time went backwards: now_ms {now_ms} < previous {self._now}")
         self._now = now_ms
-        self._out = Ready()
+        # Every field given: cheaper than Ready()'s default factories, and this runs on every step.
+        self._out = Ready(None, [], None, None, [], [], [], None, None)
         self._pending_log = {}
 
     def _emit(self, event: str, cause: str | None = None, note: str | None = None) -> None:

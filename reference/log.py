@@ -25,6 +25,12 @@ from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batc
 NO_EPOCH = -1  # KIP-595: LastFetchedEpoch "-1 if there is none"
 
 
+def records_digest(encoded: bytes) -> str:
+    """``spec.records.batch_digest`` of an encoded batch, from its bytes: the CRC32C of the records
+    section, which is everything after the fixed batch header (no re-encoding)."""
+    return f"{crc32c(encoded[HEADER_SIZE:]):08x}"
+
+
 class LogError(ValueError):
     """An append or truncation that would break the log's shape (gaps, overlaps, epochs going back)."""
 
@@ -119,9 +125,8 @@ class Log:
         return data
 
     def digest_at(self, index: int) -> str:
-        """``spec.records.batch_digest`` of the ``index``-th batch, from its bytes: the CRC32C of the
-        records section, which is everything after the fixed batch header."""
-        return f"{crc32c(memoryview(self.encoded_at(index))[HEADER_SIZE:]):08x}"
+        """``spec.records.batch_digest`` of the ``index``-th batch (see ``records_digest``)."""
+        return records_digest(self.encoded_at(index))
 
     def __len__(self) -> int:
         """The number of batches."""

@@ -6,6 +6,11 @@ top and say which error is which: ``error`` is Kafka's *top-level* ``ErrorCode``
 INCONSISTENT_CLUSTER_ID, INVALID_REQUEST), ``partition_error`` the partition-level one (FENCED_LEADER_EPOCH,
 NOT_LEADER_OR_FOLLOWER, INCONSISTENT_VOTER_SET, ...). ``reference/wire.py`` converts to and from the
 Kafka bodies.
+
+Messages are values: nothing changes one after it is built. They are not frozen dataclasses only
+because a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, several times
+the cost of a plain one, and the core builds a few per fetch; ``unsafe_hash`` keeps them hashable, as
+frozen ones are. ``LeaderIdAndEpoch`` (two fields) stays frozen: it is a shared default.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from kraft_tck.spec.records import RecordBatch
 NO_LEADER = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)  # frozen: FetchResponse shares one instance as its default
 class LeaderIdAndEpoch:
     """Fetch's tagged ``CurrentLeader``: who the responder believes leads, in which epoch."""
 
@@ -29,7 +34,7 @@ class LeaderIdAndEpoch:
 # ---------------------------------------------------------------------------------------------- Vote
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VoteRequest:
     cluster_id: str | None
     candidate_epoch: int
@@ -39,7 +44,7 @@ class VoteRequest:
     voter_id: int = -1  # v1+: the receiver the candidate meant
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VoteResponse:
     leader_id: int
     leader_epoch: int
@@ -51,7 +56,7 @@ class VoteResponse:
 # ------------------------------------------------------------------------------ BeginQuorumEpoch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BeginQuorumEpochRequest:
     cluster_id: str | None
     leader_id: int
@@ -59,7 +64,7 @@ class BeginQuorumEpochRequest:
     voter_id: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BeginQuorumEpochResponse:
     leader_id: int
     leader_epoch: int
@@ -70,7 +75,7 @@ class BeginQuorumEpochResponse:
 # ------------------------------------------------------------------------------ EndQuorumEpoch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class EndQuorumEpochRequest:
     cluster_id: str | None
     leader_id: int
@@ -78,7 +83,7 @@ class EndQuorumEpochRequest:
     preferred_successors: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class EndQuorumEpochResponse:
     leader_id: int
     leader_epoch: int
@@ -89,7 +94,7 @@ class EndQuorumEpochResponse:
 # ---------------------------------------------------------------------------------------------- Fetch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FetchRequest:
     cluster_id: str | None
     replica_id: int
@@ -101,7 +106,7 @@ class FetchRequest:
     replica_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FetchResponse:
     high_watermark: int = -1
     batches: tuple[RecordBatch, ...] = ()
@@ -118,12 +123,12 @@ class FetchResponse:
 # ------------------------------------------------------------------------------ DescribeQuorum
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DescribeQuorumRequest:
     """No fields of its own: the one partition is checked by ``wire.py`` before the core sees it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ReplicaState:
     """One row of DescribeQuorum (KIP-595 ReplicaState, timestamps from KIP-836; -1 = unknown)."""
 
@@ -133,7 +138,7 @@ class ReplicaState:
     last_caught_up_timestamp: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DescribeQuorumResponse:
     leader_id: int
     leader_epoch: int

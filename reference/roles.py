@@ -1,30 +1,20 @@
-"""The six role states of a KRaft node (Kafka's QuorumState names), one frozen type each.
+"""The six role states of a KRaft node (Kafka's QuorumState names), one type each.
 
 Each type holds only what that role needs; a transition replaces the whole value (see the table at the
-top of ``core.py``). Timers are absolute deadlines in the core's milliseconds.
+top of ``core.py``). Within one role, its timers, vote tally and replica progress are updated in place,
+as in Kafka's EpochState classes (LeaderState keeps a mutable ReplicaState per replica): the core does
+this on every fetch, and a fresh copy of the role each time was a measurable share of its cost. The
+identity, epoch and kind of a role never change in place. Timers are absolute deadlines in the core's
+milliseconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
-
-_T = TypeVar("_T")
+from typing import ClassVar
 
 
-def evolve(value: _T, **changes: Any) -> _T:
-    """A copy of a role (or ``ReplicaProgress``) with ``changes``: ``dataclasses.replace`` for these
-    slotted types, without its per-call walk over the class's field list (a slotted dataclass names its
-    fields in ``__slots__``). The core does this on every fetch; most of what remains is the frozen
-    ``__init__`` itself."""
-    fields = {name: getattr(value, name) for name in value.__slots__}  # type: ignore[attr-defined]
-    fields.update(changes)
-    return type(value)(**fields)
-
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unattached:
     """Knows the epoch but neither a leader nor a vote. ``election_deadline_ms`` is None for observers,
     which never elect themselves and instead ask voters who leads."""
@@ -34,7 +24,7 @@ class Unattached:
     election_deadline_ms: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Voted:
     """Voted for ``voted_id`` in ``epoch`` (persisted before the vote was sent)."""
 
@@ -44,7 +34,7 @@ class Voted:
     election_deadline_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Candidate:
     """Asking for votes in ``epoch``; it voted for itself. After a lost or timed-out election it waits
     ``backoff_until_ms`` before trying again with a higher epoch; ``retries`` grows the backoff."""
@@ -58,7 +48,7 @@ class Candidate:
     backoff_until_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReplicaProgress:
     """The leader's view of one replica (voter or observer): KIP-595 fetch state plus KIP-836 times.
 
@@ -73,7 +63,7 @@ class ReplicaProgress:
     last_fetch_leader_end_offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Leader:
     """Leads ``epoch``. ``epoch_start_offset`` is the log end offset when it won: the high watermark
     may only move past it (an entry of this epoch on a majority). ``awaiting_begin_epoch`` are voters
@@ -84,13 +74,13 @@ class Leader:
     epoch: int
     epoch_start_offset: int
     granting_voters: frozenset[int]
-    replicas: Mapping[int, ReplicaProgress]
+    replicas: dict[int, ReplicaProgress]
     awaiting_begin_epoch: frozenset[int]
     progress_deadline_ms: int
     fetched_voters: frozenset[int] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Follower:
     """Follows ``leader_id`` in ``epoch`` and fetches from it. When ``fetch_deadline_ms`` passes
     without a successful fetch a voter starts an election with ``deadline_cause`` ("FetchTimeout", or
@@ -105,7 +95,7 @@ class Follower:
     deadline_cause: str = "FetchTimeout"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Resigned:
     """A former leader of ``epoch`` that gave up (shutdown or lost quorum). It tells the voters still in
     ``awaiting_end_epoch`` with EndQuorumEpoch and becomes a candidate at ``election_deadline_ms``."""
