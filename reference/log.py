@@ -65,7 +65,7 @@ class Log:
     @property
     def last_fetched_epoch(self) -> int:
         """The epoch of the last record, or -1 for an empty log (Fetch's ``LastFetchedEpoch``)."""
-        return self._epochs[-1].epoch if self._epochs else NO_EPOCH
+        return self._epoch_keys[-1] if self._epoch_keys else NO_EPOCH
 
     @property
     def batches(self) -> Sequence[RecordBatch]:
@@ -141,18 +141,20 @@ class Log:
         """
         if encoded is not None and len(encoded) != len(batches):
             raise LogError(f"{len(batches)} batches but {len(encoded)} encoded forms")
+        last_epoch = self.last_fetched_epoch
         for i, batch in enumerate(batches):
             base, records = batch.base_offset, batch.records
             if not records:
                 raise LogError(f"empty batch at offset {base}")
             if base != self._end:
                 raise LogError(f"batch base offset {base} does not continue log end {self._end}")
-            epoch, last_epoch = batch.partition_leader_epoch, self.last_fetched_epoch
+            epoch = batch.partition_leader_epoch
             if epoch < last_epoch:
                 raise LogError(f"batch at {base} has epoch {epoch} below the log's last epoch {last_epoch}")
             if epoch > last_epoch:
                 self._epochs.append(EpochStart(epoch, base))
                 self._epoch_keys.append(epoch)
+                last_epoch = epoch
             self._batches.append(batch)
             self._encoded.append(None if encoded is None else encoded[i])
             self._bases.append(base)
