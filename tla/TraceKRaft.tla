@@ -26,6 +26,13 @@
 (* KRaft action of any node happen between two events, at most           *)
 (* HiddenSteps in a row.                                                  *)
 (*                                                                         *)
+(* Black-box mode (BlackBox, a harness trace: only the messages between  *)
+(* the harness's virtual voters and TraceTarget): the voters are the      *)
+(* environment as above, and every step of the target is hidden          *)
+(* (TargetNext, at most HiddenSteps in a row).  A message the target sent *)
+(* must be in flight when the harness receives it (EnvironmentReceive),   *)
+(* so each answer is checked against what the target's spec state allows. *)
+(*                                                                         *)
 (* Environment mode (a node's own trace, e.g. the harness's embedded      *)
 (* target): the nodes of TraceEnvironment have no trace of their own and  *)
 (* take no KRaft step.  What they send the traced node enters the network *)
@@ -141,7 +148,8 @@ EnvironmentSend(ev) ==
 EnvironmentReceive(ev) ==
     /\ ev.msg.to \in TraceEnvironment
     /\ IF Named(ev.msg) = {}
-       THEN UNCHANGED msgs
+       \* black-box: the target's message must be in flight (Python drops exact resends beforehand)
+       THEN ~BlackBox /\ UNCHANGED msgs
        ELSE \E m \in Named(ev.msg) : msgs' = K!WithoutMsg(msgs, m)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
                    votesGranted, endOffset, restarts>>
@@ -211,11 +219,33 @@ TraceStep ==
     /\ UpdateCache
     /\ Record
 
+\* Black-box mode: a KRaft step of the target, the one node the trace observes.  The environment
+\* (the harness's virtual voters) takes no KRaft step, the network neither loses nor copies (TCP).
+TargetNext ==
+    LET i == TraceTarget IN
+    \/ K!StartElection(i)
+    \/ K!BecomeLeader(i)
+    \/ K!SendFetchRequest(i)
+    \/ \E v \in {"record"} : K!ClientAppend(i, v)
+    \/ K!LeaderProgressTimeout(i)
+    \/ K!Resign(i)
+    \/ K!Restart(i)
+    \/ \E m \in DOMAIN msgs :
+         \/ K!HandleVoteRequest(i, m)
+         \/ K!HandleVoteResponse(i, m)
+         \/ K!HandleBeginQuorumEpochRequest(i, m)
+         \/ K!HandleBeginQuorumEpochResponse(i, m)
+         \/ K!HandleFetchRequest(i, m)
+         \/ K!HandleFetchResponse(i, m)
+         \/ K!AnswerParkedFetch(i, m)
+         \/ K!HandleEndQuorumEpochRequest(i, m)
+         \/ K!HandleEndQuorumEpochResponse(i, m)
+
 \* A step the trace did not record (black-box traces only).
 HiddenStep ==
     /\ hidden < HiddenSteps
     /\ l <= Len(TraceLog)
-    /\ K!Next
+    /\ IF BlackBox THEN TargetNext ELSE K!Next
     /\ hidden' = hidden + 1
     /\ UpdateCache
     /\ UNCHANGED l

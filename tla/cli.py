@@ -91,9 +91,10 @@ def validate_trace_command(
 ) -> None:
     """Check that each NDJSON trace is a behaviour of tla/KRaft.tla (PASS/FAIL per trace).
 
-    A trace with no step of a node to check (a black-box harness trace: messages only) is NOT CHECKED,
-    and the exit status is non-zero then as well.  A node's own trace (--trace-file) is validated with
-    its peers as the environment.
+    A black-box harness trace (messages only) is checked with the target's steps hidden when it starts
+    from a fresh target; one that starts from a state it cannot see is NOT CHECKED, and the exit status
+    is non-zero then as well.  A node's own trace (--trace-file) is validated with its peers as the
+    environment.
     """
     from kraft_tck.tla.trace_module import TraceFormatError, merge_node_traces, validate_trace
 

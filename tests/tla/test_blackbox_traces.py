@@ -1,0 +1,118 @@
+"""Trace validation in black-box mode: the conformance harness's own trace of a real run.
+
+A harness trace holds only the messages between the harness's virtual voters and the target.  The
+voters are the environment (tla/TraceKRaft.tla EnvironmentSend), every step of the target is hidden
+(TargetNext, at most BLACKBOX_HIDDEN_STEPS in a row), and each message the target sent must be in
+flight in the spec when the harness receives it (EnvironmentReceive with BlackBox).  The target starts
+fresh (KRaft's Init); a case that finds it in the state earlier cases left is NOT CHECKED, never PASS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from kraft_tck.tla.cli import validate_trace_command
+from kraft_tck.tla.tlc import tlc_unavailable_reason
+from kraft_tck.tla.trace_module import read_trace, validate_trace
+
+REPO = Path(__file__).resolve().parents[2]
+needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
+
+
+@pytest.fixture(scope="module")
+def vote_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Vote cases against the embedded reference node, one harness trace per case.  Vote/1 is the
+    session's first case: the target is freshly formatted, follows virtual leader 2 in epoch 1 and grants
+    candidate 3 its vote in epoch 2."""
+    out = tmp_path_factory.mktemp("blackbox")
+    args = [
+        sys.executable, "-m", "pytest", "conformance/test_vote.py",
+        "-q", "-p", "no:cacheprovider", "--no-tlc", "--trace-dir", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return out
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
+
+
+def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
+    return path
+
+
+def _vote_exchange(lines: list[dict[str, Any]], candidate: int, granted: bool) -> list[dict[str, Any]]:
+    """A Vote request from ``candidate`` in the epoch of the trace's last vote, and the target's answer."""
+    request = next(obj for obj in reversed(lines) if obj.get("msg", {}).get("api") == "Vote" and obj["event"] == "Send")
+    response = next(
+        obj for obj in reversed(lines) if obj.get("msg", {}).get("api") == "Vote" and obj["event"] == "Receive"
+    )
+    req = json.loads(json.dumps(request))
+    resp = json.loads(json.dumps(response))
+    seq = lines[-1]["seq"]
+    req.update(seq=seq + 1, node=candidate)
+    req["msg"].update({"from": candidate, "correlationId": 99})
+    req["msg"]["body"]["Topics"][0]["Partitions"][0]["CandidateId"] = candidate
+    resp.update(seq=seq + 2, node=candidate)
+    resp["msg"].update({"to": candidate, "correlationId": 99})
+    resp["msg"]["body"]["Topics"][0]["Partitions"][0]["VoteGranted"] = granted
+    return [req, resp]
+
+
+@needs_tlc
+def test_fresh_harness_trace_passes(vote_run: Path) -> None:
+    path = vote_run / "KIP-595_Vote_1.ndjson"
+    trace = read_trace(path)
+    assert trace.target == 1 and trace.environment == frozenset({2, 3}) and not trace.not_fresh
+    kinds = [ev.event for ev in trace.events]
+    assert kinds.count("EnvironmentReceive") >= 4, kinds  # BQE response, fetches, the vote
+    verdict = validate_trace(path, timeout=120)
+    assert verdict.status == "PASS", verdict.reason
+    result = CliRunner().invoke(validate_trace_command, [str(path)])
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output and "NOT CHECKED" not in result.output
+
+
+def test_later_cases_start_from_an_unknown_state(vote_run: Path) -> None:
+    # the shared target carries the log of earlier cases: its first Fetch says so, nothing is guessed
+    verdict = validate_trace(vote_run / "KIP-595_Vote_2.ndjson")
+    assert verdict.status == "NOT CHECKED"
+    assert "fresh node" in verdict.reason
+
+
+@needs_tlc
+def test_second_vote_in_one_epoch_fails_at_it(vote_run: Path, tmp_path: Path) -> None:
+    # KIP-595 "Vote Request Handling": a voter grants at most one vote per epoch.  Candidate 2 asks in the
+    # epoch the target already voted for candidate 3 in: a refusal is a behaviour, a grant is not.
+    lines = _lines(vote_run / "KIP-595_Vote_1.ndjson")
+    refused = _write(tmp_path / "refused.ndjson", lines + _vote_exchange(lines, 2, granted=False))
+    assert validate_trace(refused, timeout=120).status == "PASS"
+    doctored = _write(tmp_path / "granted.ndjson", lines + _vote_exchange(lines, 2, granted=True))
+    verdict = validate_trace(doctored, timeout=120)
+    assert verdict.status == "FAIL", verdict.reason
+    assert verdict.failed_event is not None and verdict.failed_event.seq == lines[-1]["seq"] + 2
+    assert verdict.failed_event.event == "EnvironmentReceive"
+
+
+@needs_tlc
+def test_wrong_epoch_in_an_answer_fails_at_it(vote_run: Path, tmp_path: Path) -> None:
+    # KIP-595 "BeginQuorumEpoch Request Handling": the target answers in the leader's epoch it adopted
+    lines = _lines(vote_run / "KIP-595_Vote_1.ndjson")
+    at = next(
+        k
+        for k, obj in enumerate(lines)
+        if obj.get("msg", {}).get("api") == "BeginQuorumEpoch" and obj["event"] == "Receive"
+    )
+    lines[at]["msg"]["body"]["Topics"][0]["Partitions"][0]["LeaderEpoch"] += 1
+    verdict = validate_trace(_write(tmp_path / "bqe.ndjson", lines), timeout=120)
+    assert verdict.status == "FAIL", verdict.reason
+    assert verdict.failed_event is not None and verdict.failed_event.seq == lines[at]["seq"]
