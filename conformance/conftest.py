@@ -26,6 +26,7 @@ from kraft_tck.conformance.target import (
     Target,
     Timeouts,
     free_port,
+    free_ports,
 )
 
 _SESSION_KEY = pytest.StashKey[Session]()
@@ -71,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _ports(raw: str | None, count: int, host: str) -> tuple[int, ...]:
     if raw is None:
-        return tuple(free_port(host) for _ in range(count))
+        return free_ports(count, host)
     try:
         ports = tuple(int(p) for p in raw.split(",") if p.strip())
     except ValueError:

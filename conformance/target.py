@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from kraft_tck.reference.config import render_properties
+from kraft_tck.reference.procs import free_base_port
 
 
 class TargetError(RuntimeError):
@@ -103,9 +104,15 @@ def target_properties(layout: QuorumLayout, timeouts: Timeouts, data_dir: str | 
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    # Not port 0: the kernel would pick from the ephemeral range, where the target's own outgoing
+    # connections can take the port before the virtual voter listens on it.
+    return free_base_port(1, host)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> tuple[int, ...]:
+    """``count`` distinct free ports on ``host``, outside the ephemeral range."""
+    base = free_base_port(count, host)
+    return tuple(range(base, base + count))
 
 
 def wait_listening(

@@ -23,23 +23,37 @@ from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_
 from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
 
 
-def free_base_port(n: int) -> int:
-    """A base port with ``n`` consecutive free loopback ports (node i listens on base + i - 1)."""
-    for _ in range(50):
-        base = random.randint(20000, 60000)
+def ephemeral_port_floor() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux ``ip_local_port_range``)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; other systems use 49152 and up
+
+
+def free_base_port(n: int, host: str = "127.0.0.1") -> int:
+    """A base port with ``n`` consecutive free ports on ``host`` (node i listens on base + i - 1).
+
+    Chosen below the ephemeral range: a port found free there can be given to any client socket's
+    local end (a node connecting to its peers, say) before our listener binds it, and the bind fails.
+    """
+    top = ephemeral_port_floor() - n
+    low, high = (10000, top) if top > 11000 else (20000, 60000 - n)
+    for _ in range(100):
+        base = random.randint(low, high)
         socks: list[socket.socket] = []
         try:
             for i in range(n):
                 s = socket.socket()
                 socks.append(s)
-                s.bind(("127.0.0.1", base + i))
+                s.bind((host, base + i))
             return base
         except OSError:
             continue
         finally:
             for s in socks:
                 s.close()
-    raise RuntimeError("no free range of loopback ports")
+    raise RuntimeError(f"no range of {n} free ports on {host} between {low} and {high + n}")
 
 
 @dataclass

@@ -16,16 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kraft_tck.reference.procs import free_base_port
 from kraft_tck.traces.pipeline import synth
 from kraft_tck.traces.pipeline.run import EXIT_VIOLATIONS, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_home() -> Path:
@@ -57,7 +52,9 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     logs = tmp_path_factory.mktemp("spark-standalone")
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
            "SPARK_WORKER_DIR": str(logs / "work"), "SPARK_NO_DAEMONIZE": "1"}
-    port, ui, wui = _free_port(), _free_port(), _free_port()
+    # Below the ephemeral range (free_base_port): a port-0 pick could be taken by a client socket first.
+    port = free_base_port(3)
+    ui, wui = port + 1, port + 2
     cls = str(home / "bin" / "spark-class")
     procs: list[subprocess.Popen[bytes]] = []
     master_log = open(logs / "master.log", "wb")  # noqa: SIM115 - closed in finally, outlives the with-less Popen
