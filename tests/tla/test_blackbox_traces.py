@@ -22,6 +22,8 @@ from kraft_tck.tla.cli import validate_trace_command
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import read_trace, validate_trace
 
+from tests.tla.test_real_traces import _lines, _write
+
 REPO = Path(__file__).resolve().parents[2]
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -39,15 +41,6 @@ def vote_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return out
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
-
-
-def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines))
-    return path
 
 
 def _vote_exchange(lines: list[dict[str, Any]], candidate: int, granted: bool) -> list[dict[str, Any]]:
