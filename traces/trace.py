@@ -200,14 +200,11 @@ class TraceWriter:
 
     def emit(self, event: Mapping[str, Any]) -> int:
         """Write one event (without `type`/`seq`); returns its sequence number."""
+        if not self._validate and event and "type" not in event and "seq" not in event:
+            # The line {"type":"event","seq":N,...event} without building that dict (emit_encoded).
+            return self.emit_encoded(encode_line(event))
         seq = self._seq
-        if self._validate or not event or "type" in event or "seq" in event:
-            self._write({"type": "event", "seq": seq, **event})
-        else:
-            # The line {"type":"event","seq":N,...event} without building that dict: the event's own
-            # encoding, with the two leading keys spliced in after its opening brace.
-            assert self._fh is not None, "trace writer used after close()"
-            self._fh.write(b'{"type":"event","seq":%d,%b\n' % (seq, encode_line(event)[1:]))
+        self._write({"type": "event", "seq": seq, **event})
         self._seq += 1
         return seq
 
@@ -220,6 +217,7 @@ class TraceWriter:
             return self.emit(json.loads(event))
         seq = self._seq
         assert self._fh is not None, "trace writer used after close()"
+        # the event's own encoding, with the two leading keys spliced in after its opening brace
         self._fh.write(b'{"type":"event","seq":%d,%b\n' % (seq, event[1:]))
         self._seq += 1
         return seq
