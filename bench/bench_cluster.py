@@ -25,6 +25,13 @@ response per follower (4 messages for 3 voters) and one fsync per node (3) with 
 
     .venv/bin/python bench/bench_cluster.py [--quick] [--dir D]
 
+``--commits N`` instead runs N single-record commits on an in-process cluster (no fsync, linger 0) and
+prints event-loop rounds per commit. The N commits run inside ``functools.reduce`` (a C function the
+rest of the run never calls), so callgrind can count their instructions alone::
+
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \
+        .venv/bin/python bench/bench_cluster.py --commits 300
+
 ``--dir`` should be on the disk you care about: fsync on a tmpfs measures nothing.
 """
 
@@ -33,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -349,6 +357,57 @@ async def in_process_cluster(root: Path, fsync: bool, plan: Plan) -> InProcessRe
             await n.stop(graceful=True, grace_s=0.2)
 
 
+def commit_profile(root: Path, commits: int) -> None:
+    """N one-at-a-time commits, the measured part inside ``functools.reduce`` (see the module docstring)."""
+    loop = asyncio.new_event_loop()
+    cluster = LocalCluster(root / "profile", base_port=free_base_port(3),
+                           settings={**SETTINGS, "controller.quorum.append.linger.ms": IN_PROCESS_LINGER_MS})
+    nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
+
+    async def setup() -> Node:
+        for n in nodes:
+            await n.start()
+        deadline = time.monotonic() + 60  # generous: callgrind runs ~50x slower
+        while (leader := _leader(nodes)) is None or leader.high_watermark == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no leader within 60 s")
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # warm-up: connections open, codec plans compiled, code paths hot
+            await leader.write([RECORD])
+        return leader
+
+    async def measure(leader: Node) -> int:
+        committed = 0
+        for _ in range(commits):
+            if not (await leader.write([RECORD])).accepted:
+                break
+            committed += 1
+        return committed
+
+    rounds = [0]
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counting_run_once() -> None:
+        rounds[0] += 1
+        run_once()
+
+    try:
+        leader = loop.run_until_complete(setup())
+        epoch = leader.core.epoch if leader.core is not None else -1
+        loop._run_once = counting_run_once  # type: ignore[attr-defined]
+        committed = functools.reduce(lambda _, __: loop.run_until_complete(measure(leader)), [0], 0)
+        loop._run_once = run_once  # type: ignore[attr-defined]
+        changed = leader.core is None or leader.core.epoch != epoch
+        print(f"{committed} commits, {rounds[0] / max(1, committed):.2f} event-loop rounds per commit"
+              + (" (the leader changed: figures are not comparable)" if changed else ""))
+    finally:
+        async def stop() -> None:
+            for n in sorted(nodes, key=lambda n: n is not _leader(nodes)):
+                await n.stop(graceful=True, grace_s=0.2)
+        loop.run_until_complete(stop())
+        loop.close()
+
+
 # ================================================================================================ process cluster
 
 _REPORT = re.compile(
@@ -636,6 +695,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a ~30 s version with shorter windows")
     parser.add_argument("--dir", type=Path, default=None, help="where to create the data dirs (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the data dirs and node logs")
+    parser.add_argument("--commits", type=int, default=0, metavar="N",
+                        help="only run N one-at-a-time in-process commits (for callgrind, see above)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
@@ -647,7 +708,10 @@ def main() -> None:
         parent.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=parent))
     try:
-        asyncio.run(run(QUICK if args.quick else FULL, root))
+        if args.commits:
+            commit_profile(root, args.commits)
+        else:
+            asyncio.run(run(QUICK if args.quick else FULL, root))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

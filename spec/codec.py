@@ -5,6 +5,11 @@ fixed-width fields are fused into one :class:`struct.Struct`, every other field 
 reader/writer, and tagged fields get a tag table. Nothing about the schema is looked up while bytes
 are being read or written.
 
+The interpreter is the reference behaviour and the source of every error message. The public API runs
+the straight-line code :mod:`kraft_tck.spec.codegen` generates from the same definitions first (about
+twice as fast), and falls back to the interpreter wherever that code gives up: same bytes, same bodies,
+same errors (``tests/spec/test_codegen.py`` compares the two on every message and version).
+
 Bodies are plain dicts keyed by the JSON field names. Arrays are lists (of dicts for struct elements),
 ``uuid`` is :class:`uuid.UUID`, ``records`` and ``bytes`` are :class:`bytes`. Absent fields take their
 defaults on encode. Unknown tagged fields met on decode are kept under ``_unknown_tagged_fields``
@@ -25,9 +30,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kraft_tck.spec import codegen
 from kraft_tck.spec.errors import DecodeError, Errors, UnsupportedVersionError
 from kraft_tck.spec.schema import INT_RANGES, FieldDef, MessageDef, load_all
-from kraft_tck.spec.wire import INT16, INT32, read_uvarint, uvarint_bytes, write_uvarint
+from kraft_tck.spec.wire import FIXED_FORMAT, INT16, INT32, read_uvarint, uvarint_bytes, write_uvarint
+from kraft_tck.spec.wire import new_uuid as _new_uuid
 
 UNKNOWN_TAGGED = "_unknown_tagged_fields"
 API_VERSIONS_KEY = 18
@@ -43,16 +50,7 @@ class EncodeError(ValueError):
 
 # --------------------------------------------------------------------------------------------- primitives
 
-_FIXED_FORMAT = {
-    "bool": "?",
-    "int8": "b",
-    "int16": "h",
-    "int32": "i",
-    "int64": "q",
-    "uint16": "H",
-    "uint32": "I",
-    "float64": "d",
-}
+_FIXED_FORMAT = FIXED_FORMAT
 _FIXED_SIZE = {k: struct.calcsize(">" + v) for k, v in _FIXED_FORMAT.items()}
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -526,25 +524,6 @@ def _fused_steps(
     return enc, dec, size
 
 
-_UUIDS: dict[bytes, uuid.UUID] = {}  # the few uuids a connection carries (topic ids, directory ids), decoded once
-_UUIDS_MAX = 4096
-
-
-def _new_uuid(raw: bytes, _new: Any = object.__new__, _set: Any = object.__setattr__) -> uuid.UUID:
-    # UUIDs are immutable, so one instance per value can be shared by every decoded body.
-    u = _UUIDS.get(raw)
-    if u is not None:
-        return u
-    # uuid.UUID(bytes=...) validates its arguments at length; 16 bytes from the wire are always valid.
-    u = _new(uuid.UUID)
-    _set(u, "int", int.from_bytes(raw, "big"))
-    _set(u, "is_safe", uuid.SafeUUID.unknown)
-    if len(_UUIDS) >= _UUIDS_MAX:
-        _UUIDS.clear()  # random uuids (e.g. fuzzing) must not grow it without bound
-    _UUIDS[raw] = u
-    return u
-
-
 def _fused_steps_plain(
     group: list[FieldDef],
     names: tuple[str, ...],
@@ -643,12 +622,48 @@ def _message(name: str) -> MessageDef:
 
 
 @cache
-def plan(name: str, version: int) -> _Plan:
-    """The compiled encoder/decoder of message ``name`` at ``version``."""
+def interpreted_plan(name: str, version: int) -> _Plan:
+    """The interpreter's encoder/decoder of message ``name`` at ``version``: the reference behaviour,
+    and the one that names the field at fault when bytes or a body are wrong."""
     md = _message(name)
     if version not in md.valid:
         raise ValueError(f"{name} has no version {version} (valid: {md.valid})")
     return _struct_plan(tuple(md.fields), version, version in md.flexible, "")
+
+
+@cache
+def generated_plan(name: str, version: int) -> _Plan:
+    """The generated encoder/decoder (``codegen``) alone: a fast path that may raise anything where the
+    interpreter raises a precise error, or leave a body to it (see ``codegen``)."""
+    md = _message(name)
+    slow = interpreted_plan(name, version)
+    enc, dec = codegen.struct_codec(md.fields, version, version in md.flexible, f"{name} v{version}")
+    return _Plan(enc, dec, slow.min_size)
+
+
+@cache
+def plan(name: str, version: int) -> _Plan:
+    """The encoder/decoder of message ``name`` at ``version``: generated code, with the interpreter
+    taking over (from the start of the struct) wherever the generated code gives up."""
+    slow = interpreted_plan(name, version)
+    fast = generated_plan(name, version)
+    fast_enc, fast_dec, slow_enc, slow_dec = fast.enc, fast.dec, slow.enc, slow.dec
+
+    def enc(out: bytearray, body: Any) -> None:
+        start = len(out)
+        try:
+            fast_enc(out, body)
+        except Exception:
+            del out[start:]  # whatever the fast path wrote before it gave up
+            slow_enc(out, body)
+
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        try:
+            return fast_dec(buf, pos)
+        except Exception:
+            return slow_dec(buf, pos)
+
+    return _Plan(enc, dec, slow.min_size)
 
 
 def message_names() -> list[str]:
@@ -720,14 +735,68 @@ def _check_api(api_key: int, version: int) -> None:
 # --------------------------------------------------------------------------------------------- public API
 
 
+# Whole-frame generated functions per supported (api key, version), made at first use. Each is tried
+# first; on any exception the interpreter redoes the frame (and raises the precise error, if any).
+_REQUEST_ENCODERS: dict[tuple[int, int], Callable[[int, str | None, Body], bytes]] = {}
+_RESPONSE_ENCODERS: dict[tuple[int, int], Callable[[int, Body], bytes]] = {}
+_REQUEST_DECODERS: dict[tuple[int, int], Callable[[bytes], tuple[Body, Body]]] = {}
+_RESPONSE_DECODERS: dict[tuple[int, int], Callable[[bytes], tuple[Body, Body]]] = {}
+_API_AND_VERSION = struct.Struct(">hh")
+
+
+def _supported(api_key: int, version: int) -> bool:
+    if api_key not in _apis():
+        return False
+    lo, hi = supported_versions(api_key)
+    return lo <= version <= hi
+
+
+def _struct_of(name: str, version: int) -> tuple[list[FieldDef], int, bool]:
+    md = _message(name)
+    return md.fields, version, version in md.flexible
+
+
+def _generated(cache: dict[tuple[int, int], Any], api_key: int, version: int, which: str) -> Any:
+    """The generated frame function ``which`` for (api_key, version), or None if that pair is not served."""
+    if not _supported(api_key, version):
+        return None
+    req, resp = _apis()[api_key]
+    label = f"{api_name(api_key)} v{version} {which}"
+    req_header = _struct_of("RequestHeader", request_header_version(api_key, version))
+    resp_header = _struct_of("ResponseHeader", response_header_version(api_key, version))
+    if which == "request encoder":
+        fn: Any = codegen.request_encoder(req_header, _struct_of(req.name, version), api_key, label)
+    elif which == "response encoder":
+        fn = codegen.response_encoder(resp_header, _struct_of(resp.name, version), label)
+    elif which == "request decoder":
+        fn = codegen.frame_decoder(req_header, _struct_of(req.name, version), label)
+    else:
+        fn = codegen.frame_decoder(resp_header, _struct_of(resp.name, version), label)
+    cache[(api_key, version)] = fn
+    return fn
+
+
 def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, body: Body
 ) -> bytes:
     """A whole request frame: 4-byte length, request header, body."""
+    fast = _REQUEST_ENCODERS.get((api_key, version)) or _generated(
+        _REQUEST_ENCODERS, api_key, version, "request encoder")
+    if fast is not None:
+        try:
+            return fast(correlation_id, client_id, body)
+        except Exception:
+            pass
+    return _encode_request_interpreted(api_key, version, correlation_id, client_id, body)
+
+
+def _encode_request_interpreted(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: Body
+) -> bytes:
     _check_api(api_key, version)
     out = bytearray(b"\x00\x00\x00\x00")
     hv = request_header_version(api_key, version)
-    plan("RequestHeader", hv).enc(
+    interpreted_plan("RequestHeader", hv).enc(
         out,
         {
             "RequestApiKey": api_key,
@@ -736,19 +805,30 @@ def encode_request(
             "ClientId": client_id,
         },
     )
-    plan(_apis()[api_key][0].name, version).enc(out, body)
+    interpreted_plan(_apis()[api_key][0].name, version).enc(out, body)
     out[0:4] = INT32.pack(len(out) - 4)
     return bytes(out)
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Body) -> bytes:
     """A whole response frame: 4-byte length, response header, body."""
+    fast = _RESPONSE_ENCODERS.get((api_key, version)) or _generated(
+        _RESPONSE_ENCODERS, api_key, version, "response encoder")
+    if fast is not None:
+        try:
+            return fast(correlation_id, body)
+        except Exception:
+            pass
+    return _encode_response_interpreted(api_key, version, correlation_id, body)
+
+
+def _encode_response_interpreted(api_key: int, version: int, correlation_id: int, body: Body) -> bytes:
     _check_api(api_key, version)
     out = bytearray(b"\x00\x00\x00\x00")
-    plan("ResponseHeader", response_header_version(api_key, version)).enc(
+    interpreted_plan("ResponseHeader", response_header_version(api_key, version)).enc(
         out, {"CorrelationId": correlation_id}
     )
-    plan(_apis()[api_key][1].name, version).enc(out, body)
+    interpreted_plan(_apis()[api_key][1].name, version).enc(out, body)
     out[0:4] = INT32.pack(len(out) - 4)
     return bytes(out)
 
@@ -773,6 +853,18 @@ def decode_request(payload: bytes | bytearray | memoryview) -> tuple[Body, Body]
     key, version and correlation id so that the caller can still answer UNSUPPORTED_VERSION.
     """
     buf = _as_bytes(payload)
+    if len(buf) >= 8:
+        key = _API_AND_VERSION.unpack_from(buf, 0)
+        fast = _REQUEST_DECODERS.get(key) or _generated(_REQUEST_DECODERS, key[0], key[1], "request decoder")
+        if fast is not None:
+            try:
+                return fast(buf)
+            except Exception:
+                pass
+    return _decode_request_interpreted(buf)
+
+
+def _decode_request_interpreted(buf: bytes) -> tuple[Body, Body]:
     if len(buf) < 8:
         raise DecodeError("RequestHeader", 0, f"needs at least 8 bytes, got {len(buf)}")
     api_key, version, correlation_id = struct.unpack_from(">hhi", buf, 0)
@@ -787,17 +879,25 @@ def decode_request(payload: bytes | bytearray | memoryview) -> tuple[Body, Body]
             correlation_id,
             f"{api_name(api_key)} version {version} is not supported ({lo}-{hi})",
         )
-    header, pos = plan("RequestHeader", request_header_version(api_key, version)).dec(buf, 0)
+    header, pos = interpreted_plan("RequestHeader", request_header_version(api_key, version)).dec(buf, 0)
     req_name = apis[api_key][0].name
-    body, pos = plan(req_name, version).dec(buf, pos)
+    body, pos = interpreted_plan(req_name, version).dec(buf, pos)
     _finish(req_name, buf, pos)
     return header, body
 
 
 def decode_response(api_key: int, version: int, payload: bytes | bytearray | memoryview) -> tuple[int, Body]:
     """Decode a response (the bytes after the length prefix) to a request we sent at ``version``."""
-    _check_api(api_key, version)
     buf = _as_bytes(payload)
+    fast = _RESPONSE_DECODERS.get((api_key, version)) or _generated(
+        _RESPONSE_DECODERS, api_key, version, "response decoder")
+    if fast is not None:
+        try:
+            header, body = fast(buf)
+            return int(header["CorrelationId"]), body
+        except Exception:
+            pass
+    _check_api(api_key, version)
     try:
         return _decode_response(api_key, version, buf)
     except DecodeError:
@@ -813,9 +913,9 @@ def decode_response(api_key: int, version: int, payload: bytes | bytearray | mem
 
 
 def _decode_response(api_key: int, version: int, buf: bytes) -> tuple[int, Body]:
-    header, pos = plan("ResponseHeader", response_header_version(api_key, version)).dec(buf, 0)
+    header, pos = interpreted_plan("ResponseHeader", response_header_version(api_key, version)).dec(buf, 0)
     resp_name = _apis()[api_key][1].name
-    body, pos = plan(resp_name, version).dec(buf, pos)
+    body, pos = interpreted_plan(resp_name, version).dec(buf, pos)
     _finish(resp_name, buf, pos)
     return int(header["CorrelationId"]), body
 
@@ -920,6 +1020,8 @@ __all__ = [
     "encode_metadata_record",
     "encode_request",
     "encode_response",
+    "generated_plan",
+    "interpreted_plan",
     "message_def",
     "message_names",
     "plan",

@@ -8,6 +8,8 @@ return ``(value, new_pos)``; they raise :class:`DecodeError` naming the field an
 from __future__ import annotations
 
 import struct
+import uuid
+from typing import Any
 
 from kraft_tck.spec.errors import DecodeError
 
@@ -20,6 +22,18 @@ UINT32 = struct.Struct(">I")
 FLOAT64 = struct.Struct(">d")
 
 Buffer = bytes | bytearray | memoryview
+
+#: struct format characters of Kafka's fixed-width field types (big-endian; uuids are 16 raw bytes).
+FIXED_FORMAT = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+}
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -97,3 +111,23 @@ def read_varint(buf: Buffer, pos: int, field: str) -> tuple[int, int]:
 def read_varlong(buf: Buffer, pos: int, field: str) -> tuple[int, int]:
     raw, pos = read_uvarint(buf, pos, field, 10)
     return (raw >> 1) ^ -(raw & 1), pos
+
+
+_UUIDS: dict[bytes, uuid.UUID] = {}  # the few uuids a connection carries (topic ids, directory ids), decoded once
+_UUIDS_MAX = 4096
+
+
+def new_uuid(raw: bytes, _new: Any = object.__new__, _set: Any = object.__setattr__) -> uuid.UUID:
+    """The UUID of 16 bytes read from the wire."""
+    # UUIDs are immutable, so one instance per value can be shared by every decoded body.
+    u = _UUIDS.get(raw)
+    if u is not None:
+        return u
+    # uuid.UUID(bytes=...) validates its arguments at length; 16 bytes from the wire are always valid.
+    u = _new(uuid.UUID)
+    _set(u, "int", int.from_bytes(raw, "big"))
+    _set(u, "is_safe", uuid.SafeUUID.unknown)
+    if len(_UUIDS) >= _UUIDS_MAX:
+        _UUIDS.clear()  # random uuids (e.g. fuzzing) must not grow it without bound
+    _UUIDS[raw] = u
+    return u
