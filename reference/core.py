@@ -214,6 +214,10 @@ class KRaftCore:
         self._out = Ready()
         self._pending_log: dict[str, Any] = {}
         self._due: list[int] = []  # who the role still has to ask, as of this step's ``_poll``
+        # state_snapshot's role-derived fields: a role's kind, epoch, leader and vote never change in place
+        # (roles.py), so they are read once per role object, not once per trace event.
+        self._snap_role: Role | None = None
+        self._snap_fields: tuple[str, int, int, int] = ("", -1, -1, -1)
         self.role: Role = self._initial_role(durable)
 
     @classmethod
@@ -259,11 +263,15 @@ class KRaftCore:
     def state_snapshot(self) -> dict[str, Any]:
         """The trace's ``state`` object (names as in spec/README.md and tla/KRaft.tla)."""
         role, log = self.role, self.log
+        if role is not self._snap_role:
+            self._snap_role = role
+            self._snap_fields = (role.name, role.epoch, self.voted_id, self.leader_id)
+        name, epoch, voted, leader = self._snap_fields
         return {
-            "role": role.name,
-            "epoch": role.epoch,
-            "votedId": self.voted_id,
-            "leaderId": self.leader_id,
+            "role": name,
+            "epoch": epoch,
+            "votedId": voted,
+            "leaderId": leader,
             "logEndOffset": log.end_offset,
             "lastFetchedEpoch": log.last_fetched_epoch,
             "highWatermark": self._hw,

@@ -222,6 +222,20 @@ class TraceWriter:
         self._seq += 1
         return seq
 
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next event gets."""
+        return self._seq
+
+    def emit_lines(self, lines: bytes | bytearray, count: int) -> None:
+        """Write ``count`` complete event lines, each ``{"type":"event","seq":N,...}`` and its newline,
+        numbered from ``next_seq`` on: for a producer that numbers its events itself and assembles their
+        lines from parts it encoded (the simulator, which hands over many lines per call). Unchecked,
+        like ``emit`` without validation; such a producer's tests validate whole files."""
+        assert self._fh is not None, "trace writer used after close()"
+        self._fh.write(lines)
+        self._seq += count
+
     def flush(self) -> None:
         if self._fh is not None:
             self._fh.flush()

@@ -13,7 +13,16 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig
 from kraft_tck.reference.io import QuorumStateSnapshot
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.messages import (
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+    api_name,
+)
 from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerRegistry
 from kraft_tck.spec.records import data_batch, encode_batch
 from kraft_tck.traces.checker import check_paths
@@ -155,17 +164,47 @@ def test_fetch_response_summary_matches_to_jsonable(with_bytes: bool) -> None:
     encoded = tuple(encode_batch(b) for b in batches) if with_bytes else None
     resp = FetchResponse(9, batches, None, LeaderIdAndEpoch(1, 3), encoded=encoded)
     bodies = MessageBodies()
-    encoded = bodies.response(resp, 42, 1, 2)
+    line = bodies.response(resp, 42, 1, 2)
     version = bodies.version(wire.api_key(resp))
-    msg = json.loads(encoded.data)
+    msg = json.loads(line)
     reference = to_jsonable(wire.response_to_body(resp, version))
     assert msg["body"] == reference
     assert msg["body"]["Responses"][0]["Partitions"][0]["Records"]["batches"][1]["baseOffset"] == 7
-    assert encoded.data == json.dumps(
+    assert line == json.dumps(
         {"api": "Fetch", "apiKey": 1, "kind": "response", "version": version, "correlationId": 42, "from": 1,
          "to": 2, "body": reference},
         separators=(",", ":"),
     ).encode()
+
+
+def test_message_bodies_encode_what_the_whole_msg_encodes() -> None:
+    """A msg is assembled from its type's head (encoded once) and its encoded body: the same bytes as the
+    whole msg object encoded at once, on orjson's path and on json's (a null cluster id), for requests
+    and responses, also the second time a type is seen (cached head)."""
+    bodies = MessageBodies()
+
+    def whole(message: Request | Response, kind: str, corr: int, body: dict[str, Any]) -> bytes:
+        msg = {"api": api_name(message), "apiKey": wire.api_key(message), "kind": kind,
+               "version": bodies.version(wire.api_key(message)), "correlationId": corr, "from": 1, "to": 2,
+               "body": to_jsonable(body)}
+        return json.dumps(msg, separators=(",", ":")).encode()
+
+    requests: list[Request] = [
+        VoteRequest(None, 3, 1, 2, 17, voter_id=2),
+        VoteRequest("abc", 4, 1, 2, 18, voter_id=3),
+        FetchRequest("cid", 2, 5, 40, 4, 500, 1024),
+    ]
+    for corr, req in enumerate(requests):
+        body = wire.request_to_body(req, bodies.version(wire.api_key(req)))
+        assert bodies.request(req, corr, 1, 2) == whole(req, "request", corr, body), req
+    responses: list[Response] = [
+        VoteResponse(1, 3, True),
+        VoteResponse(2, 4, False),
+        FetchResponse(9, (), (2, 30), LeaderIdAndEpoch(1, 3)),
+    ]
+    for corr, resp in enumerate(responses):
+        body = wire.response_to_body(resp, bodies.version(wire.api_key(resp)))
+        assert bodies.response(resp, corr, 1, 2) == whole(resp, "response", corr, body), resp
 
 
 def test_message_fates_draw_what_randrange_draws() -> None:

@@ -1,6 +1,6 @@
 """Message events for simulator traces: the core's typed messages as Kafka bodies (spec/trace.schema.json
-``msg``), converted by ``reference/wire.py`` and encoded once per message (``traces.trace.Encoded``): the
-Send event and every Receive of a message carry the same ``msg``. Bodies are encoded as wire makes them
+``msg``), converted by ``reference/wire.py`` and encoded once per message: the Send event and every
+Receive of a message carry the same ``msg`` bytes. Bodies are encoded as wire makes them
 (uuids and all); the encoder writes them as ``to_jsonable`` would, without a converted copy of each.
 
 The simulator passes typed values between cores, never bytes, so only the trace needs the Kafka form.
@@ -18,15 +18,18 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchResponse, Request, Response, api_name
 from kraft_tck.spec import codec
 from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
-from kraft_tck.traces.trace import Encoded, batch_summary
+from kraft_tck.traces.trace import batch_summary, encode_line
 
 
 class MessageBodies:
-    """Builds encoded ``msg`` objects; caches versions and batch summaries across one run."""
+    """Builds encoded ``msg`` objects; caches versions, each message type's constant head and batch
+    summaries across one run."""
 
     def __init__(self) -> None:
         self._versions: dict[int, int] = {}
         self._batches: dict[int, tuple[RecordBatch, dict[str, Any], int]] = {}  # id -> (batch, summary, size)
+        # message type -> (version, the encoded msg up to its correlation id)
+        self._heads: dict[type, tuple[int, bytes]] = {}
 
     def version(self, key: int) -> int:
         """The newest version this kit's codec knows: what two reference nodes negotiate."""
@@ -35,21 +38,36 @@ class MessageBodies:
             v = self._versions[key] = codec.supported_versions(key)[1]
         return v
 
-    def request(self, req: Request, corr: int, src: int, dst: int) -> Encoded:
-        key = wire.api_key(req)
+    def _head(self, message: Request | Response, kind: str) -> tuple[int, bytes]:
+        """A ``msg`` is ``{"api", "apiKey", "kind", "version", "correlationId", "from", "to", "body"}`` in
+        this order; everything before the correlation id is the same for every message of one type and
+        is encoded once per run."""
+        key = wire.api_key(message)
         version = self.version(key)
-        body = wire.request_to_body(req, version)
-        return Encoded(_msg(api_name(req), key, "request", version, corr, src, dst, body))
+        head = b'{"api":%b,"apiKey":%d,"kind":"%b","version":%d,"correlationId":' % (
+            encode_line(api_name(message)), key, kind.encode(), version
+        )
+        self._heads[type(message)] = hit = (version, head)
+        return hit
 
-    def response(self, resp: Response, corr: int, src: int, dst: int) -> Encoded:
-        key = wire.api_key(resp)
-        version = self.version(key)
-        if isinstance(resp, FetchResponse) and resp.batches:
+    def request(self, req: Request, corr: int, src: int, dst: int) -> bytes:
+        """The encoded ``msg`` of a request, from its type's head and the encoded body: the bytes
+        ``encode_line`` gives the whole ``msg`` dict, since it writes a dict's values as it writes them alone."""
+        hit = self._heads.get(type(req))
+        version, head = hit if hit is not None else self._head(req, "request")
+        body = encode_line(wire.request_to_body(req, version))
+        return b'%b%d,"from":%d,"to":%d,"body":%b}' % (head, corr, src, dst, body)
+
+    def response(self, resp: Response, corr: int, src: int, dst: int) -> bytes:
+        """Like ``request``, for a response (a Fetch response's records summarised, see the module doc)."""
+        hit = self._heads.get(type(resp))
+        version, head = hit if hit is not None else self._head(resp, "response")
+        if type(resp) is FetchResponse and resp.batches:
             body = wire.response_to_body(_without_batches(resp), version)
             body["Responses"][0]["Partitions"][0]["Records"] = self.records_summary(resp.batches, resp.encoded)
         else:
             body = wire.response_to_body(resp, version)
-        return Encoded(_msg(api_name(resp), key, "response", version, corr, src, dst, body))
+        return b'%b%d,"from":%d,"to":%d,"body":%b}' % (head, corr, src, dst, encode_line(body))
 
     def records_summary(
         self, batches: tuple[RecordBatch, ...], encoded: tuple[bytes, ...] | None = None
@@ -88,17 +106,3 @@ def _without_batches(resp: FetchResponse) -> FetchResponse:
         resp.log_start_offset,
     )
 
-
-def _msg(
-    api: str, key: int, kind: str, version: int, corr: int, src: int, dst: int, body: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "api": api,
-        "apiKey": key,
-        "kind": kind,
-        "version": version,
-        "correlationId": corr,
-        "from": src,
-        "to": dst,
-        "body": body,
-    }

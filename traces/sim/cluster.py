@@ -70,7 +70,7 @@ from kraft_tck.traces.sim.faults import (
     validate_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
-from kraft_tck.traces.trace import Encoded, TraceWriter, encode_line
+from kraft_tck.traces.trace import TraceWriter, encode_line
 
 IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
@@ -80,8 +80,14 @@ _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH
 # request timing out, and a controller's session-expiry check.
 _BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
 
-# The end of a message event's line per note ("lost", "duplicate", ...): '}' or ',"note":"..."}'.
+# The end of a message event's line per note ("lost", "duplicate", ...): '}\n' or ',"note":"..."}\n'.
 _NOTES: dict[str | None, bytes] = {}
+# How a core's trace event (a dict whose first key is "type") is encoded up to its second key: the
+# line's "seq" goes in right there.
+_EVENT_HEAD = b'{"type":"event",'
+_EVENT_HEAD_LEN = len(_EVENT_HEAD)
+# Trace lines are collected in memory and handed to the writer in chunks of about this size.
+_FLUSH_BYTES = 1 << 20
 
 # A broker request awaiting its answer: (broker id, broker generation, correlation id, api key).
 _BrokerCall = tuple[int, int, int, int]
@@ -281,6 +287,7 @@ class Simulation:
         self._jitter_bits = self._jitter_span.bit_length()
         self.trace_path = Path(trace_path) if trace_path is not None else None
         self._writer: TraceWriter | None = None
+        self._lines: bytearray | None = None  # trace lines not yet handed to the writer (None: no trace)
         self._bodies = MessageBodies() if self.trace_path is not None else None
 
     # ------------------------------------------------------------------------------------ running
@@ -324,6 +331,7 @@ class Simulation:
         if self.trace_path is not None:
             # Not validated line by line (tests validate whole files) nor fsynced: the seed writes it again.
             self._writer = TraceWriter(self.trace_path, self.header(), validate=False, fsync=False)
+            self._lines = bytearray()
         try:
             self._schedule_start()
             self._loop()
@@ -331,6 +339,7 @@ class Simulation:
             violation = exc
         finally:
             if self._writer is not None:
+                self._flush_lines()
                 self._writer.close()
         return SimResult(
             seed=self.config.seed,
@@ -346,6 +355,13 @@ class Simulation:
             trace_path=self.trace_path,
             broker_events=self.broker_events,
         )
+
+    def _flush_lines(self) -> None:
+        """Hand the collected lines to the writer: the events ``next_seq`` .. ``self.seq - 1``."""
+        writer, lines = self._writer, self._lines
+        assert writer is not None and lines is not None
+        writer.emit_lines(lines, self.seq - writer.next_seq)
+        lines.clear()
 
     def _push(self, at: int, kind: int, a: Any, b: Any = None) -> None:
         self._order += 1
@@ -461,17 +477,24 @@ class Simulation:
                 )
         if ready.cluster_id_adopted is not None:
             node.cluster_id = ready.cluster_id_adopted
-        writer = self._writer
+        lines = self._lines
         check_state = checker.check_state
         seq = self.seq
         try:
             for ev in ready.trace:
                 ev["ts"] = now
                 check_state(nid, ev["state"], seq, now)
+                if lines is not None:
+                    # The line TraceWriter.emit writes, its "seq" spliced in after the encoded "type" (the
+                    # core's events start with it) instead of a copy of the dict without it.
+                    data = encode_line(ev)
+                    if data.startswith(_EVENT_HEAD):
+                        data = data[_EVENT_HEAD_LEN:]
+                    else:  # a core (subclass) that builds its events otherwise: without "type", as emit does
+                        del ev["type"]
+                        data = encode_line(ev)[1:]
+                    lines += b'{"type":"event","seq":%d,%b\n' % (seq, data)
                 seq += 1
-                if writer is not None:
-                    del ev["type"]
-                    writer.emit(ev)
         finally:
             self.seq = seq
         hw = core.high_watermark
@@ -505,6 +528,8 @@ class Simulation:
                 heappush(self._heap, (at, self._order, _TICK, nid, node.incarnation))
         if node.controller is not None:
             self._sync_controller(node)
+        if lines is not None and len(lines) > _FLUSH_BYTES:
+            self._flush_lines()
 
     # ------------------------------------------------------------------------------------ network
 
@@ -566,9 +591,10 @@ class Simulation:
             timeout_at = now + self.config.request_timeout_ms + wait
         self._order += 1
         heappush(heap, (timeout_at, self._order, _TIMEOUT, src, (corr, node.incarnation)))
-        msg: Encoded | None = None
-        if self._writer is not None:
-            msg = self._bodies_req(req, corr, src, dst)
+        msg: bytes | None = None
+        bodies = self._bodies
+        if bodies is not None:
+            msg = bodies.request(req, corr, src, dst)
             self._message_event(src, b"Send", msg, why)
         else:
             self.seq += 1
@@ -586,9 +612,10 @@ class Simulation:
         if type(resp) is VoteResponse and resp.vote_granted:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
         delays, why = self._fate(node.id, dst)
-        msg: Encoded | None = None
-        if self._writer is not None:
-            msg = self._bodies_resp(rep.response, corr, node.id, dst)
+        msg: bytes | None = None
+        bodies = self._bodies
+        if bodies is not None:
+            msg = bodies.response(resp, corr, node.id, dst)
             self._message_event(node.id, b"Send", msg, why)
         else:
             self.seq += 1
@@ -598,26 +625,22 @@ class Simulation:
             heappush(self._heap, (now + d, self._order, _RESPONSE, dst, (node.id, corr, resp, dup, msg)))
             dup = True
 
-    def _bodies_req(self, req: Request, corr: int, src: int, dst: int) -> Encoded:
-        assert self._bodies is not None
-        return self._bodies.request(req, corr, src, dst)
-
-    def _bodies_resp(self, resp: Response, corr: int, src: int, dst: int) -> Encoded:
-        assert self._bodies is not None
-        return self._bodies.response(resp, corr, src, dst)
-
-    def _message_event(self, nid: int, event: bytes, msg: Encoded, note: str | None) -> None:
-        """{"ts": now, "node": nid, "event": event, "msg": msg, "note": note (when given)}, assembled from
-        the message's encoding and the note's: ints and a handful of constant ASCII strings around them."""
-        assert self._writer is not None
+    def _message_event(self, nid: int, event: bytes, msg: bytes, note: str | None) -> None:
+        """The line of {"ts": now, "node": nid, "event": event, "msg": msg, "note": note (when given)},
+        assembled from the message's encoding and the note's: ints and a handful of constant ASCII
+        strings around them."""
+        lines = self._lines
+        assert lines is not None
         tail = _NOTES.get(note)
         if tail is None:
-            tail = _NOTES[note] = b"}" if note is None else b',"note":%b}' % encode_line(note)
-        line = b'{"ts":%d,"node":%d,"event":"%b","msg":%b%b' % (self.now, nid, event, msg.data, tail)
-        self._writer.emit_encoded(line)
-        self.seq += 1
+            tail = _NOTES[note] = b"}\n" if note is None else b',"note":%b}\n' % encode_line(note)
+        seq = self.seq
+        lines += b'{"type":"event","seq":%d,"ts":%d,"node":%d,"event":"%b","msg":%b%b' % (
+            seq, self.now, nid, event, msg, tail
+        )
+        self.seq = seq + 1
 
-    def _deliver_request(self, node: _Node, payload: tuple[int, int, Request, int, bool, Encoded | None]) -> None:
+    def _deliver_request(self, node: _Node, payload: tuple[int, int, Request, int, bool, bytes | None]) -> None:
         src, corr, req, incarnation, dup, msg = payload
         if node.core is None or node.incarnation != incarnation:
             return  # the connection died with the old process: the sender times out
@@ -629,7 +652,7 @@ class Simulation:
         candidate = req.candidate_id if type(req) is VoteRequest else src
         self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr, candidate), request=req))
 
-    def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool, Encoded | None]) -> None:
+    def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool, bytes | None]) -> None:
         src, corr, resp, dup, msg = payload
         pending = node.inflight.pop(corr, None) if node.core is not None else None
         if pending is None:
@@ -764,11 +787,12 @@ class Simulation:
     def _broker_event(self, node: _Node, change: BrokerChange) -> None:
         # Seed 002 "Controller Action": a broker comes online only once it has registered and caught up.
         self.checker.check_broker_event(node.id, change, node.disk, self.seq, self.now)
-        if self._writer is not None:
-            self._writer.emit(
+        if self._lines is not None:
+            data = encode_line(
                 {"ts": self.now, "node": node.id, "event": "BrokerEvent", "broker": change.to_json(),
                  "note": change.record}
             )
+            self._lines += b'{"type":"event","seq":%d,%b\n' % (self.seq, data[1:])  # as TraceWriter.emit
         self.seq += 1
         self.broker_events += 1
 
