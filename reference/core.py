@@ -181,7 +181,7 @@ def write_size_bound(values: tuple[bytes, ...]) -> int:
     return sum(len(v) for v in values) + RECORD_SIZE_BOUND * len(values)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs several times more, and nothing changes one
 class _ParkedFetch:
     """A caught-up fetch waiting for new data (KIP-595 long-poll), answered by ``deadline_ms``."""
 
@@ -218,6 +218,8 @@ class KRaftCore:
         # (roles.py), so they are read once per role object, not once per trace event.
         self._snap_role: Role | None = None
         self._snap_fields: tuple[str, int, int, int] = ("", -1, -1, -1)
+        self._leader_role: Role | None = None  # the role ``_leader_and_epoch`` was made for
+        self._leader_and_epoch = LeaderIdAndEpoch(-1, -1)
         self.role: Role = self._initial_role(durable)
 
     @classmethod
@@ -625,10 +627,9 @@ class KRaftCore:
         leader = self.role
         if not isinstance(leader, Leader):
             return
-        offsets = sorted(
-            (p.end_offset for rid, p in leader.replicas.items() if self._counts_toward_hw(rid)),
-            reverse=True,
-        )
+        counts = self._counts_toward_hw
+        offsets = [p.end_offset for rid, p in leader.replicas.items() if counts(rid)]
+        offsets.sort(reverse=True)
         majority = self.config.majority
         if len(offsets) < majority:
             return
@@ -1232,7 +1233,11 @@ class KRaftCore:
         return RecordBatch(base_offset, epoch, (record,), base_timestamp=self._now, max_timestamp=self._now)
 
     def _current_leader(self) -> LeaderIdAndEpoch:
-        return LeaderIdAndEpoch(self.leader_id, self.epoch)
+        # One (immutable) value per role object: its leader and epoch never change in place.
+        role = self.role
+        if role is not self._leader_role:
+            self._leader_role, self._leader_and_epoch = role, LeaderIdAndEpoch(self.leader_id, self.epoch)
+        return self._leader_and_epoch
 
     def _persist(self) -> None:
         self._out.persist = QuorumStateSnapshot(
