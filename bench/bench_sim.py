@@ -7,7 +7,8 @@ under cProfile). An *event* is one trace line: a core action (with its state), a
 event or a BrokerEvent; with tracing off the same events are counted, not written. Broker requests are
 not trace events, so a run with brokers does more work per event. Goal (issue 6): >= 50,000 events/s.
 The numbers are what this machine measures, printed as they are; on a shared machine the CPU-time rate
-(events per second of this process's CPU) is the steadier of the two.
+(events per second of this process's CPU) is the steadier of the two, so the goal is judged on both
+(``goal`` on wall-clock time, ``cpu goal`` on CPU time).
 
 The last table splits one traced 3-node row's CPU time between the reference cores (``KRaftCore``'s
 step and tick, timed from outside; restarts are rare) and everything else (network, faults, invariants, brokers,
@@ -97,7 +98,7 @@ def main() -> None:
     duration_ms = args.duration * 1000
     print(f"simulator: {args.seeds} seeds x {args.duration}s virtual, faults={args.faults}, goal {GOAL:,} events/s")
     print(f"{'nodes':>5} {'brokers':>7} {'tracing':>8} {'events':>10} {'wall s':>8} {'events/s':>10} {'goal':>6} "
-          f"{'cpu s':>7} {'events/cpu-s':>12} {'violations':>10}")
+          f"{'cpu s':>7} {'events/cpu-s':>12} {'cpu goal':>8} {'violations':>10}")
     with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
         out = Path(tmp)
         for nodes in (3, 5):
@@ -107,10 +108,12 @@ def main() -> None:
                         nodes, brokers, args.seeds, duration_ms, args.faults, out if tracing else None
                     )
                     rate = events / wall if wall > 0 else 0.0
+                    cpu_rate = events / cpu if cpu > 0 else 0.0
                     verdict = "met" if rate >= GOAL else "missed"
+                    cpu_verdict = "met" if cpu_rate >= GOAL else "missed"
                     print(
                         f"{nodes:>5} {brokers:>7} {'on' if tracing else 'off':>8} {events:>10,} {wall:>8.2f} "
-                        f"{rate:>10,.0f} {verdict:>6} {cpu:>7.2f} {events / cpu if cpu > 0 else 0:>12,.0f} {bad:>10}"
+                        f"{rate:>10,.0f} {verdict:>6} {cpu:>7.2f} {cpu_rate:>12,.0f} {cpu_verdict:>8} {bad:>10}"
                     )
         events, cpu, in_core = core_share(args.brokers, args.seeds, duration_ms, args.faults, out)
         print(f"\nwhere the CPU goes (3 nodes, {args.brokers} brokers, tracing on, core entry points timed):")
