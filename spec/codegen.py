@@ -202,37 +202,38 @@ class _Encoder:
         if not tagged:
             s.emit(ind, f"{o}.append(0)")
             return
-        items = s.var("tags")
-        s.emit(ind, f"{items} = None")
+        # Known tags only (unknown ones send the body to the interpreter), so the fields' order is the
+        # tag order, their count fits one byte and each tag's varint is a constant.
+        assert len(tagged) < 128
+        tmps = []
         for f in tagged:
             v, tmp = s.var(), s.var("tmp")
+            tmps.append(tmp)
             # One default object for the lookup and the test, as the interpreter has (``is`` matters
             # for a NaN default).
             default = s.const(f.default_value(version), "dflt")
             s.emit(ind, f"{v} = {value_of(f, default)}")
             # The interpreter's rule: a tagged field is written unless it holds its default or null.
-            s.emit(ind, f"if not ({v} is {default} or {v} is None or {v} == {default}):")
+            s.emit(ind, f"if {v} is {default} or {v} is None or {v} == {default}:")
+            s.emit(ind + 1, f"{tmp} = None")
+            s.emit(ind, "else:")
             s.emit(ind + 1, f"{tmp} = bytearray()")
             self.value(f, version, True, v, tmp, ind + 1)
-            s.emit(ind + 1, f"if {items} is None:")
-            s.emit(ind + 2, f"{items} = []")
-            s.emit(ind + 1, f"{items}.append(({f.tag}, {tmp}))")
-        s.emit(ind, f"if {items} is None:")
-        s.emit(ind + 1, f"{o}.append(0)")
-        s.emit(ind, "else:")
-        s.emit(ind + 1, f"{o} += uvarint_bytes(len({items}))")
-        tag, raw = s.var("tag"), s.var("raw")
-        s.emit(ind + 1, f"for {tag}, {raw} in {items}:")
-        s.emit(ind + 2, f"write_uvarint({o}, {tag})")
-        s.emit(ind + 2, f"write_uvarint({o}, len({raw}))")
-        s.emit(ind + 2, f"{o} += {raw}")
+        s.emit(ind, f"{o}.append({' + '.join(f'({t} is not None)' for t in tmps)})")
+        for f, tmp in zip(tagged, tmps, strict=True):
+            assert f.tag is not None
+            s.emit(ind, f"if {tmp} is not None:")
+            s.emit(ind + 1, f"{o} += {uvarint_bytes(f.tag)!r}")
+            self.length(f"len({tmp})", False, o, ind + 1, varint=True)
+            s.emit(ind + 1, f"{o} += {tmp}")
 
-    def length(self, n_expr: str, compact: bool, o: str, ind: int, int16: bool = False) -> None:
-        """A length/count prefix: uvarint of n+1 when compact, else int16/int32 of n."""
+    def length(self, n_expr: str, compact: bool, o: str, ind: int, int16: bool = False,
+               varint: bool = False) -> None:
+        """A length/count prefix: uvarint of n+1 when compact (of n with ``varint``), else int16/int32 of n."""
         s = self.s
-        if compact:
+        if compact or varint:
             n = s.var("n")
-            s.emit(ind, f"{n} = {n_expr} + 1")
+            s.emit(ind, f"{n} = {n_expr}{'' if varint else ' + 1'}")
             s.emit(ind, f"if {n} < 128:")
             s.emit(ind + 1, f"{o}.append({n})")
             s.emit(ind, "else:")
@@ -341,6 +342,15 @@ class _Decoder:
             s.emit(ind + 1, f"{d}['_unknown_tagged_fields'] = {unknown}")
         return d
 
+    def fresh(self, default: Any) -> str:
+        """Source building a default value: new lists and dicts each time (bodies are the caller's to
+        mutate), shared immutable leaves, as the interpreter's copy."""
+        if isinstance(default, list):
+            return "[]"
+        if isinstance(default, dict):
+            return "{" + ", ".join(f"{k!r}: {self.fresh(v)}" for k, v in default.items()) + "}"
+        return self.s.literal(default)
+
     def uvarint(self, ind: int) -> str:
         s = self.s
         n = s.var("n")
@@ -357,10 +367,7 @@ class _Decoder:
         for f in tagged:
             v = s.var()
             default = f.default_value(version)
-            if isinstance(default, list | dict):
-                s.emit(ind, f"{v} = copy_default({s.const(default, 'dflt')})")
-            else:
-                s.emit(ind, f"{v} = {s.literal(default)}")
+            s.emit(ind, f"{v} = {self.fresh(default)}")
             locals_.append((f.name, v))
         unknown = s.var("unknown")
         s.emit(ind, f"{unknown} = None")
