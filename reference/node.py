@@ -40,7 +40,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
@@ -122,11 +122,12 @@ class Node:
         self._core_factory = core_factory
         self._rng = random.Random(seed)
         self.clock = Clock()
-        self._replies: dict[int, tuple[asyncio.Future[Answer], int]] = {}  # token -> (answer, api version)
+        self._replies: dict[int, tuple[Reply, int]] = {}  # token -> (answer, api version)
         self._reply_ids = itertools.count()
         self._peers: dict[int, _Peer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._requests: set[asyncio.Future[dict[str, Any]]] = set()  # sent, awaiting the response
+        self._outstanding = 0  # requests sent, awaiting their response (or failure)
+        self._all_answered: asyncio.Future[None] | None = None  # graceful stop waits on it
         self._stopping = False
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
         self.high_watermark = 0
@@ -229,7 +230,10 @@ class Node:
         if graceful and self.core is not None:
             self._step(Shutdown())
             await asyncio.sleep(0)
-            pending = [t for t in self._tasks if not t.done()] + [f for f in self._requests if not f.done()]
+            pending: list[asyncio.Future[Any]] = [t for t in self._tasks if not t.done()]
+            if self._outstanding:
+                self._all_answered = asyncio.get_running_loop().create_future()
+                pending.append(self._all_answered)
             if pending:
                 await asyncio.wait(pending, timeout=grace_s)
         self._stopping = True
@@ -238,9 +242,8 @@ class Node:
         if self._controller_task is not None:
             self._controller_task.cancel()
         # Unblock parked replies first: a connection waiting to write one would keep server.close() waiting.
-        for fut, _ in self._replies.values():
-            if not fut.done():
-                fut.cancel()
+        for reply, _ in self._replies.values():
+            reply.cancel()
         if self.server is not None:
             await self.server.close()
         for task in list(self._tasks):
@@ -300,8 +303,9 @@ class Node:
         for rep in ready.replies:
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
-                fut, version = waiting
-                fut.set_result(wire.response_to_body(rep.response, version, self._endpoints))
+                reply, version = waiting
+                # Written to the connection from here: no event-loop round between the step and the send.
+                reply.answer(wire.response_to_body(rep.response, version, self._endpoints))
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
             self._apply_committed_records()
@@ -345,9 +349,9 @@ class Node:
 
     # ------------------------------------------------------------------ inbound requests
 
-    def _handle(self, req: Request) -> Answer | Awaitable[Answer]:
+    def _handle(self, req: Request) -> Answer | Reply | Awaitable[Answer]:
         """The server's handler: the core answers most requests in the step that receives them, and then
-        the body goes back at once; a parked Fetch is answered through a future, by a later step."""
+        the body goes back at once; a parked Fetch is answered through a ``Reply``, by a later step."""
         if self._stopping:
             return None
         if req.api_key in broker_controller.SERVED_API_VERSIONS:
@@ -358,12 +362,12 @@ class Node:
             log.warning("refusing request from %s: %s", req.peer, exc)
             return wire.error_response_body(req.api_key, req.api_version, exc.error)
         token = next(self._reply_ids)
-        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._replies[token] = (fut, req.api_version)
+        reply = Reply()
+        self._replies[token] = (reply, req.api_version)
         self._step(RequestReceived(sender_id=wire.sender_of(core_req), reply_to=token, request=core_req))
-        if fut.done() and not fut.cancelled():
-            return fut.result()
-        return fut  # Node.stop cancels it: the connection then closes without an answer
+        if reply.done() and not reply.cancelled:
+            return reply.result()
+        return reply  # Node.stop cancels it: the connection then closes without an answer
 
     # ------------------------------------------------------------------ outbound requests
 
@@ -413,21 +417,29 @@ class Node:
             body = wire.request_to_body(request, version)
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
             timeout = (self.config.request_timeout_ms + wire.max_wait_ms(request)) / 1000
-            fut = client.send(api_key, version, body, timeout)
+            # The response steps the core from the loop round that reads it (never from inside a step:
+            # callbacks come from the connection's reads and timers).
+            client.send_with_callback(
+                api_key, version, body, timeout,
+                lambda resp, exc: self._on_response(resp, exc, dest, request, version, request_id))
         except RequestError as exc:
             # Reported from the loop, not from here: this runs inside _apply, and steps never nest.
             asyncio.get_running_loop().call_soon(self._request_failed, dest, request, request_id, exc)
             return
-        self._requests.add(fut)
-        fut.add_done_callback(self._requests.discard)
-        fut.add_done_callback(lambda f: self._on_response(f, dest, request, version, request_id))
+        self._outstanding += 1
 
-    def _on_response(self, fut: asyncio.Future[dict[str, Any]], dest: int, request: Any, version: int,
-                     request_id: int) -> None:
+    def _on_response(self, body: dict[str, Any] | None, exc: BaseException | None, dest: int, request: Any,
+                     version: int, request_id: int) -> None:
+        self._outstanding -= 1
+        if self._outstanding == 0 and self._all_answered is not None and not self._all_answered.done():
+            self._all_answered.set_result(None)
         if self._stopping:
             return
         try:
-            response = wire.response_from_kafka(wire.api_key(request), version, fut.result())
+            if exc is not None:
+                raise exc
+            assert body is not None
+            response = wire.response_from_kafka(wire.api_key(request), version, body)
         except (RequestError, wire.WireError, asyncio.CancelledError) as exc:
             self._request_failed(dest, request, request_id, exc)
             return

@@ -53,6 +53,43 @@ def unframe(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_MAX_FR
     return payload
 
 
+class FrameSplitter:
+    """Cuts a byte stream into frame payloads as it arrives (for ``asyncio.Protocol`` connections, which
+    get data in arbitrary pieces): :meth:`feed` the bytes, then take :meth:`next_frame` until None. A bad
+    length raises when that frame is reached, after every whole frame before it has been taken."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_bytes
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf += data
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame's payload, or None if it has not fully arrived."""
+        buf = self._buf
+        if len(buf) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(buf, 0)
+        _check_size(size, self._max, 0)
+        end = 4 + size
+        if end > len(buf):
+            return None
+        payload = bytes(buf[4:end])
+        del buf[:end]
+        return payload
+
+    def end_error(self) -> DecodeError | None:
+        """At end of stream: the error for a frame cut short (as :func:`read_frame` reports it), or None."""
+        have = len(self._buf)
+        if have == 0:
+            return None
+        if have < 4:
+            return DecodeError("frame length", 0, f"stream ended after {have} of 4 bytes")
+        (size,) = _SIZE.unpack_from(self._buf, 0)
+        return DecodeError("frame", 4, f"stream ended after {have - 4} of {size} bytes")
+
+
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes | None:
     """Read one frame's payload; None on a clean end of stream before a new frame starts.
 

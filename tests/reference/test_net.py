@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import DescribeQuorumRequest
-from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.framing import read_frame
@@ -48,6 +48,172 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, int]:
     assert payload is not None, "the server closed the connection instead of answering"
     corr, body = codec.decode_response(DQ, 0, payload)
     return corr, body["ErrorCode"]
+
+
+def _loop_rounds() -> list[int]:
+    """A counter of the running loop's iterations (rounds), to check what happens within one."""
+    loop = asyncio.get_running_loop()
+    count = [0]
+    run_once = loop._run_once  # type: ignore[attr-defined]
+
+    def counting() -> None:
+        count[0] += 1
+        run_once()
+
+    loop._run_once = counting  # type: ignore[attr-defined]
+    return count
+
+
+def test_a_reply_is_written_in_order_from_the_call_that_answers_it() -> None:
+    """A Reply answered later goes out from that call (no loop round in between), after the answers
+    before it and before the ones after it; a second answer is ignored."""
+    replies: dict[int, Reply] = {}
+
+    def handler(req: Request) -> Answer | Reply:
+        if req.correlation_id in (0, 2):
+            replies[req.correlation_id] = Reply()
+            return replies[req.correlation_id]
+        return _answer(Errors.NOT_LEADER_OR_FOLLOWER)
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(_request_frame(0) + _request_frame(1) + _request_frame(2))
+        while len(replies) < 2:
+            await asyncio.sleep(0.01)
+        with pytest.raises(TimeoutError):  # request 1 is answered but held back behind request 0
+            await asyncio.wait_for(read_frame(reader), 0.2)
+        transport = next(iter(server._conns))._transport
+        assert transport is not None
+        sent: list[bytes] = []
+        write = transport.write
+
+        def recording_write(data: Any) -> None:
+            sent.append(bytes(data))
+            write(data)
+
+        transport.write = recording_write
+        replies[0].answer(_answer(Errors.NONE))
+        assert len(sent) == 2, "answers 0 and 1 are written by the answer() call itself"
+        assert await _read_answer(reader) == (0, Errors.NONE)
+        assert await _read_answer(reader) == (1, Errors.NOT_LEADER_OR_FOLLOWER)
+        replies[2].answer(_answer(Errors.NONE))
+        replies[2].answer(_answer(Errors.FENCED_LEADER_EPOCH))  # ignored
+        assert len(sent) == 3
+        assert await _read_answer(reader) == (2, Errors.NONE)
+        writer.close()
+
+    asyncio.run(_with_server(handler, body))
+
+
+def test_a_cancelled_reply_closes_the_connection() -> None:
+    replies: list[Reply] = []
+
+    def handler(req: Request) -> Answer | Reply:
+        if req.correlation_id == 0:
+            return _answer(Errors.NONE)
+        replies.append(Reply())
+        return replies[-1]
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(_request_frame(0) + _request_frame(1))
+        assert await _read_answer(reader) == (0, Errors.NONE)
+        while not replies:
+            await asyncio.sleep(0.01)
+        replies[0].cancel()
+        assert replies[0].cancelled and replies[0].done()
+        assert await read_frame(reader) is None  # closed, request 1 unanswered
+        writer.close()
+
+    asyncio.run(_with_server(handler, body))
+
+
+def test_frames_split_and_joined_across_reads() -> None:
+    """Requests arriving a few bytes at a time, or several in one read, are all answered in order."""
+
+    def handler(req: Request) -> Answer:
+        return _answer(Errors.NONE if req.correlation_id % 2 == 0 else Errors.NOT_LEADER_OR_FOLLOWER)
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        data = b"".join(_request_frame(i) for i in range(4))
+        for i in range(0, len(data), 3):
+            writer.write(data[i:i + 3])
+            await writer.drain()
+            await asyncio.sleep(0.001)
+        got = [await _read_answer(reader) for _ in range(4)]
+        assert got == [(i, Errors.NONE if i % 2 == 0 else Errors.NOT_LEADER_OR_FOLLOWER) for i in range(4)]
+        writer.close()
+
+    asyncio.run(_with_server(handler, body))
+
+
+@pytest.mark.parametrize("bad", ["too large", "negative", "cut short"])
+def test_unreadable_frames_end_the_connection_after_earlier_answers(bad: str) -> None:
+    """Frames before a bad length are answered; then the connection closes (Kafka's network layer)."""
+
+    def handler(req: Request) -> Answer:
+        return _answer(Errors.NONE)
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        tail = {"too large": b"\x7f\xff\xff\xff", "negative": b"\xff\xff\xff\xfe",
+                "cut short": _request_frame(1)[:9]}[bad]
+        writer.write(_request_frame(0) + tail)
+        if bad == "cut short":
+            writer.write_eof()
+        assert await _read_answer(reader) == (0, Errors.NONE)
+        assert await read_frame(reader) is None
+        writer.close()
+
+    asyncio.run(_with_server(handler, body))
+
+
+def test_send_with_callback_runs_in_the_round_that_reads_the_response() -> None:
+    """The callback runs from the read itself (a future's done-callbacks would run one round later),
+    and gets the RequestError of a timeout or a lost connection."""
+
+    def handler(req: Request) -> Answer | Awaitable[Answer]:
+        if req.correlation_id >= 3:
+            return asyncio.get_running_loop().create_future()  # never answered
+        return _answer(Errors.NONE)
+
+    async def body(server: KafkaServer) -> None:
+        client = KafkaClient("127.0.0.1", server.port)
+        await client.connect(timeout_s=2)  # ApiVersions is correlation id 0
+        req = wire.request_to_body(DescribeQuorumRequest(), 0)
+        rounds = _loop_rounds()
+        got: list[tuple[int, Any, Any]] = []
+        done = asyncio.get_running_loop().create_future()
+
+        def callback(resp: dict[str, Any] | None, exc: BaseException | None) -> None:
+            got.append((rounds[0], resp, exc))
+            if len(got) == 2:
+                done.set_result(None)
+
+        fut = client.send(DQ, 0, req, 2.0)  # correlation id 1: a future, for comparison
+        fut_round: list[int] = []
+        fut.add_done_callback(lambda _f: fut_round.append(rounds[0]))
+        client.send_with_callback(DQ, 0, req, 2.0, callback)  # 2, answered in the same read as 1
+        await fut
+        await asyncio.sleep(0)
+        assert got and got[0][1] is not None and got[0][1]["ErrorCode"] == Errors.NONE and got[0][2] is None
+        assert fut_round[0] > got[0][0], "the callback ran before the future's callbacks"
+        client.send_with_callback(DQ, 0, req, 0.05, callback)  # 3: times out
+        await done
+        assert got[1][1] is None and isinstance(got[1][2], RequestError) and "timed out" in str(got[1][2])
+        lost: list[BaseException | None] = []
+        client.send_with_callback(DQ, 0, req, 5.0, lambda _r, exc: lost.append(exc))  # 4: connection lost
+        await asyncio.sleep(0.05)
+        await server.close()
+        for _ in range(100):
+            if lost:
+                break
+            await asyncio.sleep(0.01)
+        assert lost and isinstance(lost[0], RequestError)
+        await client.close()
+
+    asyncio.run(_with_server(handler, body))
 
 
 def test_a_later_answer_waits_for_an_earlier_pending_one() -> None:
