@@ -161,7 +161,7 @@ def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
 
 
 class TlcValidationFailed(Exception):
-    """The target's node trace is no behaviour of tla/KRaft.tla."""
+    """The target's node trace (or the session harness trace) is no behaviour of tla/KRaft.tla."""
 
 
 class TlcValidationItem(pytest.Item):
@@ -190,11 +190,33 @@ class TlcValidationItem(pytest.Item):
         return Path(__file__), 0, self.name
 
 
+class BlackBoxValidationItem(TlcValidationItem):
+    """After the node trace: TLC in black-box mode on the session harness trace of each life of the target
+    (every frame of every case and between cases, from the target's fresh start; the target's steps are
+    hidden).  For any target, the embedded node and ``--target host:port`` alike.  A FAIL fails the run and
+    names the case whose event no behaviour of KRaft can produce, the event and the spec state before it."""
+
+    def runtest(self) -> None:
+        session = self.config.stash.get(_SESSION_KEY, None)
+        if session is None:
+            pytest.skip("no conformance case ran, so there is no harness trace to validate")
+        result = session.validate_session_traces()
+        if result.status == "OFF":
+            pytest.skip(f"TLC black-box validation: {result.message}")
+        if result.status == "NOT CHECKED":
+            pytest.skip(f"TLC black-box validation: NOT CHECKED: {result.message}")
+        if result.status != "PASS":
+            raise TlcValidationFailed(f"TLC black-box validation of the session harness trace: FAIL\n{result.message}")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     # after -k/-m deselection: only a run that has conformance cases left gets the validation item
     if any("kraft_session" in getattr(item, "fixturenames", ()) for item in items):
         items.append(TlcValidationItem.from_parent(session, name="TLC validation of the target's node trace"))
+        items.append(
+            BlackBoxValidationItem.from_parent(session, name="TLC black-box validation of the session harness trace")
+        )
 
 
 @pytest.hookimpl(wrapper=True)

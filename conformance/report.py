@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from kraft_tck.conformance.blackbox import BlackBoxValidation
     from kraft_tck.conformance.session import CaseResult, Session, TlcValidation
     from kraft_tck.conformance.virtual import Frame
 
@@ -77,14 +78,31 @@ def tlc_line(tlc: TlcValidation | None) -> str:
     return f"TLC validation: {tlc.status}: {tlc.message}"
 
 
+def blackbox_line(bb: BlackBoxValidation | None) -> str:
+    """One line (plus the failure's lines) on TLC's black-box validation of the session harness traces."""
+    if bb is None:
+        return "TLC black-box validation: did not run (the run stopped before its last item)"
+    if bb.status == "PASS":
+        return f"TLC black-box validation: PASS, {bb.message} in {bb.seconds:.1f} s"
+    if bb.status == "OFF":
+        return f"TLC black-box validation: {bb.message}"
+    return f"TLC black-box validation: {bb.status}: {bb.message}"
+
+
 def write_report(
-    directory: Path, results: Iterable[CaseResult], target: str, started: float, tlc: TlcValidation | None = None
+    directory: Path,
+    results: Iterable[CaseResult],
+    target: str,
+    started: float,
+    tlc: TlcValidation | None = None,
+    blackbox: BlackBoxValidation | None = None,
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     results = list(results)
     (directory / "results.json").write_text(json.dumps({
         "target": target, "started": started, "cases": [r.to_json() for r in results],
         "tlcValidation": tlc.to_json() if tlc is not None else None,
+        "tlcBlackBox": blackbox.to_json() if blackbox is not None else None,
         "summary": {k: sum(r.outcome == k for r in results) for k in _COLORS},
         "durationS": round(sum(r.duration_s for r in results), 3),
         "protocolWaitS": round(sum(r.wait_s for r in results), 3),
@@ -115,6 +133,17 @@ def write_report(
         parts.append(
             f"<p>{html.escape(life['status'])}: <code>{html.escape(life['merged'])}</code> "
             f"(from {html.escape(', '.join(life['files']))}), {life['events']} events</p>"
+        )
+    bb_color = {"PASS": "passed", "FAIL": "failed"}.get(blackbox.status if blackbox else "", "skipped")
+    parts.append(
+        f"<h2>TLC black-box validation of the session harness trace</h2><div><span class='o' "
+        f"style='background:{_COLORS[bb_color]}'>{html.escape(blackbox.status if blackbox else 'NOT RUN')}</span> "
+        f"<pre>{html.escape(blackbox_line(blackbox))}</pre></div>"
+    )
+    for life in blackbox.lives if blackbox else []:
+        parts.append(
+            f"<p>life {life['life']}: {html.escape(life['status'])}: <code>{html.escape(life['file'])}</code>, "
+            f"{life['messages']} messages, cases {html.escape(', '.join(life['cases']))}</p>"
         )
     for section, rs in sections.items():
         parts.append(
@@ -150,6 +179,8 @@ def write_report(
                 parts.append(f"<pre>{html.escape(r.message)}</pre>")
             if r.trace:
                 parts.append(f"<p>Trace: <code>{html.escape(r.trace)}</code></p>")
+            if r.tlc:
+                parts.append(f"<p>TLC: {html.escape(r.tlc)}</p>")
             parts.append(f"<div class='svg'>{sequence_svg(r.frames, _target_id(r))}</div></details>")
     parts.append("</body></html>")
     index = directory / "index.html"
@@ -185,6 +216,7 @@ class ReportPlugin:
                 if r.outcome == "skipped":
                     tr.write_line(f"        skipped: {r.message}")
         tr.write_line(tlc_line(self.session.tlc_result))
+        tr.write_line(blackbox_line(self.session.blackbox_result))
         report_dir = self.config.getoption("--report", None)
         if report_dir:
             tr.write_line(f"HTML report: {Path(report_dir) / 'index.html'}")
@@ -200,4 +232,5 @@ class ReportPlugin:
                 self.session.target.describe(),
                 self.started,
                 self.session.tlc_result,
+                self.session.blackbox_result,
             )

@@ -19,11 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraft_tck.conformance.blackbox import (
+    BlackBoxValidation,
+    harness_event,
+    validate_session_traces,
+    write_harness_trace,
+    write_session_traces,
+)
 from kraft_tck.conformance.catalog import CaseSpec, catalog
 from kraft_tck.conformance.scenario import CaseSkipped, ConformanceFailure, Scenario
 from kraft_tck.conformance.target import Target, Timeouts
 from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress, VLog
-from kraft_tck.traces.trace import TraceWriter, read_trace, to_jsonable
+from kraft_tck.traces.trace import read_trace
 
 T = TypeVar("T")
 ScenarioFn = Callable[[Scenario], Awaitable[None]]
@@ -48,6 +55,8 @@ class CaseResult:
     frames: list[Frame] = field(default_factory=list)
     trace: str | None = None
     wait_s: float = 0.0  # time spent waiting on the target's protocol timers (benchmark)
+    #: TLC's verdict on this case's share of the session harness trace (black-box validation)
+    tlc: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,7 +64,7 @@ class CaseResult:
             "clause": str(self.case.clause), "seed": self.case.clause.seed, "outcome": self.outcome,
             "durationS": round(self.duration_s, 3),
             "waitS": round(self.wait_s, 3), "check": self.what, "expected": self.expected,
-            "actual": self.actual, "message": self.message, "trace": self.trace,
+            "actual": self.actual, "message": self.message, "trace": self.trace, "tlc": self.tlc,
             "frames": [frame_json(f) for f in self.frames],
         }  # fmt: skip
 
@@ -197,6 +206,7 @@ class Session:
         self.validate = validate
         self.tlc = tlc
         self.tlc_result: TlcValidation | None = None
+        self.blackbox_result: BlackBoxValidation | None = None
         self._target_stopped = False
         self.case_timeout_s = case_timeout_s
         self.results: dict[str, CaseResult] = {}
@@ -205,6 +215,10 @@ class Session:
         ports = dict(zip(layout.virtual_ids, layout.harness_ports, strict=True))
         self.quorum: Quorum = self.loop.run(self._make_quorum(layout.target_host, layout.target_port, ports))
         self.started = False
+        # a restart on a wiped directory cuts the session's frame log into a new life, a kill -9 on the
+        # same directory is marked in it; going through the loop also lets it read what the old process
+        # had sent before it died (still before the mark)
+        target.on_restart = lambda wiped: self.loop.run(self._restarted(wiped), 10)
 
     async def _make_quorum(self, host: str, port: int, ports: dict[int, int]) -> Quorum:
         q = Quorum(
@@ -246,6 +260,29 @@ class Session:
                 self.tlc_result = validate_node_trace(self.target.trace_lives, Path(tmp))
         return self.tlc_result
 
+    def validate_session_traces(self) -> BlackBoxValidation:
+        """TLC in black-box mode on the session harness trace of each life of the target (stops the
+        target first): every case's exchange, checked from the target's fresh start."""
+        if not self.tlc:
+            self.blackbox_result = BlackBoxValidation("OFF", "off (--no-tlc)")
+            return self.blackbox_result
+        self.stop_target()
+        if self.trace_dir is not None:
+            self.blackbox_result = self._validate_lives(self.trace_dir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="kraft-tck-tlc-") as tmp:
+                self.blackbox_result = self._validate_lives(Path(tmp))
+        for case_id, result in self.results.items():
+            result.tlc = self.blackbox_result.by_case.get(
+                case_id, "nothing to check: no KRaft message of this case is in a session harness trace"
+            )
+        return self.blackbox_result
+
+    def _validate_lives(self, out: Path) -> BlackBoxValidation:
+        header = self._trace_header("session")
+        traces = write_session_traces(self.quorum.session, out, header, set(self.quorum.voters), self.target.node_id)
+        return validate_session_traces(traces)
+
     def close(self) -> None:
         try:
             self.stop_target()
@@ -277,8 +314,8 @@ class Session:
             result.duration_s = time.monotonic() - t0
             result.frames = list(sc.frames.frames)
             result.wait_s = sc.frames.waited_s
-            self.loop.run(self.quorum.stop_tasks(), 10)
-            result.trace = self._write_trace(spec, result.frames)
+            self.loop.run(self._end_case(), 10)
+            result.trace = self._write_trace(spec, result.frames, sc.frames.restarts)
             if result.outcome in ("failed", "error"):
                 self.heal()
         return result
@@ -301,15 +338,26 @@ class Session:
 
     async def _scenario(self, spec: CaseSpec) -> Scenario:
         await self.quorum.reset()
+        self.quorum.session.begin_case(spec.id)
         return Scenario(spec, self.quorum, self.target, self.timeouts)
 
-    def _write_trace(self, spec: CaseSpec, frames: list[Frame]) -> str | None:
-        """The case's exchange as a harness trace (spec/trace.schema.json), validated after writing."""
-        if self.trace_dir is None:
-            return None
-        path = self.trace_dir / (spec.id.replace("/", "_") + ".ndjson")
-        header = {
-            "source": "harness", "run": spec.id, "implementation": self.target.describe(),
+    async def _end_case(self) -> None:
+        await self.quorum.stop_tasks()
+        self.quorum.session.end_case()
+
+    async def _restarted(self, wiped: bool) -> None:
+        # the old process is dead and the new one not started: a moment for the loop to read and record
+        # what the old one had sent, nothing of the new one can arrive yet
+        await asyncio.sleep(0.05)
+        if wiped:
+            self.quorum.session.new_life()
+        else:
+            self.quorum.session.restart()
+            self.quorum.frames.restarts.append(len(self.quorum.frames.frames))
+
+    def _trace_header(self, run: str) -> dict[str, Any]:
+        return {
+            "source": "harness", "run": run, "implementation": self.target.describe(),
             "clusterId": self.target.cluster_id, "voters": self.quorum.voter_ids, "target": self.target.node_id,
             "config": {
                 "controller.quorum.election.timeout.ms": self.timeouts.election_ms,
@@ -318,20 +366,26 @@ class Session:
                 "controller.quorum.request.timeout.ms": self.timeouts.request_timeout_ms,
             },
         }  # fmt: skip
+
+    def _write_trace(self, spec: CaseSpec, frames: list[Frame], frame_restarts: list[int]) -> str | None:
+        """The case's exchange as a harness trace (spec/trace.schema.json), validated after writing."""
+        if self.trace_dir is None:
+            return None
+        path = self.trace_dir / (spec.id.replace("/", "_") + ".ndjson")
         virtual = set(self.quorum.voters)
-        with TraceWriter(path, header, validate=False) as tw:
-            for f in frames:
-                if f.kind == "note" or f.api_key < 0:
-                    continue
-                # The recording node is always the virtual voter end of the frame.
-                sender_is_virtual = f.src in virtual or (f.dst == self.target.node_id and f.src != self.target.node_id)
-                node = f.src if sender_is_virtual and f.src >= 0 else f.dst
-                tw.emit({
-                    "ts": round(f.ts_ms, 3), "node": node, "event": "Send" if sender_is_virtual else "Receive",
-                    "msg": {"api": f.api, "apiKey": f.api_key, "kind": f.kind, "version": f.version,
-                            "correlationId": f.correlation_id, "from": f.src, "to": f.dst,
-                            "body": to_jsonable(f.body)},
-                })  # fmt: skip
+        events: list[dict[str, Any]] = []
+        restarts: list[int] = []
+        marks = set(frame_restarts)
+        for k, f in enumerate(frames):
+            if k in marks:
+                restarts.append(len(events))
+            if (ev := harness_event(f, f.ts_ms, virtual, self.target.node_id)) is not None:
+                events.append(ev)
+        restarts += [len(events)] * sum(1 for k in frame_restarts if k >= len(frames))
+        header = self._trace_header(spec.id)
+        if restarts:
+            header["targetRestarts"] = restarts
+        write_harness_trace(path, header, events)
         if self.validate:
             bad = read_trace(path).bad
             if bad:

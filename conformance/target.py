@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -143,6 +144,14 @@ class Target:
     #: ``trace_files`` grouped by life: a new group starts at each launch on a fresh (wiped) directory,
     #: the launches in one group are restarts of one node with its durable state (kill -9)
     trace_lives: list[list[Path]] = field(default_factory=list)
+    #: Called at each restart after the old process is dead and before the new one starts, with whether
+    #: the directory was wiped (a new life of the target) or kept (kill -9: the same life goes on); the
+    #: session marks its frame log there.
+    on_restart: Callable[[bool], None] | None = None
+
+    def restarted(self, wiped: bool) -> None:
+        if self.on_restart is not None:
+            self.on_restart(wiped)
 
     @property
     def node_id(self) -> int:
@@ -267,6 +276,7 @@ class CommandTarget(Target):
         if wipe:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self._fresh = True
+        self.restarted(wipe)
         self.start(formatted=formatted)
 
     def stop(self) -> None:
@@ -377,6 +387,7 @@ class ContainerTarget(Target):
         self.kill()
         if wipe:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
+        self.restarted(wipe)
         self.start(formatted)
 
     def stop(self) -> None:

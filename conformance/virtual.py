@@ -6,7 +6,9 @@ voter through which the harness sends Vote / BeginQuorumEpoch / EndQuorumEpoch /
 DescribeQuorum to the target. Because the virtual voters are a majority, the harness decides who leads.
 
 Every frame in both directions is recorded in the current scenario's ``FrameLog`` (what the report and
-the failure messages show, and what the per-scenario trace is written from).
+the failure messages show, and what the per-scenario trace is written from), and in the session-long
+``SessionLog`` (frames between cases too, cut into lives of the target), which the session harness
+traces are written from: black-box trace validation of everything the target did, case after case.
 
 The virtual voters share one log, ``VLog``: the quorum's history as the harness knows it. A virtual
 leader serves it to the target (KIP-595 "Fetch Request Handling" 1-4, implemented independently of the
@@ -81,6 +83,7 @@ class FrameLog:
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.waited_s = 0.0  # time spent waiting on the target (the benchmark's "protocol wait" share)
+        self.restarts: list[int] = []  # frame indexes before which the target was killed and restarted
         self._t0 = time.monotonic()
         self._changed = asyncio.Event()
 
@@ -128,6 +131,48 @@ class FrameLog:
 
     def select(self, pred: Callable[[Frame], bool], start: int = 0) -> list[Frame]:
         return [f for f in self.frames[start:] if f.kind != "note" and pred(f)]
+
+
+@dataclass(frozen=True)
+class LoggedFrame:
+    """A frame as the session saw it: when (ms since the session started), in which case (None: between
+    cases), in which life of the target."""
+
+    ts_ms: float
+    case: str | None
+    life: int
+    frame: Frame
+
+
+class SessionLog:
+    """Every frame of the session in order, each stamped with the case it came in and the target's life.
+
+    A life starts with the target on a fresh (or wiped) directory; kill -9 restarts on the same directory
+    stay in it.  Only the loop thread touches it (``Quorum.record`` runs there; the session calls
+    ``begin_case``/``end_case``/``new_life`` through the loop)."""
+
+    def __init__(self) -> None:
+        self.entries: list[LoggedFrame] = []
+        self.case: str | None = None
+        self.life = 0
+        #: (entry index, life): the target was killed and restarted on the same directory before that entry
+        self.restarts: list[tuple[int, int]] = []
+        self._t0 = time.monotonic()
+
+    def add(self, frame: Frame) -> None:
+        self.entries.append(LoggedFrame((time.monotonic() - self._t0) * 1000, self.case, self.life, frame))
+
+    def begin_case(self, case_id: str) -> None:
+        self.case = case_id
+
+    def end_case(self) -> None:
+        self.case = None
+
+    def new_life(self) -> None:
+        self.life += 1
+
+    def restart(self) -> None:
+        self.restarts.append((len(self.entries), self.life))
 
 
 # ---------------------------------------------------------------------------------------------- the log
@@ -264,6 +309,8 @@ class VirtualVoter:
     votes: dict[int, int] = field(default_factory=dict)  # epoch -> candidate: a virtual voter votes once
     server: KafkaServer | None = None
     client: KafkaClient | None = None
+    #: correlation id -> observer id of the fetches sent for an observer through this voter's connection
+    _observer_fetches: dict[int, int] = field(default_factory=dict)
 
     async def start(self) -> None:
         ranges = {k: codec.supported_versions(k) for k in B.KRAFT_APIS.values()}
@@ -303,6 +350,9 @@ class VirtualVoter:
         src, dst, kind = (self.node_id, t, "request") if direction == "send" else (t, self.node_id, "response")
         if api_key == B.FETCH and direction == "send" and B.fetch_replica_id(body) != self.node_id:
             src = B.fetch_replica_id(body)  # an observer's fetch sent through this connection
+            self._observer_fetches[corr] = src
+        elif api_key == B.FETCH and direction != "send" and corr in self._observer_fetches:
+            dst = self._observer_fetches.pop(corr)  # ... and the answer goes to that observer
         self.quorum.record(src, dst, api_key, kind, version, corr, body)
 
     # ---------------------------------------------------------------- serving the target
@@ -490,6 +540,7 @@ class Quorum:
         self.log = VLog()
         self.voters = {vid: VirtualVoter(vid, self, host, port) for vid, port in voter_ports.items()}
         self.frames = FrameLog()
+        self.session = SessionLog()
         self.known_epoch = 0  # the highest epoch seen anywhere: new harness epochs go above it
         self.leader_id = -1  # the virtual voter leading, or -1
         self.leader_epoch = -1
@@ -513,7 +564,7 @@ class Quorum:
     def record(
         self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]
     ) -> None:
-        self.frames.add(src, dst, api_key, kind, version, corr, body)
+        self.session.add(self.frames.add(src, dst, api_key, kind, version, corr, body))
         part = B.partition_or_none(body) or {}
         for key in ("CandidateEpoch", "LeaderEpoch", "CurrentLeaderEpoch"):
             if isinstance(part.get(key), int):

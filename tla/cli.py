@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -130,13 +131,23 @@ def validate_trace_command(
             ev = verdict.failed_event
             console.print(
                 f"  first event no behaviour can produce: line {ev.line}, seq {ev.seq}, node {ev.node}, "
-                f"{ev.event}, reported state {ev.state}",
+                f"{ev.event}{_in_case(path, ev.seq)}, reported state {ev.state}",
                 highlight=False,
             )
         if verdict.state_before is not None:
             console.print(f"  spec state before it: {verdict.state_before}", markup=False, highlight=False)
     if failures:
         raise SystemExit(1)
+
+
+def _in_case(path: Path, seq: int) -> str:
+    """For a session harness trace (header ``cases``): the conformance case the event came in."""
+    with path.open() as f:
+        header = json.loads(f.readline())
+    for case in header.get("cases") or []:
+        if case["firstSeq"] <= seq <= case["lastSeq"]:
+            return f" in case {case['id']}"
+    return " between conformance cases" if header.get("cases") else ""
 
 
 COMMANDS: list[click.Command] = [tlc_command, validate_trace_command]

@@ -24,10 +24,13 @@ one leaves it (``EnvironmentReceive``).  The traced node's own steps stay checke
 
 Black-box mode: a harness trace holds only ``Send``/``Receive`` events between the harness's virtual
 voters and its target (header ``target``).  The voters are the environment as above; every step of the
-target is hidden (TraceKRaft.tla ``TargetNext``, at most ``BLACKBOX_HIDDEN_STEPS`` in a row) and each
-message it sends must be in flight when the harness receives it (``_blackbox_events``).  The target
-starts in KRaft's initial state, so a trace that finds it in a state earlier cases left is NOT CHECKED
-(``_blackbox_not_fresh``), as is any trace with no row to check: never PASS.
+target is hidden (TraceKRaft.tla ``TargetNext``, at most ``BLACKBOX_HIDDEN_STEPS`` in a row, only when
+the next row needs them) and each message it sends must be in flight when the harness receives it
+(``_blackbox_events``); the harness's kill -9 restarts (header ``targetRestarts``) are ``TargetRestart``
+rows.  The target starts in KRaft's initial state, so a trace that finds it in a state earlier cases
+left is NOT CHECKED (``_blackbox_not_fresh``), as is any trace with no row to check: never PASS.  The
+conformance harness's session traces (one per life of the target, header ``cases``) start from a fresh
+target and span every case.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ TRACE_FORMAT = 1
 SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "BrokerEvent"})
 # Rows the translation adds for network faults (no state of the node to compare).
 NETWORK_EVENTS = frozenset(
-    {"DuplicateMessage", "DropMessage", "AnswerParkedFetch", "EnvironmentSend", "EnvironmentReceive"}
+    {"DuplicateMessage", "DropMessage", "AnswerParkedFetch", "EnvironmentSend", "EnvironmentReceive", "TargetRestart"}
 )
 MODELLED_APIS = frozenset({"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"})
 # The actions whose step sends each request; any other send of it is a resend (a timer in the node).
@@ -81,6 +84,9 @@ HARNESS_HIDDEN_STEPS = 3
 # harness sent, then a timer's step).  Every further one multiplies the states TLC explores: 3 took a
 # fresh target's 11-row trace from 4 s to 30 s.
 BLACKBOX_HIDDEN_STEPS = 2
+# Black-box traces: a message a hidden step of the target sends must be received within this many rows
+# (TraceKRaft.tla SendsReceived): the harness records what the target sends within moments.
+RECEIVE_WINDOW = 16
 # The invariants over whole logs (LogMatching, LeaderCompleteness) cost a pass over every log; a long
 # trace has them checked this many times along the way and at its end, not after every event.
 LOG_CHECKS = 64
@@ -117,6 +123,8 @@ class Trace:
     target: int | None = None
     # black-box: why the trace cannot be checked from a fresh node ("" when it can)
     not_fresh: str = ""
+    # black-box: elections the target may have held before the harness listened (IsolatedCandidate)
+    prelude: int = 0
 
 
 #: Why a trace with no rows is not checked (black-box traces say why in ``not_checked_reason``).
@@ -200,9 +208,12 @@ def read_trace(path: str | Path) -> Trace:
         # black-box: the harness's virtual voters are the environment of the one node it drives
         environment = frozenset(members - {target})
         cluster = trace_cluster(header, objs)
-        fresh = _blackbox_not_fresh(objs, target)
-        events = [] if fresh else _blackbox_events(objs, target, environment, cluster)
-        return Trace(path, header, events, len(lines), environment, cluster, frozenset(observers), target, fresh)
+        fresh, prelude = _blackbox_not_fresh(objs, target)
+        restarts = list(header.get("targetRestarts", []))
+        events = [] if fresh else _blackbox_events(objs, target, environment, cluster, restarts)
+        return Trace(
+            path, header, events, len(lines), environment, cluster, frozenset(observers), target, fresh, prelude
+        )
     # with no step recorded at all there is no node to check and so no environment either
     environment = frozenset(members - acting) if acting else frozenset()
     events = _action_events(objs, environment, trace_cluster(header, objs))
@@ -567,14 +578,18 @@ def _action_events(
     return events
 
 
-def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> str:
-    """Why a harness trace does not start from a fresh formatted target ("" when it does).
+def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> tuple[str, int]:
+    """Why a harness trace does not start from a fresh formatted target ("" when it does), and how many
+    elections a fresh target may have held before the harness listened (TraceKRaft IsolatedCandidate).
 
     Black-box validation starts the target in KRaft's initial state (epoch 0, empty log, no vote).  A
     harness that drives one target through many cases leaves it in later cases with the state earlier
     ones made; the trace cannot show that state, so it is not guessed: such a trace is NOT CHECKED.
     The tell: the target's first request states a log end beyond the records the harness gave it, or
-    an epoch beyond every epoch the harness named and the few elections it could hold unobserved.
+    an epoch beyond every epoch the harness named and the few elections it could hold unobserved.  A Vote
+    request from an empty log is the exception: a target started before the harness (``--target
+    host:port``) runs elections whose requests cannot reach anyone; it may start as the Candidate of any
+    epoch up to the Vote's, with only its own vote.
     """
     records_given = 0
     epochs_seen = 0
@@ -606,15 +621,22 @@ def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> 
             return (
                 f"the target's first {msg['api']} request states log end {end}, but the harness gave it only "
                 f"{records_given} records: the trace does not start from a fresh node, whose state is unknown"
-            )
+            ), 0
         if epoch > epochs_seen + BLACKBOX_HIDDEN_STEPS:
-            return f"the target's first {msg['api']} request is in epoch {epoch}: not a fresh node"
-        return ""
-    return ""
+            if msg["api"] == "Vote" and end == 0:
+                # a fresh node started before the harness listened: elections nobody heard
+                return "", epoch
+            return f"the target's first {msg['api']} request is in epoch {epoch}: not a fresh node", 0
+        return "", 0
+    return "", 0
 
 
 def _blackbox_events(
-    objs: list[tuple[int, dict[str, Any]]], target: int, environment: frozenset[int], cluster: str
+    objs: list[tuple[int, dict[str, Any]]],
+    target: int,
+    environment: frozenset[int],
+    cluster: str,
+    restarts: Sequence[int] = (),
 ) -> list[TraceEvent]:
     """The rows of a black-box harness trace: each message of the harness (``environment``) to the target
     enters the network as recorded (``EnvironmentSend``); each message of the target to the harness is
@@ -623,12 +645,24 @@ def _blackbox_events(
     Not rows: messages the model has no record for (an error for the whole request, and the target's
     answer to it), and exact resends of a request the target sent before and the harness has not
     answered yet (a timer in the node: the model's first copy stands for them).
+
+    ``restarts`` (header ``targetRestarts``): the seqs before which the harness killed the target and
+    started it on the same directory; each is a ``TargetRestart`` row (KRaft's Restart).  A Fetch answer
+    of the target names its records: how many the leader must hold (TraceKRaft MissingRecords).
     """
     events: list[TraceEvent] = []
+    pending_restarts = sorted(restarts)
+
+    def restart_rows(before_seq: int | None, number: int) -> None:
+        while pending_restarts and (before_seq is None or pending_restarts[0] <= before_seq):
+            seq = pending_restarts.pop(0)
+            events.append(TraceEvent(number, seq, target, "TargetRestart", dict(_NO_STATE)))
+
     requests: dict[str, dict[str, Any]] = {}  # request key -> the request (a Fetch response's echo)
     unanswered: dict[str, tuple[int, str]] = {}  # target request key -> (destination, model content)
     outside: set[str] = set()  # harness requests the model has no record for: the target's answer is none
     for number, obj in objs:
+        restart_rows(obj["seq"], number)
         msg = obj.get("msg")
         if obj["event"] not in ("Send", "Receive") or msg is None or msg["api"] not in MODELLED_APIS:
             continue
@@ -655,7 +689,10 @@ def _blackbox_events(
                 if (msg["to"], content) in unanswered.values():
                     continue  # an exact resend
                 unanswered[key] = (msg["to"], content)
+            elif msg["api"] == "Fetch" and model.get("error") == "NONE":
+                model["records"] = _records(_partition(body, "Responses"))
             events.append(TraceEvent(number, obj["seq"], msg["to"], "EnvironmentReceive", dict(_NO_STATE), msg=model))
+    restart_rows(None, len(objs) + 1)
     return events
 
 
@@ -803,8 +840,11 @@ class _Shapes:
         return "".join(out)
 
 
-def trace_module(trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None) -> str:
-    """The text of module TraceData for ``trace`` (or for its rows ``events``, e.g. a prefix).
+def trace_module(
+    trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None, stop: int = 0
+) -> str:
+    """The text of module TraceData for ``trace`` (or for its rows ``events``, e.g. a prefix); with
+    ``stop`` > 0, behaviours end once they matched the first ``stop`` rows (``TraceStop``).
 
     Row l of ``TraceLog`` is ``events[l - 1]``: a record [node, event, msg, reply, state] written as
     constructor applications (``Row``, ``St``, ``M1``...), which TLC evaluates once when it starts.
@@ -844,6 +884,9 @@ def trace_module(trace: Trace, hidden_steps: int | None = None, events: Sequence
         f"TraceCluster == {_tla_string(cluster)}\n"
         f"TraceMaxFetchRecords == {max_records}\n"
         f"HiddenSteps == {hidden_steps}\n"
+        f"ReceiveWindow == {RECEIVE_WINDOW}\n"
+        f"PreludeElections == {trace.prelude}\n"
+        f"TraceStop == {stop + 1 if stop > 0 else len(events) + 1}\n"
         f"BlackBox == {'TRUE' if trace.target is not None else 'FALSE'}\n"
         f"TraceTarget == {trace.target if trace.target is not None else -1}\n"
         f"TraceLogCheckEvery == {max(1, len(events) // LOG_CHECKS)}\n"
@@ -885,13 +928,13 @@ _STATE = re.compile(r'<<\s*"TRACE-STATE",\s*(.*?),\s*"TRACE-END"\s*>>', re.S)
 
 
 def _run(
-    trace: Trace, cfg: str, hidden_steps: int | None, events: Sequence[TraceEvent] | None, **tlc: Any
+    trace: Trace, cfg: str, hidden_steps: int | None, events: Sequence[TraceEvent] | None, stop: int = 0, **tlc: Any
 ) -> TlcResult:
     with tempfile.TemporaryDirectory(prefix="kraft-trace-") as tmp:
         work = Path(tmp)
         shutil.copy(SPEC_DIR / "KRaft.tla", work / "KRaft.tla")
         shutil.copy(SPEC_DIR / "TraceKRaft.tla", work / "TraceKRaft.tla")
-        (work / "TraceData.tla").write_text(trace_module(trace, hidden_steps, events))
+        (work / "TraceData.tla").write_text(trace_module(trace, hidden_steps, events, stop))
         (work / "TraceKRaft.cfg").write_text(cfg)
         return run_tlc("TraceKRaft.tla", "TraceKRaft.cfg", spec_dir=work, **tlc)
 
@@ -924,7 +967,8 @@ def validate_trace(
         if reached == 0:
             found.state_before = "the initial state"
         else:
-            prefix = _run(trace, STATE_CFG, hidden_steps, trace.events[:reached], **tlc)
+            # every row stays in the module (black-box hidden steps look ahead at what the harness receives)
+            prefix = _run(trace, STATE_CFG, hidden_steps, None, reached, **tlc)
             states = _STATE.findall(prefix.output)
             if states:
                 found.state_before = " ".join(states[0].split())
