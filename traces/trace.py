@@ -7,21 +7,24 @@ events with `seq` 0, 1, 2, ... without gaps.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
+import fastjsonschema
 import orjson
 from jsonschema import Draft202012Validator
 
 FORMAT_VERSION = 1
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 #: Action names of the vocabulary (spec/README.md), in the order the README lists them.
 ACTIONS: tuple[str, ...] = (
@@ -61,8 +64,25 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema())
 
 
+@lru_cache(maxsize=1)
+def _accepts() -> Callable[[Any], Any]:
+    """The trace schema compiled by fastjsonschema: it clears a valid line in ~20 µs where jsonschema takes
+    ~400 µs. It speaks draft-07, and the schema uses only keywords whose meaning draft-07 and 2020-12 share
+    (``$ref`` into ``$defs`` is a plain JSON pointer), so it is a fast yes only: a line it refuses goes to
+    jsonschema, the authority, which decides and words the problems (tests/traces/test_trace_format.py
+    checks that it never accepts a line jsonschema refuses)."""
+    # A deep copy: fastjsonschema rewrites every $ref of the document it is given into an absolute URI,
+    # and schema() is shared (the pipeline derives its Spark schema from it).
+    return cast(Callable[[Any], Any], fastjsonschema.compile(copy.deepcopy(schema()) | {"$schema": DRAFT7}))
+
+
 def line_errors(obj: Any) -> list[str]:
     """Schema problems of one decoded trace line, as readable strings (empty when valid)."""
+    try:
+        _accepts()(obj)
+        return []
+    except fastjsonschema.JsonSchemaException:
+        pass
     problems = []
     for err in sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(p) for p in err.absolute_path) or "<line>"

@@ -198,3 +198,88 @@ def test_encoded_events_get_type_and_seq_and_are_validated_when_asked(tmp_path: 
         for bad in (b"[1]", b"{}"):
             with pytest.raises(TraceError, match="non-empty JSON object"):
                 w.emit_encoded(bad)
+
+
+# ------------------------------------------------------------------ the fast schema check is a yes only
+
+
+@pytest.fixture(scope="module")
+def simulated_lines(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every line of a simulated trace with brokers and faults: all the event kinds the format has."""
+    from kraft_tck.traces.sim import SimConfig, simulate
+
+    p = tmp_path_factory.mktemp("sim") / "t.ndjson"
+    simulate(SimConfig(seed=3, nodes=3, duration_ms=8_000, profile="heavy", brokers=2), p)
+    return [json.loads(raw) for raw in p.read_bytes().splitlines()]
+
+
+def test_fast_check_clears_every_valid_line(simulated_lines: list[dict[str, Any]]) -> None:
+    """Valid lines never reach jsonschema (else the fast path would buy nothing), and they are valid."""
+    from kraft_tck.traces.trace import _accepts, _validator
+
+    kinds = {(o.get("type"), o.get("event")) for o in simulated_lines}
+    assert len(kinds) > 10, kinds
+    for obj in simulated_lines:
+        _accepts()(obj)  # raises JsonSchemaException on a refusal
+        assert _validator().is_valid(obj)
+
+
+_ODD = st.sampled_from([None, True, False, 0, 1, -1, 1.0, 1.5, 2**70, "", "x", "Leader", [], [1], {}, {"a": 1}])
+
+
+def _paths(obj: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [at] if at else []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _paths(v, (*at, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _paths(v, (*at, i))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_fast_check_never_accepts_what_jsonschema_refuses(
+    simulated_lines: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """A line changed in one place (a value replaced by one of another type or range, a key dropped, an
+    unknown key added): whenever the fast check accepts it, jsonschema (the authority) accepts it too, and
+    line_errors agrees with jsonschema."""
+    import copy
+
+    import fastjsonschema
+    from kraft_tck.traces.trace import _accepts, _validator
+
+    obj = copy.deepcopy(data.draw(st.sampled_from(simulated_lines)))
+    path = data.draw(st.sampled_from(_paths(obj)))
+    parent = obj
+    for k in path[:-1]:
+        parent = parent[k]
+    how = data.draw(st.sampled_from(["replace", "drop", "add"]))
+    if how == "replace":
+        parent[path[-1]] = data.draw(_ODD)
+    elif how == "drop" and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif isinstance(parent, dict):
+        parent[data.draw(st.sampled_from(["zz", "Zz", "state2"]))] = data.draw(_ODD)
+    try:
+        _accepts()(obj)
+        fast = True
+    except fastjsonschema.JsonSchemaException:
+        fast = False
+    valid = _validator().is_valid(obj)
+    assert not (fast and not valid), f"fast check accepted a line jsonschema refuses: {obj}"
+    assert (line_errors(obj) == []) == valid
+
+
+def test_fast_check_leaves_the_shared_schema_as_it_was() -> None:
+    """fastjsonschema rewrites the $refs of the document it compiles; the schema others read stays intact."""
+    from importlib import resources
+
+    from kraft_tck.traces.trace import _accepts, schema
+
+    _accepts.cache_clear()
+    _accepts()
+    on_disk = json.loads(resources.files("kraft_tck.spec").joinpath("trace.schema.json").read_text(encoding="utf-8"))
+    assert schema() == on_disk
