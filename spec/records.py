@@ -73,7 +73,11 @@ def crc32c(data: Buffer) -> int:
     return _crc32c.crc32c(data)
 
 
-@dataclass(frozen=True, slots=True)
+# Record and RecordBatch are values: treat them as immutable. They are not ``frozen`` dataclasses only
+# because a frozen __init__ sets each field through object.__setattr__, which made building them most of
+# the cost of decoding a one-record batch (a follower does that for every Fetch); equality and hashing
+# are the same as frozen ones'.
+@dataclass(slots=True, unsafe_hash=True)
 class Record:
     offset_delta: int
     value: bytes | None
@@ -82,7 +86,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RecordBatch:
     base_offset: int
     partition_leader_epoch: int
@@ -237,6 +241,52 @@ def _read_bytes(buf: Buffer, pos: int, end: int, index: int, name: str) -> tuple
 
 
 def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
+    """One record. The common shape (short varints, no headers) is read inline here; anything else, and
+    anything wrong, is read by :func:`_decode_record_checked` from the record's start, so the result and
+    every error are exactly that function's."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            length, p = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 >= 0x80:
+                return _decode_record_checked(buf, pos, end, index)
+            raw = (b & 0x7F) | (b2 << 7)
+            length, p = (raw >> 1) ^ -(raw & 1), pos + 2
+        rec_end = p + length
+        if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+            return _decode_record_checked(buf, pos, end, index)
+        ts, off = buf[p + 1], buf[p + 2]  # after the attributes byte
+        if ts >= 0x80 or off >= 0x80:
+            return _decode_record_checked(buf, pos, end, index)
+        p += 3
+        fields: list[bytes | None] = []
+        for _ in range(2):  # key, value
+            b = buf[p]
+            if b < 0x80:
+                n, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                b2 = buf[p + 1]
+                if b2 >= 0x80:
+                    return _decode_record_checked(buf, pos, end, index)
+                raw = (b & 0x7F) | (b2 << 7)
+                n, p = (raw >> 1) ^ -(raw & 1), p + 2
+            if n == -1:
+                fields.append(None)
+            elif n < -1 or p + n > rec_end:
+                return _decode_record_checked(buf, pos, end, index)
+            else:
+                fields.append(bytes(buf[p : p + n]))
+                p += n
+        if p + 1 != rec_end or buf[p] != 0:  # exactly one byte left: a header count of 0
+            return _decode_record_checked(buf, pos, end, index)
+    except IndexError:
+        return _decode_record_checked(buf, pos, end, index)
+    return Record((off >> 1) ^ -(off & 1), fields[1], fields[0], (ts >> 1) ^ -(ts & 1)), rec_end
+
+
+def _decode_record_checked(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
     start = pos
     length, pos = _varint(buf, pos, index, ".length")
     if length < MIN_RECORD_SIZE - 1 or pos + length > end:

@@ -209,3 +209,30 @@ def test_framing_refuses_oversized_frames() -> None:
     with pytest.raises(FrameTooLargeError):
         framing.split_frame(struct.pack(">i", 1 << 30) + b"x")
     assert framing.unframe(framing.frame(b"q")) == b"q"
+
+
+def _record_outcome(fn: object, buf: bytes, end: int) -> tuple[str, object]:
+    try:
+        return "ok", fn(buf, 0, end, 3)  # type: ignore[operator]
+    except DecodeError as exc:
+        return "error", (type(exc), str(exc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(record_st, st.integers(0, 300), st.data())
+def test_record_fast_path_matches_the_checked_decoder(rec: tuple[object, ...], delta: int, data: st.DataObject) -> None:
+    """_decode_record's inline path gives the same record, or the same error, as _decode_record_checked,
+    on well-formed records (short and long varints, keys, null values, headers) and on damaged ones."""
+    key, value, ts, headers = rec
+    raw = R._encode_record(R.Record(delta, value, key, ts, tuple(headers)))  # type: ignore[arg-type]
+    cases = [raw, raw + b"\x00\x01"]  # exact, and followed by other bytes (the next record)
+    cases += [raw[:n] for n in range(len(raw))]
+    cases += [raw[:-1] + bytes([b]) for b in (1, 2, 0x7F, 0x80)]  # a bad header count in the last byte
+    i = data.draw(st.integers(0, len(raw) - 1))
+    cases.append(raw[:i] + bytes([data.draw(st.integers(0, 255))]) + raw[i + 1:])
+    for buf in cases:
+        for end in {len(buf), len(raw), max(0, len(raw) - 1)}:
+            if end > len(buf):
+                continue
+            fast = _record_outcome(R._decode_record, buf, end)
+            assert fast == _record_outcome(R._decode_record_checked, buf, end), (buf.hex(), end)
