@@ -72,6 +72,15 @@ def api_versions_body(ranges: Mapping[int, tuple[int, int]], error: int = Errors
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """An answer whose body is already encoded (``codec.encode_response_body``): one encoding serves every
+    request answered with the same body, each framed with its own correlation id."""
+
+    body: dict[str, Any]
+    encoded: bytes
+
+
 class Reply:
     """An answer the handler gives later, by calling :meth:`answer` (or :meth:`cancel`).
 
@@ -82,17 +91,17 @@ class Reply:
 
     def __init__(self) -> None:
         self._answered = False
-        self._value: Answer = None
+        self._value: Answer | Encoded = None
         self._listener: Callable[[], None] | None = None
         self.cancelled = False
 
     def done(self) -> bool:
         return self._answered
 
-    def result(self) -> Answer:
+    def result(self) -> Answer | Encoded:
         return self._value
 
-    def answer(self, body: Answer) -> None:
+    def answer(self, body: Answer | Encoded) -> None:
         """Answer with ``body`` (None closes the connection without an answer). Later calls are ignored."""
         if self._answered:
             return
@@ -298,8 +307,8 @@ class _InOrderResponses:
         self._close_when_written = False
         self.closed = False
 
-    def add(self, req: Request, answer: Answer | Reply | Awaitable[Answer]) -> None:
-        if answer is None or isinstance(answer, dict):
+    def add(self, req: Request, answer: Answer | Encoded | Reply | Awaitable[Answer]) -> None:
+        if answer is None or isinstance(answer, dict | Encoded):
             self._slots.append((req, answer))
             self._observe(req, answer)
             self._flush()
@@ -345,9 +354,10 @@ class _InOrderResponses:
                 self._observe(req, fut.result())
         self._flush()
 
-    def _observe(self, req: Request, answer: Answer) -> None:
+    def _observe(self, req: Request, answer: Answer | Encoded) -> None:
         if self._observer and answer is not None:
-            self._observer("send", req.api_key, req.api_version, req.correlation_id, answer, req.peer)
+            body = answer.body if isinstance(answer, Encoded) else answer
+            self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
 
     def _close(self) -> None:
         self.closed = True
@@ -373,7 +383,10 @@ class _InOrderResponses:
                 self._transport.write(answer)  # already encoded
             else:
                 try:
-                    frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
+                    if isinstance(answer, Encoded):
+                        frame = codec.frame_response(req.api_key, req.api_version, req.correlation_id, answer.encoded)
+                    else:
+                        frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
                 except Exception:
                     log.exception("cannot encode the answer to a request from %s; closing the connection", self._peer)
                     self._close()

@@ -40,7 +40,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Reply, Request, RequestError
+from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
@@ -300,12 +300,18 @@ class Node:
             self.trace.flush()  # hand each step's events to the kernel: kill -9 then loses nothing before it
         for out in ready.send:
             self._send(out.dest_id, out.request, out.request_id)
+        shared: tuple[Any, int, Answer | Encoded] | None = None  # the last reply's (response, version, answer)
         for rep in ready.replies:
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
                 reply, version = waiting
+                if shared is not None and shared[1] == version and shared[0] == rep.response:
+                    answer = shared[2]  # e.g. every parked Fetch answered with the same new batch
+                else:
+                    answer = self._answer_body(rep.response, version, several=len(ready.replies) > 1)
+                    shared = (rep.response, version, answer)
                 # Written to the connection from here: no event-loop round between the step and the send.
-                reply.answer(wire.response_to_body(rep.response, version, self._endpoints))
+                reply.answer(answer)
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
             self._apply_committed_records()
@@ -315,6 +321,17 @@ class Node:
             self._deadline = ready.next_deadline_ms
             self._schedule_tick()
         self._sync_controller()
+
+    def _answer_body(self, response: Any, version: int, several: bool) -> Answer | Encoded:
+        """The answer to send for ``response``; with several replies in one bundle, encoded once here so
+        that replies with the same response share the bytes (net frames each with its correlation id)."""
+        body = wire.response_to_body(response, version, self._endpoints)
+        if not several:
+            return body
+        try:
+            return Encoded(body, codec.encode_response_body(wire.api_key(response), version, body))
+        except Exception:
+            return body  # net's own encoding reports it and closes the connection, as for any bad answer
 
     def _schedule_tick(self) -> None:
         """One event-loop timer for the core's next deadline. It is moved only when the deadline comes

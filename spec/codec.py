@@ -822,6 +822,49 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Body)
     return _encode_response_interpreted(api_key, version, correlation_id, body)
 
 
+def encode_response_body(api_key: int, version: int, body: Body) -> bytes:
+    """The body part of :func:`encode_response`'s frame, to frame for several requests with
+    :func:`frame_response` (a leader answering every follower's Fetch with the same data)."""
+    _check_api(api_key, version)
+    out = bytearray()
+    plan(_apis()[api_key][1].name, version).enc(out, body)
+    return bytes(out)
+
+
+_HEADER_SUFFIXES: dict[tuple[int, int], bytes] = {}
+_LENGTH_AND_CORRELATION = struct.Struct(">ii")
+
+
+def _header_suffix(api_key: int, version: int) -> bytes:
+    """What the response header holds after its CorrelationId (the same for every id: no tagged fields)."""
+    suffix = _HEADER_SUFFIXES.get((api_key, version))
+    if suffix is None:
+        _check_api(api_key, version)
+        hp = plan("ResponseHeader", response_header_version(api_key, version))
+        headers = []
+        for corr in (0, -1):
+            out = bytearray()
+            hp.enc(out, {"CorrelationId": corr})
+            headers.append(bytes(out))
+        # The schema's header must be CorrelationId first and nothing else that depends on it.
+        assert headers[0][:4] == INT32.pack(0) and headers[1][:4] == INT32.pack(-1)
+        assert headers[0][4:] == headers[1][4:]
+        suffix = _HEADER_SUFFIXES[(api_key, version)] = headers[0][4:]
+    return suffix
+
+
+def frame_response(api_key: int, version: int, correlation_id: int, encoded_body: bytes) -> bytes:
+    """``encode_response(api_key, version, correlation_id, body)`` from ``encode_response_body(...)`` of
+    that body: length prefix and header written here, the body's bytes reused."""
+    suffix = _header_suffix(api_key, version)
+    size = 4 + len(suffix) + len(encoded_body)
+    try:
+        head = _LENGTH_AND_CORRELATION.pack(size, correlation_id)
+    except struct.error:
+        raise EncodeError(f"CorrelationId: {correlation_id!r} does not fit int32") from None
+    return b"".join((head, suffix, encoded_body))
+
+
 def _encode_response_interpreted(api_key: int, version: int, correlation_id: int, body: Body) -> bytes:
     _check_api(api_key, version)
     out = bytearray(b"\x00\x00\x00\x00")
@@ -1020,6 +1063,8 @@ __all__ = [
     "encode_metadata_record",
     "encode_request",
     "encode_response",
+    "encode_response_body",
+    "frame_response",
     "generated_plan",
     "interpreted_plan",
     "message_def",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import DescribeQuorumRequest
-from kraft_tck.reference.net import Answer, KafkaClient, KafkaServer, Reply, Request, RequestError
+from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.framing import read_frame
@@ -103,6 +103,29 @@ def test_a_reply_is_written_in_order_from_the_call_that_answers_it() -> None:
         writer.close()
 
     asyncio.run(_with_server(handler, body))
+
+
+def test_an_encoded_answer_is_framed_per_request() -> None:
+    """One Encoded body answers several requests: each gets it under its own correlation id, and the
+    observer sees the body."""
+    body = _answer(Errors.NOT_LEADER_OR_FOLLOWER)
+    shared = Encoded(body, codec.encode_response_body(DQ, 0, body))
+    seen: list[tuple[str, int, dict[str, Any]]] = []
+
+    def handler(req: Request) -> Encoded:
+        return shared
+
+    async def body_(server: KafkaServer) -> None:
+        server._observer = lambda d, _k, _v, corr, b, _p: seen.append((d, corr, b))
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(_request_frame(5) + _request_frame(6))
+        assert await _read_answer(reader) == (5, Errors.NOT_LEADER_OR_FOLLOWER)
+        assert await _read_answer(reader) == (6, Errors.NOT_LEADER_OR_FOLLOWER)
+        assert [(d, corr) for d, corr, _ in seen if d == "send"] == [("send", 5), ("send", 6)]
+        assert all(b is body for d, _, b in seen if d == "send")
+        writer.close()
+
+    asyncio.run(_with_server(handler, body_))
 
 
 def test_a_cancelled_reply_closes_the_connection() -> None:

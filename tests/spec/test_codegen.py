@@ -195,3 +195,21 @@ def test_generated_source_is_readable_python() -> None:
     src = codec.generated_plan("FetchRequest", 17).dec.__source__
     assert src.startswith("def decode(buf, pos):")
     assert "'FetchOffset'" in src
+
+
+@pytest.mark.parametrize(("api_key", "version"), API_CASES, ids=lambda x: str(x))
+def test_a_shared_response_body_frames_like_encode_response(api_key: int, version: int) -> None:
+    """frame_response(encode_response_body(body)) is encode_response(body), for any correlation id."""
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(body_strategy(codec.api_name(api_key) + "Response", version),
+           st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=1, max_size=3))
+    def check(body: dict[str, Any], correlation_ids: list[int]) -> None:
+        encoded = codec.encode_response_body(api_key, version, body)
+        for corr in correlation_ids:
+            assert codec.frame_response(api_key, version, corr, encoded) == codec.encode_response(
+                api_key, version, corr, body)
+
+    check()
+    with pytest.raises(codec.EncodeError):
+        codec.frame_response(api_key, version, 1 << 31, b"")
