@@ -376,11 +376,15 @@ def commit_profile(root: Path, commits: int) -> None:
             await leader.write([RECORD])
         return leader
 
+    latencies: list[float] = []
+
     async def measure(leader: Node) -> int:
         committed = 0
         for _ in range(commits):
+            t0 = time.perf_counter()
             if not (await leader.write([RECORD])).accepted:
                 break
+            latencies.append((time.perf_counter() - t0) * 1000)
             committed += 1
         return committed
 
@@ -398,7 +402,8 @@ def commit_profile(root: Path, commits: int) -> None:
         committed = functools.reduce(lambda _, __: loop.run_until_complete(measure(leader)), [0], 0)
         loop._run_once = run_once  # type: ignore[attr-defined]
         changed = leader.core is None or leader.core.epoch != epoch
-        print(f"{committed} commits, {rounds[0] / max(1, committed):.2f} event-loop rounds per commit"
+        print(f"{committed} commits, {rounds[0] / max(1, committed):.2f} event-loop rounds per commit, "
+              f"latency p50 {pct(latencies, 50):.3f} ms p99 {pct(latencies, 99):.3f} ms"
               + (" (the leader changed: figures are not comparable)" if changed else ""))
     finally:
         async def stop() -> None:
