@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -199,18 +200,30 @@ def run_tlc(
         started = time.monotonic()
         lines: list[str] = []
         proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        # A timer, not a check per output line: TLC prints progress about once a minute, so a check per
+        # line would stop it up to a minute late.
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, expire) if timeout is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
-                if timeout is not None and time.monotonic() - started > timeout:
-                    proc.kill()
-                    lines.append(f"Error: kraft-tck stopped TLC after the {timeout:.0f}s timeout.\n")
-                    break
             code = proc.wait()
+            if expired.is_set():
+                lines.append(f"Error: kraft-tck stopped TLC after the {timeout:.0f}s timeout.\n")
         finally:
+            if timer is not None:
+                timer.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

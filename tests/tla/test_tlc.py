@@ -380,3 +380,13 @@ def test_tlc_command_reports_a_missing_config() -> None:
     result = CliRunner().invoke(tlc_command, ["--config", "NoSuchModel.cfg"])
     assert result.exit_code == 1
     assert "config file not found" in result.output and "NoSuchModel.cfg" in result.output
+
+
+@needs_tlc
+def test_timeout_stops_tlc_at_the_deadline() -> None:
+    """The full bounded model takes minutes; with a 5 s timeout TLC is killed at the deadline, not at its
+    next progress line (about a minute apart), and the result says why."""
+    result = run_tlc(workers=1, timeout=5)
+    assert not result.ok
+    assert any("timeout" in e for e in result.errors), result.errors
+    assert result.seconds < 20, result.seconds
