@@ -962,7 +962,17 @@ class KRaftCore:
             self._complete_parked_fetches()  # they now get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
 
     def _become_unattached(self, epoch: int) -> None:
-        deadline = self._random_election_deadline() if self.config.is_voter else None
+        role = self.role
+        deadline: int | None
+        if not self.config.is_voter:
+            deadline = None
+        elif isinstance(role, (Unattached, Voted, Candidate)) and role.election_deadline_ms is not None:
+            # Kafka's QuorumState.transitionToUnattached: a voter that has no leader keeps its running
+            # election timer. Restarting it on every higher epoch let a voter whose stale log can never
+            # win (its Vote requests refused, retried after each backoff) hold the others off forever.
+            deadline = role.election_deadline_ms
+        else:
+            deadline = self._random_election_deadline()
         self._transition(Unattached(epoch, deadline))
         self._persist()
 

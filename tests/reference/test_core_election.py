@@ -408,3 +408,49 @@ def test_restarted_leader_resigns_and_restarted_voter_keeps_its_vote() -> None:
 def test_log_epoch_newer_than_quorum_state_wins() -> None:
     core = make(1, QuorumStateSnapshot(1), log_with((3, 2)))
     assert isinstance(core.role, Unattached) and core.epoch == 3
+
+
+# ---------------------------------------------------------------------- liveness: the election timer
+
+
+def test_higher_epochs_without_a_leader_keep_the_election_timer_running() -> None:
+    """Kafka's QuorumState.transitionToUnattached keeps the remaining election time of an Unattached,
+    Voted or Candidate voter. A candidate whose log is behind (every Vote refused) retries with a higher
+    epoch after each backoff; if each of them restarted the others' timers, none would ever stand."""
+    core = make(1, QuorumStateSnapshot(3), log_with((3, 4)))
+    deadline = core.tick(0).next_deadline_ms
+    assert deadline is not None
+    epoch, now = 3, 0
+    while now + 150 < deadline:  # a stale candidate (node 3, empty log) tries again every 150 ms
+        epoch, now = epoch + 1, now + 150
+        resp = request(core, vote(epoch, 3), now).replies[0].response
+        assert isinstance(resp, VoteResponse) and not resp.vote_granted
+        assert isinstance(core.role, Unattached) and core.role.election_deadline_ms == deadline
+    ready = core.tick(deadline)
+    assert [e["cause"] for e in ready.trace if e["event"] == "StartElection"] == ["ElectionTimeout"]
+    assert isinstance(core.role, Candidate) and core.epoch == epoch + 1
+
+
+@pytest.mark.parametrize("role", ["Voted", "Candidate"])
+def test_voted_and_candidate_keep_their_election_deadline_on_a_higher_epoch(role: str) -> None:
+    core = make(1, QuorumStateSnapshot(1), log_with((1, 2)))
+    if role == "Voted":
+        request(core, vote(2, 2, 1, 2), 10)  # node 2's log is as long as ours: granted
+    else:
+        core.tick(2 * T)
+    before = core.role
+    assert type(before).__name__ == role
+    now = 20 if role == "Voted" else 2 * T + 5  # before the role's own deadline
+    request(core, vote(before.epoch + 1, 3), now)  # type: ignore[union-attr]  # node 3's empty log: refused
+    assert isinstance(core.role, Unattached)
+    assert core.role.election_deadline_ms == before.election_deadline_ms  # type: ignore[union-attr]
+
+
+def test_a_follower_that_learns_of_a_new_epoch_draws_a_fresh_election_timeout() -> None:
+    """From Follower (and Leader, Resigned) the timer starts afresh, as in Kafka."""
+    core = make(1, QuorumStateSnapshot(2, 2, -1), log_with((2, 2)))
+    assert isinstance(core.role, Follower)
+    request(core, vote(3, 3), 500)  # node 3's empty log: refused
+    role = core.role
+    assert isinstance(role, Unattached) and role.election_deadline_ms is not None
+    assert 500 + T <= role.election_deadline_ms < 500 + 2 * T
