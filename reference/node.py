@@ -156,6 +156,8 @@ class Node:
 
     async def start(self) -> None:
         cfg = self.config
+        # Generated codec functions for the APIs served, made before the first request rather than by it.
+        codec.precompile([*wire.SERVED_API_VERSIONS, *broker_controller.SERVED_API_VERSIONS, codec.API_VERSIONS_KEY])
         try:
             self.storage = LogDir.open(cfg.log_dir, fsync=self._fsync)
             meta = self.storage.read_meta()

@@ -213,3 +213,22 @@ def test_a_shared_response_body_frames_like_encode_response(api_key: int, versio
     check()
     with pytest.raises(codec.EncodeError):
         codec.frame_response(api_key, version, 1 << 31, b"")
+
+
+def _forget_frames(api_key: int) -> None:
+    for frames in (codec._REQUEST_ENCODERS, codec._RESPONSE_ENCODERS, codec._REQUEST_DECODERS,
+                   codec._RESPONSE_DECODERS):
+        for key in [k for k in frames if k[0] == api_key]:
+            del frames[key]
+
+
+def test_precompile_generates_the_newest_version_or_all_of_them() -> None:
+    """What a server makes before it listens: the first request then finds its frame functions."""
+    lo, hi = codec.supported_versions(1)
+    _forget_frames(1)
+    codec.precompile([1])
+    for frames in (codec._REQUEST_ENCODERS, codec._RESPONSE_ENCODERS, codec._REQUEST_DECODERS,
+                   codec._RESPONSE_DECODERS):
+        assert sorted(k for k in frames if k[0] == 1) == [(1, hi)]
+    codec.precompile([1], all_versions=True)
+    assert sorted(k for k in codec._REQUEST_DECODERS if k[0] == 1) == [(1, v) for v in range(lo, hi + 1)]
