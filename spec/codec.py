@@ -33,7 +33,7 @@ from typing import Any
 from kraft_tck.spec import codegen
 from kraft_tck.spec.errors import DecodeError, Errors, UnsupportedVersionError
 from kraft_tck.spec.schema import INT_RANGES, FieldDef, MessageDef, load_all
-from kraft_tck.spec.wire import FIXED_FORMAT, INT16, INT32, read_uvarint, uvarint_bytes, write_uvarint
+from kraft_tck.spec.wire import FIXED_FORMAT, INT16, INT32, copy_default, read_uvarint, uvarint_bytes, write_uvarint
 from kraft_tck.spec.wire import new_uuid as _new_uuid
 
 UNKNOWN_TAGGED = "_unknown_tagged_fields"
@@ -372,7 +372,7 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
             if pos < len(buf) and buf[pos] == 0:  # the common case: no tagged field is present
                 if mutable_tagged_defaults:
                     for k, v in defaults_for_tagged.items():
-                        d[k] = v if not isinstance(v, list | dict) else _copy_default(v)
+                        d[k] = v if not isinstance(v, list | dict) else copy_default(v)
                 elif tag_dec:
                     d.update(defaults_for_tagged)
                 return pos + 1
@@ -417,7 +417,7 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
                 pos = end
             for k, v in mutable_tagged_defaults:
                 if d[k] is v:
-                    d[k] = _copy_default(v)
+                    d[k] = copy_default(v)
             return pos
 
         enc_steps.append(enc_tags)
@@ -464,14 +464,6 @@ def _struct_plan(fields: tuple[FieldDef, ...], version: int, flexible: bool, pat
             return d, pos
 
     return _Plan(enc_struct, dec_struct, min_size)
-
-
-def _copy_default(v: Any) -> Any:
-    if isinstance(v, list):
-        return []
-    if isinstance(v, dict):
-        return {k: _copy_default(x) for k, x in v.items()}
-    return v
 
 
 def _fused_steps(
@@ -578,7 +570,7 @@ def _single_steps(
     def enc(out: bytearray, body: Body) -> None:
         v = body.get(name, default)
         if mutable_default and v is default:
-            v = _copy_default(default)
+            v = copy_default(default)
         try:
             fe(out, v)
         except EncodeError:

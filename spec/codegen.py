@@ -22,7 +22,16 @@ from collections.abc import Callable
 from typing import Any
 
 from kraft_tck.spec.schema import FieldDef
-from kraft_tck.spec.wire import FIXED_FORMAT, INT16, INT32, new_uuid, read_uvarint, uvarint_bytes, write_uvarint
+from kraft_tck.spec.wire import (
+    FIXED_FORMAT,
+    INT16,
+    INT32,
+    copy_default,
+    new_uuid,
+    read_uvarint,
+    uvarint_bytes,
+    write_uvarint,
+)
 
 #: (out, body) -> None, appending the encoded body to ``out``.
 StructEncoder = Callable[[bytearray, Any], None]
@@ -34,21 +43,13 @@ class Fallback(Exception):
     """Raised by generated code where the interpreter must decide (and raise the precise error)."""
 
 
-def _copy_default(v: Any) -> Any:
-    if isinstance(v, list):
-        return []
-    if isinstance(v, dict):
-        return {k: _copy_default(x) for k, x in v.items()}
-    return v
-
-
 _BASE_NAMESPACE: dict[str, Any] = {
     "Fallback": Fallback,
     "read_uvarint": read_uvarint,
     "uvarint_bytes": uvarint_bytes,
     "write_uvarint": write_uvarint,
     "new_uuid": new_uuid,
-    "copy_default": _copy_default,
+    "copy_default": copy_default,
     "i16_pack": INT16.pack,
     "i32_pack": INT32.pack,
     "i16_unpack_from": INT16.unpack_from,

@@ -131,3 +131,12 @@ def new_uuid(raw: bytes, _new: Any = object.__new__, _set: Any = object.__setatt
         _UUIDS.clear()  # random uuids (e.g. fuzzing) must not grow it without bound
     _UUIDS[raw] = u
     return u
+
+
+def copy_default(v: Any) -> Any:
+    """A field's default for one body: a fresh list or dict (a decoded body owns its values), else as is."""
+    if isinstance(v, list):
+        return []
+    if isinstance(v, dict):
+        return {k: copy_default(x) for k, x in v.items()}
+    return v
