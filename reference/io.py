@@ -10,7 +10,9 @@ on disk before it is announced", and Raft's "entries are durable before they are
 2. ``cluster_id_adopted`` (write meta.properties),
 3. then ``send`` and ``replies``.
 
-``trace`` holds the trace events of this step without ``seq`` (the trace writer numbers them).
+``trace`` holds the trace events of this step without ``seq`` (the trace writer numbers them). A shell that
+writes a trace writes them first, before step 1: a write-ahead record, so that a crash never leaves a
+durable effect the trace lacks (a traced step that a crash kept from disk announced nothing).
 """
 
 from __future__ import annotations

@@ -279,8 +279,16 @@ class Node:
         return ready
 
     def _apply(self, ready: Ready) -> None:
-        """Apply one bundle: durable state first, then the messages (reference/io.py's order)."""
+        """Apply one bundle: its trace lines, durable state, then the messages (reference/io.py's order).
+
+        The trace goes first, as a write-ahead record: after a kill -9 the disk never holds an effect the
+        trace lacks. A step torn by the kill (traced, not durable) announced nothing, since messages go
+        last; trace validation drops it (``merge_node_traces``)."""
         assert self.storage is not None and self.core is not None
+        for event in ready.trace:
+            self._emit(event)
+        if self.trace is not None and ready.trace:
+            self.trace.flush()  # in the kernel before the disk changes: kill -9 then loses no traced effect
         if ready.persist is not None:
             p = ready.persist
             self.storage.write_quorum_state(
@@ -296,10 +304,6 @@ class Node:
             self.storage.flush()
         if ready.cluster_id_adopted is not None:
             self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
-        for event in ready.trace:
-            self._emit(event)
-        if self.trace is not None and ready.trace:
-            self.trace.flush()  # hand each step's events to the kernel: kill -9 then loses nothing before it
         for out in ready.send:
             self._send(out.dest_id, out.request, out.request_id)
         shared: tuple[Any, int, Answer | Encoded] | None = None  # the last reply's (response, version, answer)
@@ -646,6 +650,10 @@ class Node:
             "msg": {"api": codec.api_name(api_key), "apiKey": api_key, "kind": kind, "version": version,
                     "correlationId": corr, "from": src, "to": dst, "body": to_jsonable(body)},
         })
+        if direction == "send":
+            # The observer runs before the frame is written: with the line in the kernel first, a kill -9
+            # never leaves a peer's Receive without its Send (trace validation of merged node traces).
+            self.trace.flush()
 
     def _observe_server(self, direction: str, api_key: int, version: int, corr: int,
                         body: dict[str, Any], peer: str) -> None:

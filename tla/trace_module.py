@@ -427,16 +427,10 @@ def _action_events(
       one into the network (the handler row then names that whole record), an ``EnvironmentReceive``
       row takes each message sent to one out of it.
     """
-    sent: dict[str, int] = {}
-    received: dict[str, int] = {}
-    for _, obj in objs:
-        msg = obj.get("msg")
-        if obj["event"] in ("Send", "Receive") and msg is not None and msg["api"] in MODELLED_APIS:
-            counts = sent if obj["event"] == "Send" else received
-            counts[_message_key(msg)] = counts.get(_message_key(msg), 0) + 1
     # Only messages between nodes whose steps the trace records: a single node's trace or a black-box
     # harness trace does not see the other end, so a missing Send or Receive says nothing there.
     acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
+    dropped, copies_at = _deliveries(objs, acting)
     resent_after = _resends(objs, acting)
     requests: dict[str, dict[str, Any]] = {}  # request key -> its latest Send (a response's echo)
     receiving: dict[int, tuple[str, dict[str, Any]]] = {}  # node -> its latest Receive since its last step
@@ -444,8 +438,6 @@ def _action_events(
     # request key -> the parked copies of a fetch request, until answered (a duplicated fetch parks twice)
     parked: dict[str, list[dict[str, Any]]] = {}
     events: list[TraceEvent] = []
-    sends_seen: dict[str, int] = {}
-    duplicated: set[str] = set()
 
     # node -> what it received from the environment, not yet handled: (key, message, KRaft record or
     # None when the model has no such message); the node handles its inputs in order of arrival
@@ -521,17 +513,14 @@ def _action_events(
                 continue
             if obj["event"] == "Receive":
                 receiving[node] = (key, msg)
-                if key not in duplicated:
-                    duplicated.add(key)
-                    for _ in range(received[key] - sent.get(key, 0)):
-                        network_row(number, obj, msg["to"], "DuplicateMessage", model)
+                for _ in range(copies_at.get(number, 0)):
+                    network_row(number, obj, msg["to"], "DuplicateMessage", model)
                 continue
             if msg["kind"] == "response":
                 _answered(number, obj, node, msg, model)
             for _ in range(resent_after.get(number, 0)):
                 network_row(number, obj, msg["to"], "DuplicateMessage", model)
-            sends_seen[key] = sends_seen.get(key, 0) + 1
-            if sends_seen[key] > received.get(key, 0):
+            if number in dropped:
                 network_row(number, obj, node, "DropMessage", model)
             continue
         if obj["event"] in SKIPPED_EVENTS:
@@ -576,6 +565,43 @@ def _action_events(
             TraceEvent(number, obj["seq"], node, obj["event"], dict(obj["state"]), msg=msg_model, reply=reply)
         )
     return events
+
+
+def _deliveries(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> tuple[set[int], dict[int, int]]:
+    """Which copy of a message each Receive is, between ``acting`` nodes: the lines of the Sends nobody
+    received (dropped), and, at the line of the first Receive of a Send, how many more copies of it were
+    received (duplicated). A key recurs (correlation ids restart with each incarnation), so Sends and
+    Receives of a key pair up first in, first out; a copy still on its way to a node that restarts is
+    lost with the old incarnation's connections."""
+    pending: dict[str, list[int]] = {}  # key -> lines of its Sends not received yet, oldest first
+    towards: dict[int, set[str]] = {}  # receiver -> keys of copies pending to it
+    last_received: dict[str, int] = {}  # key -> line of the Send its latest Receive was
+    first_receive: dict[int, int] = {}  # Send line -> line of its first Receive
+    more: dict[int, int] = {}  # Send line -> Receives after the first
+    sends: list[int] = []
+    for number, obj in objs:
+        msg = obj.get("msg")
+        if obj["event"] == "Restart":
+            for key in towards.pop(obj["node"], set()):
+                pending.pop(key, None)
+            continue
+        if obj["event"] not in ("Send", "Receive") or msg is None or msg["api"] not in MODELLED_APIS:
+            continue
+        if msg["from"] not in acting or msg["to"] not in acting:
+            continue
+        key = _message_key(msg)
+        if obj["event"] == "Send":
+            sends.append(number)
+            pending.setdefault(key, []).append(number)
+            towards.setdefault(msg["to"], set()).add(key)
+        elif pending.get(key):
+            send = pending[key].pop(0)
+            first_receive[send] = number
+            last_received[key] = send
+        elif key in last_received:
+            more[last_received[key]] = more.get(last_received[key], 0) + 1
+    dropped = {line for line in sends if line not in first_receive}
+    return dropped, {first_receive[send]: n for send, n in more.items()}
 
 
 def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> tuple[str, int]:
@@ -704,12 +730,39 @@ def _unpark(parked: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]
     return request
 
 
+#: What a Restart recovers from disk; a traced step that changed none of it on disk never took effect.
+_DURABLE = ("epoch", "votedId", "logEndOffset", "lastFetchedEpoch")
+
+
+def _torn_step(stream: list[dict[str, Any]], restart: dict[str, Any]) -> int:
+    """Where the incarnation before ``restart`` really ended: ``len(stream)``, or the first event of its
+    last steps when a kill -9 tore them. The node writes a step's trace before its disk changes and its
+    messages after both, so such a step is traced, not durable, and announced nothing: the same as a crash
+    just before it. It is cut only where the state before it is what the Restart recovered."""
+    recovered = {k: restart["state"].get(k) for k in _DURABLE}
+
+    def durable(state: dict[str, Any]) -> dict[str, Any]:
+        return {k: state.get(k) for k in _DURABLE}
+
+    states = [i for i, obj in enumerate(stream) if "state" in obj]
+    if not states or durable(stream[states[-1]]["state"]) == recovered:
+        return len(stream)
+    last_send = max((i for i, obj in enumerate(stream) if obj["event"] == "Send"), default=-1)
+    for before, at in zip(reversed(states[:-1]), reversed(states[1:]), strict=True):
+        if at <= last_send:
+            break  # announced: its effect must have survived
+        if durable(stream[before]["state"]) == recovered:
+            return at
+    return len(stream)  # not a torn step: validation says where the restart goes wrong
+
+
 def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
     """Write one trace of a cluster from the traces its nodes wrote (``kraft-tck node --trace-file``).
 
     Each node's files (one per incarnation, in the order given) keep their order; across nodes the
     events are merged by timestamp, except that a ``Receive`` never goes before the ``Send`` of the same
-    message (clocks tick in milliseconds, so a message can be sent and received in the same one).
+    message (clocks tick in milliseconds, so a message can be sent and received in the same one). The last
+    steps of an incarnation that kill -9 kept from disk are left out (``_torn_step``).
     """
     streams: dict[int, list[dict[str, Any]]] = {}
     header: dict[str, Any] | None = None
@@ -727,15 +780,22 @@ def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
                 raise TraceFormatError(f"{path}: cluster id differs from {paths[0]}")
             header["clusterId"] = lines[0]["clusterId"]
         for obj in lines[1:]:
-            streams.setdefault(obj["node"], []).append(obj)
+            stream = streams.setdefault(obj["node"], [])
+            if obj["event"] == "Restart" and stream:
+                del stream[_torn_step(stream, obj):]
+            stream.append(obj)
     if header is None:
         raise TraceFormatError("merge_node_traces: no trace files given")
-    unsent: dict[str, int] = {}
+    # Per message key: sends still to come, and copies sent but not yet received. Keys leave out the body
+    # and correlation ids restart with every incarnation, so a key recurs: matching is first in, first out.
+    to_come: dict[str, int] = {}
     for stream in streams.values():
         for obj in stream:
             if obj["event"] == "Send" and "msg" in obj:
                 key = _message_key(obj["msg"])
-                unsent[key] = unsent.get(key, 0) + 1
+                to_come[key] = to_come.get(key, 0) + 1
+    in_flight: dict[str, int] = {}
+    addressed: dict[int, set[str]] = {}  # receiver -> keys with copies in flight to it
     heads = {node: 0 for node in streams}
     merged: list[dict[str, Any]] = []
 
@@ -743,10 +803,10 @@ def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
         if obj["event"] != "Receive" or "msg" not in obj or obj["msg"]["from"] not in streams:
             return True
         key = _message_key(obj["msg"])
-        # received more often than sent so far: only a duplicate of an earlier send (or of none at all)
-        return unsent.get(key, 0) == 0 or sent_so_far.get(key, 0) > 0
+        # a copy is on its way, or no send is left that it could be (a duplicate, or a send the sender's
+        # trace lost to kill -9)
+        return in_flight.get(key, 0) > 0 or to_come.get(key, 0) == 0
 
-    sent_so_far: dict[str, int] = {}
     while any(heads[n] < len(streams[n]) for n in streams):
         candidates = [n for n in streams if heads[n] < len(streams[n]) and ready(streams[n][heads[n]])]
         if not candidates:  # a Receive whose Send comes later everywhere: the clocks disagree, keep ts order
@@ -754,9 +814,19 @@ def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
         node = min(candidates, key=lambda n: (streams[n][heads[n]]["ts"], n))
         obj = streams[node][heads[node]]
         heads[node] += 1
-        if obj["event"] == "Send" and "msg" in obj:
+        if obj["event"] == "Restart":
+            # what was addressed to the old incarnation died with its connections
+            for key in addressed.pop(node, set()):
+                in_flight.pop(key, None)
+        elif obj["event"] == "Send" and "msg" in obj:
             key = _message_key(obj["msg"])
-            sent_so_far[key] = sent_so_far.get(key, 0) + 1
+            to_come[key] -= 1
+            in_flight[key] = in_flight.get(key, 0) + 1
+            addressed.setdefault(obj["msg"]["to"], set()).add(key)
+        elif obj["event"] == "Receive" and "msg" in obj:
+            key = _message_key(obj["msg"])
+            if in_flight.get(key, 0) > 0:
+                in_flight[key] -= 1
         merged.append(obj)
     out = Path(out)
     head = dict(header, run=f"merged:{header.get('run', '')}")

@@ -18,6 +18,8 @@ import pytest
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import LogDir
 from kraft_tck.spec.records import batch_digest
+from kraft_tck.tla.tlc import tlc_unavailable_reason
+from kraft_tck.tla.trace_module import merge_node_traces, validate_trace
 from kraft_tck.traces.trace import read_trace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -93,6 +95,19 @@ def assert_election_safety_and_vote_once(events: list[dict]) -> None:  # type: i
     assert {k: v for k, v in votes.items() if len(v) > 1} == {}, "two votes in one epoch"
 
 
+def assert_traces_validate(c: LocalCluster) -> None:
+    """Issue 5: the nodes' traces, every incarnation merged into one trace of the cluster, are a behaviour of
+    tla/KRaft.tla (TLC). Killed incarnations end wherever kill -9 struck them."""
+    why = tlc_unavailable_reason()
+    if why is not None:
+        pytest.skip(f"trace validation needs TLC: {why}")
+    files = [p for node_id in range(1, c.voters + 1) for p in c.trace_files(node_id)]
+    merged = merge_node_traces(files, c.base_dir / "merged-trace.ndjson")
+    verdict = validate_trace(merged, timeout=600)
+    assert verdict.status == "PASS", (verdict.reason, verdict.failed_event)
+    assert verdict.events > 0
+
+
 def test_three_nodes_elect_one_leader_and_commit_identical_records(cluster: LocalCluster) -> None:
     cluster.start_all()
     info = run(cluster.wait_for_leader(15, min_hw=200))
@@ -106,6 +121,7 @@ def test_three_nodes_elect_one_leader_and_commit_identical_records(cluster: Loca
     first_of_epoch = next(b for b in logs[info.leader_id] if b.partition_leader_epoch == info.leader_epoch)
     assert first_of_epoch.is_control
     assert_election_safety_and_vote_once(trace_events(cluster))
+    assert_traces_validate(cluster)
 
 
 def test_kill_leader_elects_a_new_leader_and_old_leader_rejoins_as_follower(cluster: LocalCluster) -> None:
@@ -133,6 +149,7 @@ def test_kill_leader_elects_a_new_leader_and_old_leader_rejoins_as_follower(clus
     old_roles = [e["state"]["role"] for e in trace_events(cluster)
                  if e["node"] == old and e.get("state") and e["state"]["epoch"] >= after.leader_epoch]
     assert "Follower" in old_roles and "Leader" not in old_roles[:1]
+    assert_traces_validate(cluster)
 
 
 def test_restarted_voter_keeps_its_epoch_and_vote(cluster: LocalCluster) -> None:
@@ -152,6 +169,7 @@ def test_restarted_voter_keeps_its_epoch_and_vote(cluster: LocalCluster) -> None
     # KIP-595 "Persistence": epoch and vote survive the crash.
     assert restart["state"]["epoch"] == qs.leader_epoch
     assert restart["state"]["votedId"] == qs.voted_id
+    assert_traces_validate(cluster)
 
 
 @pytest.mark.slow
@@ -185,3 +203,4 @@ def test_crash_safety_under_random_kill_9(cluster: LocalCluster) -> None:
             if entry[0] < final.high_watermark:
                 assert log.get(base) == entry, f"node {node_id}: committed batch at offset {base} lost or changed"
     assert_election_safety_and_vote_once(trace_events(cluster))
+    assert_traces_validate(cluster)
