@@ -438,6 +438,8 @@ def _action_events(
     # request key -> the parked copies of a fetch request, until answered (a duplicated fetch parks twice)
     parked: dict[str, list[dict[str, Any]]] = {}
     events: list[TraceEvent] = []
+    reader: dict[int, dict[str, Any]] = {}  # node -> a request from outside the quorum (id -1) it received
+    last_state: dict[int, dict[str, Any]] = {}  # node -> the state of its latest step
 
     # node -> what it received from the environment, not yet handled: (key, message, KRaft record or
     # None when the model has no such message); the node handles its inputs in order of arrival
@@ -509,6 +511,8 @@ def _action_events(
                     queue[:] = [q for q in queue if q[1]["kind"] == "request" or q[1]["from"] != msg["to"]]
                 network_row(number, obj, msg["to"], "EnvironmentReceive", model)
                 continue
+            if obj["event"] == "Receive" and msg["from"] < 0 and msg["kind"] == "request" and node in acting:
+                reader[node] = msg  # a Fetch with ReplicaId -1: a reader of the log, not a replica
             if msg["from"] not in acting or msg["to"] not in acting:
                 continue
             if obj["event"] == "Receive":
@@ -524,6 +528,13 @@ def _action_events(
                 network_row(number, obj, node, "DropMessage", model)
             continue
         if obj["event"] in SKIPPED_EVENTS:
+            continue
+        read = reader.pop(node, None)
+        unchanged = last_state.get(node) == obj["state"]
+        last_state[node] = obj["state"]
+        if read is not None and obj["event"] == "HandleFetchRequest" and unchanged:
+            # KIP-595 keeps no fetch state for a reader outside the quorum (nor does the model): a step
+            # that changed nothing the node reports is no KRaft action
             continue
         answering.pop(node, None)
         handled = receiving.pop(node, None)

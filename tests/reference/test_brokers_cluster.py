@@ -2,7 +2,7 @@
 
 The broker is ``reference/broker_client.py``, speaking only the wire protocol. What a test asserts
 about the cluster it reads from the wire (heartbeat answers, the committed log fetched from the
-leader), the CLI, or the traces each node wrote — never from a node's memory.
+leader), the CLI, or the traces each node wrote (which TLC validates, merged) — never from a node's memory.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kraft_tck.reference.procs import LocalCluster
 from kraft_tck.reference.registry import BrokerRegistry, BrokerState
 from kraft_tck.traces.trace import read_trace
 
-from tests.reference.test_cluster import FAILOVER_BOUND_S, SETTINGS, free_base_port
+from tests.reference.test_cluster import FAILOVER_BOUND_S, SETTINGS, assert_traces_validate, free_base_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -136,6 +136,8 @@ def test_broker_stays_registered_across_controller_failover(cluster: LocalCluste
     # The survivors' traces (the killed leader's may have lost its unflushed tail) show the broker Online.
     survivors = [evs for node_id, evs in events.items() if node_id != old_leader]
     assert all(any(e["state"] == "Online" and e["brokerEpoch"] == epoch for e in evs) for evs in survivors), events
+    cluster.stop_all(signal.SIGTERM)
+    assert_traces_validate(cluster)
 
 
 def test_silent_broker_is_fenced_after_the_session_timeout(cluster: LocalCluster) -> None:
@@ -159,6 +161,8 @@ def test_silent_broker_is_fenced_after_the_session_timeout(cluster: LocalCluster
             await alive.stop()
 
     asyncio.run(scenario())
+    cluster.stop_all(signal.SIGTERM)
+    assert_traces_validate(cluster)
 
 
 def test_controlled_shutdown_then_restart_rebuilds_the_registry(cluster: LocalCluster) -> None:
@@ -196,3 +200,5 @@ def test_controlled_shutdown_then_restart_rebuilds_the_registry(cluster: LocalCl
     got = asyncio.run(after())
     assert got[101] == before[101]
     assert got[102][1] == before[102][1] and got[102][0] in (BrokerState.ONLINE, BrokerState.FENCED)
+    cluster.stop_all(signal.SIGTERM)
+    assert_traces_validate(cluster)
