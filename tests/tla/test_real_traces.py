@@ -228,6 +228,23 @@ def test_merge_leaves_out_a_step_kill_9_kept_from_disk(tmp_path: Path) -> None:
     assert [line["event"] for line in merged[1:]] == ["Restart", "StartElection", "Restart"]
 
 
+def test_a_fetch_from_outside_the_quorum_is_no_kraft_action_unless_it_changes_the_state(tmp_path: Path) -> None:
+    # ReplicaId -1 (e.g. the broker registry reading the log): KIP-595 keeps no fetch state for it, nor does
+    # KRaft.tla, so the leader's HandleFetchRequest of it is no row, as long as its state did not change.
+    leader = dict(_st("Leader", 1, 1, 1), leaderId=1)
+    fetch = {"api": "Fetch", "apiKey": 1, "kind": "request", "version": 16, "correlationId": 1, "from": -1, "to": 1,
+             "body": {"ReplicaId": -1, "Topics": [{"Partitions": [
+                 {"PartitionIndex": 0, "CurrentLeaderEpoch": 1, "FetchOffset": 0, "LastFetchedEpoch": -1}]}]}}
+
+    def rows(handled: dict[str, Any]) -> list[str]:
+        lines = [_HEADER, _node_line(0, 1, 1, "BecomeLeader", state=leader),
+                 _node_line(1, 2, 1, "Receive", msg=fetch), _node_line(2, 2, 1, "HandleFetchRequest", state=handled)]
+        return [ev.event for ev in read_trace(_write(tmp_path / "reader.ndjson", lines)).events]
+
+    assert rows(leader) == ["BecomeLeader"]
+    assert rows(dict(leader, highWatermark=1)) == ["BecomeLeader", "HandleFetchRequest"]  # changed: TLC judges
+
+
 def test_sends_and_receives_pair_up_in_order_across_incarnations() -> None:
     def line(node: int, event: str, msg: dict[str, Any] | None = None) -> dict[str, Any]:
         obj: dict[str, Any] = {"node": node, "event": event}
