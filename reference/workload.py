@@ -36,6 +36,8 @@ WRITE_INTERVAL_S = 0.001
 # write per millisecond this covers Kafka's 25 ms linger plus a commit of a few tens of ms, and bounds
 # the queue (and so the latency) of an overloaded leader to about that.
 MAX_INFLIGHT_WRITES = 64
+#: How often a node that is not the leader looks whether it has become one.
+LEADERSHIP_POLL_S = 0.01
 
 
 @dataclass
@@ -77,7 +79,13 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
         leading = node.core is not None and isinstance(node.core.role, Leader)
         if leading and stats.leader_since is None:
             stats.leader_since = time.monotonic()  # throughput counts from leadership, not process start
-        if leading and len(inflight) < MAX_INFLIGHT_WRITES:
+        if not leading:
+            # A follower only waits to lead: waking every write interval would cost it CPU (and the leader,
+            # on a small machine) for nothing.
+            await asyncio.sleep(LEADERSHIP_POLL_S)
+            next_at = time.monotonic()
+            continue
+        if len(inflight) < MAX_INFLIGHT_WRITES:
             task = asyncio.create_task(one_write())
             inflight.add(task)
             task.add_done_callback(inflight.discard)
