@@ -435,10 +435,13 @@ def _action_events(
     requests: dict[str, dict[str, Any]] = {}  # request key -> its latest Send (a response's echo)
     receiving: dict[int, tuple[str, dict[str, Any]]] = {}  # node -> its latest Receive since its last step
     answering: dict[int, tuple[int, str]] = {}  # node -> (row, request key) of its handler awaiting a reply
+    # request key -> (row, node) of a fetch handled with records to send (KRaft.tla cannot park it) whose
+    # answer the node's trace shows after a later action of the same step (a timer that fired in it)
+    late: dict[str, tuple[int, int]] = {}
     # request key -> the parked copies of a fetch request, until answered (a duplicated fetch parks twice)
     parked: dict[str, list[dict[str, Any]]] = {}
     events: list[TraceEvent] = []
-    reader: dict[int, dict[str, Any]] = {}  # node -> a request from outside the quorum (id -1) it received
+    reading: set[int] = set()  # nodes whose latest Receive is a Fetch from outside the quorum (id -1)
     last_state: dict[int, dict[str, Any]] = {}  # node -> the state of its latest step
 
     # node -> what it received from the environment, not yet handled: (key, message, KRaft record or
@@ -462,12 +465,16 @@ def _action_events(
                 events[at] = replace(events[at], reply={})
                 if parked.get(answers):
                     _unpark(parked, answers)
+            late.pop(answers, None)
             return
         if node in answering and answering[node][1] == answers:
             at = answering.pop(node)[0]
             events[at] = replace(events[at], reply=model)
             if parked.get(answers):
                 _unpark(parked, answers)
+        elif answers in late:
+            at = late.pop(answers)[0]
+            events[at] = replace(events[at], reply=model)
         elif msg["api"] == "Fetch" and parked.get(answers):
             events.append(
                 TraceEvent(
@@ -511,8 +518,8 @@ def _action_events(
                     queue[:] = [q for q in queue if q[1]["kind"] == "request" or q[1]["from"] != msg["to"]]
                 network_row(number, obj, msg["to"], "EnvironmentReceive", model)
                 continue
-            if obj["event"] == "Receive" and msg["from"] < 0 and msg["kind"] == "request" and node in acting:
-                reader[node] = msg  # a Fetch with ReplicaId -1: a reader of the log, not a replica
+            if obj["event"] == "Receive" and msg["api"] == "Fetch" and msg["from"] < 0 and node in acting:
+                reading.add(node)  # a Fetch with ReplicaId -1: a reader of the log, not a replica
             if msg["from"] not in acting or msg["to"] not in acting:
                 continue
             if obj["event"] == "Receive":
@@ -529,17 +536,22 @@ def _action_events(
             continue
         if obj["event"] in SKIPPED_EVENTS:
             continue
-        read = reader.pop(node, None)
+        read = node in reading
+        reading.discard(node)
         unchanged = last_state.get(node) == obj["state"]
         last_state[node] = obj["state"]
-        if read is not None and obj["event"] == "HandleFetchRequest" and unchanged:
+        if read and obj["event"] == "HandleFetchRequest" and unchanged:
             # KIP-595 keeps no fetch state for a reader outside the quorum (nor does the model): a step
             # that changed nothing the node reports is no KRaft action
             continue
-        answering.pop(node, None)
+        unanswered = answering.pop(node, None)
+        if unanswered and events[unanswered[0]].event == "HandleFetchRequest" and unanswered[1] not in parked:
+            late[unanswered[1]] = (unanswered[0], node)  # not parked: its answer is still to come
         handled = receiving.pop(node, None)
         whole: dict[str, Any] | None = None
         if obj["event"] == "Restart":  # a new incarnation: nothing in flight, nothing received yet
+            for rkey in [k for k, (_, n) in late.items() if n == node]:
+                del late[rkey]
             from_environment.pop(node, None)
             for pair in [p for p in in_flight if p[0] == node]:
                 del in_flight[pair]
@@ -568,8 +580,10 @@ def _action_events(
                 msg_model = whole
             if hmsg["kind"] == "request" and (hmsg["from"] in acting or hmsg["from"] in environment):
                 answering[node] = (len(events), hkey)
-                if obj["event"] == "HandleFetchRequest":
-                    # parked unless the answer follows before the node's next step
+                leo = obj["state"]["logEndOffset"]
+                if obj["event"] == "HandleFetchRequest" and msg_model.get("fetchOffset", leo) >= leo:
+                    # caught up (KRaft.tla parks nothing else): parked unless the answer follows before the
+                    # node's next step
                     parked.setdefault(hkey, []).append(hmsg)
                     reply = parked_message(hmsg)
         events.append(
@@ -755,10 +769,12 @@ def _torn_step(stream: list[dict[str, Any]], restart: dict[str, Any]) -> int:
     def durable(state: dict[str, Any]) -> dict[str, Any]:
         return {k: state.get(k) for k in _DURABLE}
 
-    states = [i for i, obj in enumerate(stream) if "state" in obj]
+    # the ending incarnation only: from its Restart on (whose own row is never cut)
+    start = max((i for i, obj in enumerate(stream) if obj["event"] == "Restart"), default=0)
+    states = [i for i in range(start, len(stream)) if "state" in stream[i]]
     if not states or durable(stream[states[-1]]["state"]) == recovered:
         return len(stream)
-    last_send = max((i for i, obj in enumerate(stream) if obj["event"] == "Send"), default=-1)
+    last_send = max((i for i in range(start, len(stream)) if stream[i]["event"] == "Send"), default=-1)
     for before, at in zip(reversed(states[:-1]), reversed(states[1:]), strict=True):
         if at <= last_send:
             break  # announced: its effect must have survived

@@ -226,6 +226,12 @@ def test_merge_leaves_out_a_step_kill_9_kept_from_disk(tmp_path: Path) -> None:
     merged = _lines(merge_node_traces([_write(tmp_path / "a", torn), _write(tmp_path / "b", forgot)],
                                       tmp_path / "merged.ndjson"))
     assert [line["event"] for line in merged[1:]] == ["Restart", "StartElection", "Restart"]
+    # Only the ending incarnation is cut, never its Restart: a second life that recovered the vote and a
+    # third that lost it stay as they are (the first life's last state matching the third says nothing).
+    voted = [_HEADER, _node_line(0, 5, 1, "Restart", state=_st("Unattached", 2, 1, 0))]
+    files = [_write(tmp_path / "a", restarted), _write(tmp_path / "b", voted), _write(tmp_path / "c", restarted)]
+    merged = _lines(merge_node_traces(files, tmp_path / "merged.ndjson"))
+    assert [line["state"]["epoch"] for line in merged[1:]] == [1, 2, 1]
 
 
 def test_a_fetch_from_outside_the_quorum_is_no_kraft_action_unless_it_changes_the_state(tmp_path: Path) -> None:
@@ -243,6 +249,30 @@ def test_a_fetch_from_outside_the_quorum_is_no_kraft_action_unless_it_changes_th
 
     assert rows(leader) == ["BecomeLeader"]
     assert rows(dict(leader, highWatermark=1)) == ["BecomeLeader", "HandleFetchRequest"]  # changed: TLC judges
+
+
+def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_its_step(tmp_path: Path) -> None:
+    # One step of the leader: it handles a fetch from behind its log end (KRaft.tla cannot park that one) and
+    # its linger timer fires in the same step (ClientAppend); the node writes the step's lines, then the
+    # answers. The answer is the handler's reply, not a parked fetch answered later.
+    leader = dict(_st("Leader", 1, 1, 5), leaderId=1, lastFetchedEpoch=1)
+    part = {"PartitionIndex": 0, "CurrentLeaderEpoch": 1, "FetchOffset": 2, "LastFetchedEpoch": 1}
+    fetch = {"api": "Fetch", "apiKey": 1, "kind": "request", "version": 16, "correlationId": 1, "from": 2, "to": 1,
+             "body": {"ReplicaId": 2, "Topics": [{"Partitions": [part]}]}}
+    answered = {"PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 0,
+                "CurrentLeader": {"LeaderEpoch": 1, "LeaderId": 1}}
+    answer = dict(fetch, kind="response", **{"from": 1, "to": 2},
+                  body={"ErrorCode": 0, "Responses": [{"Partitions": [answered]}]})
+    lines = [_HEADER, _node_line(0, 1, 2, "Restart", state=_st("Follower", 1, 1, 2)),
+             _node_line(1, 1, 1, "BecomeLeader", state=leader),
+             _node_line(2, 2, 2, "Send", msg=fetch), _node_line(3, 2, 1, "Receive", msg=fetch),
+             _node_line(4, 2, 1, "HandleFetchRequest", state=leader),
+             _node_line(5, 2, 1, "ClientAppend", state=dict(leader, logEndOffset=6)),
+             _node_line(6, 2, 1, "Send", msg=answer)]
+    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    handler = next(r for r in rows if r.event == "HandleFetchRequest")
+    assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 2
+    assert "AnswerParkedFetch" not in [r.event for r in rows]
 
 
 def test_sends_and_receives_pair_up_in_order_across_incarnations() -> None:
