@@ -580,10 +580,12 @@ def _action_events(
                 msg_model = whole
             if hmsg["kind"] == "request" and (hmsg["from"] in acting or hmsg["from"] in environment):
                 answering[node] = (len(events), hkey)
-                leo = obj["state"]["logEndOffset"]
-                if obj["event"] == "HandleFetchRequest" and msg_model.get("fetchOffset", leo) >= leo:
-                    # caught up (KRaft.tla parks nothing else): parked unless the answer follows before the
-                    # node's next step
+                st, leo = obj["state"], obj["state"]["logEndOffset"]
+                if (obj["event"] == "HandleFetchRequest" and st["role"] == "Leader"
+                        and msg_model.get("epoch", st["epoch"]) == st["epoch"]
+                        and msg_model.get("fetchOffset", leo) >= leo):
+                    # a caught-up fetch of the leader's epoch (KRaft.tla parks nothing else): parked unless
+                    # the answer follows before the node's next step
                     parked.setdefault(hkey, []).append(hmsg)
                     reply = parked_message(hmsg)
         events.append(

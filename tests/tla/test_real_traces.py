@@ -273,6 +273,20 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 2
     assert "AnswerParkedFetch" not in [r.event for r in rows]
+    # Nor does a node that does not lead park a fetch, caught up or not: a Resigned voter refuses one at its
+    # log end while its election timer fires in the same step (StartElection); the refusal is the reply.
+    resigned = dict(leader, role="Resigned", logEndOffset=2)
+    refusal = {"PartitionIndex": 0, "ErrorCode": 6, "HighWatermark": -1,
+               "CurrentLeader": {"LeaderEpoch": 1, "LeaderId": 1}}
+    lines[2] = _node_line(1, 1, 1, "BecomeLeader", state=dict(resigned, role="Leader"))
+    lines[5] = _node_line(4, 2, 1, "HandleFetchRequest", state=resigned)
+    lines[6] = _node_line(5, 2, 1, "StartElection", state=dict(resigned, role="Candidate", epoch=2, leaderId=-1))
+    lines[7] = _node_line(6, 2, 1, "Send", msg=dict(answer, body={"ErrorCode": 0, "Responses": [
+        {"Partitions": [refusal]}]}))
+    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    handler = next(r for r in rows if r.event == "HandleFetchRequest")
+    assert handler.reply["type"] == "FetchResponse" and handler.reply["error"] == "NOT_LEADER_OR_FOLLOWER"
+    assert "AnswerParkedFetch" not in [r.event for r in rows]
 
 
 def test_sends_and_receives_pair_up_in_order_across_incarnations() -> None:
