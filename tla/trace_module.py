@@ -580,12 +580,16 @@ def _action_events(
                 msg_model = whole
             if hmsg["kind"] == "request" and (hmsg["from"] in acting or hmsg["from"] in environment):
                 answering[node] = (len(events), hkey)
-                st, leo = obj["state"], obj["state"]["logEndOffset"]
+                st = obj["state"]
+                leo, last_epoch = st["logEndOffset"], _epoch_of_log(st["lastFetchedEpoch"])
+                # KRaft.tla parks only a caught-up fetch of the leader's epoch: not diverging and at the log
+                # end (one past it always diverges), i.e. FetchOffset = log end and LastFetchedEpoch = the
+                # epoch of the leader's last record
                 if (obj["event"] == "HandleFetchRequest" and st["role"] == "Leader"
                         and msg_model.get("epoch", st["epoch"]) == st["epoch"]
-                        and msg_model.get("fetchOffset", leo) >= leo):
-                    # a caught-up fetch of the leader's epoch (KRaft.tla parks nothing else): parked unless
-                    # the answer follows before the node's next step
+                        and msg_model.get("fetchOffset", leo) == leo
+                        and msg_model.get("lastFetchedEpoch", last_epoch) == last_epoch):
+                    # parked unless the answer follows before the node's next step
                     parked.setdefault(hkey, []).append(hmsg)
                     reply = parked_message(hmsg)
         events.append(

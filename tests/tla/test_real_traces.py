@@ -287,6 +287,21 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["error"] == "NOT_LEADER_OR_FOLLOWER"
     assert "AnswerParkedFetch" not in [r.event for r in rows]
+    # Nor a diverging fetch at or past the leader's log end (a restarted old leader's longer log of an older
+    # epoch): it is answered at once with DivergingEpoch, here after a ClientAppend of the same step.
+    behind = dict(part, FetchOffset=7, LastFetchedEpoch=0)
+    diverging = dict(answered, DivergingEpoch={"Epoch": 0, "EndOffset": 0})
+    lines[2] = _node_line(1, 1, 1, "BecomeLeader", state=leader)
+    lines[3] = _node_line(2, 2, 2, "Send", msg=dict(fetch, body={"ReplicaId": 2, "Topics": [{"Partitions": [behind]}]}))
+    lines[4] = _node_line(3, 2, 1, "Receive", msg=lines[3]["msg"])
+    lines[5] = _node_line(4, 2, 1, "HandleFetchRequest", state=leader)
+    lines[6] = _node_line(5, 2, 1, "ClientAppend", state=dict(leader, logEndOffset=6))
+    lines[7] = _node_line(6, 2, 1, "Send", msg=dict(answer, body={"ErrorCode": 0, "Responses": [
+        {"Partitions": [diverging]}]}))
+    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    handler = next(r for r in rows if r.event == "HandleFetchRequest")
+    assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 7
+    assert "AnswerParkedFetch" not in [r.event for r in rows]
 
 
 def test_sends_and_receives_pair_up_in_order_across_incarnations() -> None:
