@@ -182,6 +182,22 @@ LearnHigherEpoch(i, m) ==
     /\ BumpEpoch(i, m.epoch, m.leaderId)
     /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
+\* The same, in the receiver's own epoch (core: _maybe_transition): a refusal
+\* that names the leader of that epoch makes a receiver that knows no leader
+\* its Follower, keeping its vote.
+CanLearnLeader(i, m) ==
+    /\ m.epoch = epoch[i]
+    /\ m.error \in {"FENCED_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER"}
+    /\ m.leaderId # Nil
+    /\ leaderId[i] = Nil
+
+LearnLeader(i, m) ==
+    /\ CanLearnLeader(i, m)
+    /\ role' = [role EXCEPT ![i] = Follower]
+    /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+    /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId, endOffset, restarts>>
+
 -----------------------------------------------------------------------------
 (* Initial state: a fresh cluster, epoch 0, empty logs. *)
 
@@ -561,14 +577,18 @@ HandleEndQuorumEpochRequest(i, m) ==
             /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
 \* core: handle_end_quorum_epoch_response.  "EndQuorumEpoch Response
-\* Handling": the resigned leader stops resending; a higher epoch is learned.
+\* Handling": the resigned leader stops resending; a higher epoch is learned,
+\* and so is the leader of its own epoch when a voter's refusal names it.
 HandleEndQuorumEpochResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "EndQuorumEpochResponse"
     /\ m.to = i
     /\ \/ /\ LearnHigherEpoch(i, m)
           /\ Discard(m)
+       \/ /\ LearnLeader(i, m)
+          /\ Discard(m)
        \/ /\ m.epoch <= epoch[i]
+          /\ ~CanLearnLeader(i, m)
           /\ Discard(m)
           /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
