@@ -1029,11 +1029,15 @@ class KRaftCore:
     def _poll(self) -> None:
         """After every input: fire due timers, then send whatever requests are due (Kafka's poll)."""
         now = self._now
+        # Timers first, expired long-polls after: an answer then shows the state at the end of the step,
+        # which is where the node's trace puts it (a step's lines are written before its answers). The
+        # other order answered an expiring fetch empty and appended the linger's batch after it, in the
+        # same step: a trace no behaviour of tla/KRaft.tla (AnswerParkedFetch after ClientAppend) produces.
+        self._fire_timers()
         if self._parked:
             for parked in [p for p in self._parked if p.deadline_ms <= now]:
                 self._parked.remove(parked)
                 self._answer_parked(parked)
-        self._fire_timers()
         # Sending changes no role, so these are still the due destinations when ``_finish`` asks.
         self._due = self._due_destinations()
         for dest in self._due:

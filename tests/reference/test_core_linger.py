@@ -153,3 +153,20 @@ def test_the_size_bound_covers_the_encoded_records() -> None:
 def test_config_refuses_a_batch_limit_below_one_record() -> None:
     with pytest.raises(ValueError, match="append_max_batch_bytes"):
         CoreConfig(1, VOTERS, append_max_batch_bytes=10)
+
+
+def test_a_long_poll_expiring_as_the_linger_ends_is_answered_with_the_new_batch() -> None:
+    """One tick ends both the linger and a parked fetch's MaxWaitMs: the batch is appended first, so the
+    expiring fetch gets it. Its answer shows the state at the end of the step, where the node's trace puts
+    it (a step's lines before its answers); tla/KRaft.tla's AnswerParkedFetch answers from the log of that
+    moment. The other order answered it empty after a ClientAppend of the same step (a CI trace-validation
+    failure of test_silent_broker_is_fenced_after_the_session_timeout)."""
+    core = leader(100)
+    parked = core.step(RequestReceived(2, "r", FetchRequest("cid", 2, 3, 1, 3, max_wait_ms=100)), 10)
+    assert parked.replies == []  # caught up: parked until 110
+    core.step(ClientWrite((VALUE,)), 10)  # held until the linger ends, also at 110
+    ready = core.tick(110)
+    assert appended(ready) == [(1, 1)]
+    (r,) = ready.replies
+    assert r.reply_to == "r" and isinstance(r.response, FetchResponse)
+    assert [(b.base_offset, b.last_offset) for b in r.response.batches] == [(1, 1)]
