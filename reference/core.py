@@ -681,8 +681,6 @@ class KRaftCore:
         if self._handle_common_response(sender_id, error, current.leader_id, current.leader_epoch):
             self._emit("HandleFetchResponse", note=f"{resp.partition_error.name}: leader {current}")
             return
-        if resp.partition_error == Errors.NONE and current.leader_id >= 0 and self.leader_id < 0:
-            self._maybe_transition(current.leader_id, current.leader_epoch)  # an observer found the leader
         role = self.role
         if not (isinstance(role, Follower) and role.leader_id == sender_id):
             self._emit("HandleFetchResponse", note=f"ignored: {sender_id} is not our leader")
@@ -932,6 +930,11 @@ class KRaftCore:
             if self.role is before:
                 self._request_failed(sender_id)  # nothing learnt: do not ask the same node again at once
             return True
+        if error == Errors.NONE and epoch == self.epoch and leader_id >= 0 and self.leader_id < 0:
+            # Kafka's third case: an answer naming the leader of our epoch, which we did not know (a
+            # Candidate's Vote refused by a Follower of the leader elected meanwhile). Follow it; the answer
+            # still goes to its handler (a Fetch response's records are appended at once).
+            self._maybe_transition(leader_id, epoch)
         return False
 
     def _maybe_transition(self, leader_id: int, epoch: int) -> None:

@@ -182,12 +182,16 @@ LearnHigherEpoch(i, m) ==
     /\ BumpEpoch(i, m.epoch, m.leaderId)
     /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
-\* The same, in the receiver's own epoch (core: _maybe_transition): a refusal
-\* that names the leader of that epoch makes a receiver that knows no leader
-\* its Follower, keeping its vote.
+\* The same, in the receiver's own epoch (core: _handle_common_response): an
+\* answer that names the leader of that epoch, a refusal or one without error
+\* (Kafka's third case: a Candidate's Vote refused by a Follower of the leader
+\* elected meanwhile), makes a receiver that knows no leader its Follower,
+\* keeping its vote.  A VoteResponse carries no error.
+ErrorOf(m) == IF "error" \in DOMAIN m THEN m.error ELSE "NONE"
+
 CanLearnLeader(i, m) ==
     /\ m.epoch = epoch[i]
-    /\ m.error \in {"FENCED_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER"}
+    /\ ErrorOf(m) \in {"FENCED_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER", "NONE"}
     /\ m.leaderId # Nil
     /\ leaderId[i] = Nil
 
@@ -273,14 +277,18 @@ HandleVoteRequest(i, m) ==
             /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
 \* core: handle_vote_response.  "Vote Response Handling": learn a higher
-\* epoch; a Candidate of this epoch counts a granted vote.
+\* epoch, or the leader of this one; a Candidate of this epoch counts a
+\* granted vote.
 HandleVoteResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "VoteResponse"
     /\ m.to = i
     /\ \/ /\ LearnHigherEpoch(i, m)
           /\ Discard(m)
+       \/ /\ LearnLeader(i, m)
+          /\ Discard(m)
        \/ /\ m.epoch <= epoch[i]
+          /\ ~CanLearnLeader(i, m)
           /\ votesGranted' =
                 IF m.epoch = epoch[i] /\ role[i] = Candidate /\ m.granted
                 THEN [votesGranted EXCEPT ![i] = @ \cup {m.from}]

@@ -320,6 +320,20 @@ def test_vote_response_with_a_newer_epoch_and_leader_makes_the_candidate_follow(
     assert ready.persist == QuorumStateSnapshot(5, 3, -1, (1, 2, 3))
 
 
+def test_vote_refused_naming_the_leader_of_the_same_epoch_makes_the_candidate_follow_it() -> None:
+    """Kafka's maybeHandleCommonResponse, third case (tla/KRaft.tla LearnLeader in HandleVoteResponse): a
+    Vote answered without error by a Follower of the leader elected meanwhile in the candidate's own epoch
+    makes the candidate that leader's Follower, keeping its own vote, instead of backing off and starting
+    a disruptive election in the next epoch."""
+    core = make(1, QuorumStateSnapshot(0))
+    core.tick(2 * T)
+    assert isinstance(core.role, Candidate) and core.epoch == 1
+    ready = core.step(ResponseReceived(2, VoteResponse(3, 1, False)), 2 * T + 1)
+    assert isinstance(core.role, Follower) and (core.epoch, core.leader_id, core.voted_id) == (1, 3, 1)
+    assert ready.persist == QuorumStateSnapshot(1, 3, 1, (1, 2, 3))
+    assert [e["state"]["role"] for e in ready.trace if e["event"] == "HandleVoteResponse"] == ["Follower"]
+
+
 # ---------------------------------------------------------------------- BecomeLeader
 
 

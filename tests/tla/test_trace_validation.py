@@ -190,6 +190,28 @@ def test_a_refusal_naming_the_leader_of_the_own_epoch_is_followed(tmp_path: Path
     _expect_failure_at(tmp_path, stays, len(stays) - 1)
 
 
+# After ELECTION, node 3 campaigns in epoch 1. Node 2, the Follower of node 1 in that epoch, refuses and
+# names its leader: node 3 follows node 1, keeping its own vote (Kafka's maybeHandleCommonResponse, third
+# case; the core's _handle_common_response; KRaft.tla LearnLeader in HandleVoteResponse).
+CANDIDATE_LEARNS_LEADER: list[Event] = [
+    *ELECTION,
+    (3, "StartElection", st("Candidate", 1, 3, -1, 0, 0, 0)),
+    (2, "HandleVoteRequest", st("Follower", 1, 1, 1, 0, 0, 0)),
+    (3, "HandleVoteResponse", st("Follower", 1, 3, 1, 0, 0, 0)),
+]
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_a_vote_refused_by_a_follower_of_the_same_epoch_makes_the_candidate_follow(tmp_path: Path) -> None:
+    verdict = validate_trace(write_trace(tmp_path / "learn.ndjson", CANDIDATE_LEARNS_LEADER), timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+    # and only so: a candidate that stays one after that answer is no behaviour of KRaft
+    stays = [*CANDIDATE_LEARNS_LEADER[:-1], (3, "HandleVoteResponse", st("Candidate", 1, 3, -1, 0, 0, 0))]
+    _expect_failure_at(tmp_path, stays, len(stays) - 1)
+
+
 def _expect_failure_at(tmp_path: Path, events: list[Event], index: int) -> None:
     path = write_trace(tmp_path / "doctored.ndjson", events)
     verdict = validate_trace(path, timeout=300)
