@@ -13,21 +13,27 @@ reason). What decides, without a second parse:
   and NaN or infinite numbers are SQL expressions over the typed values.
 * What the typed parse cannot see — unknown keys, explicit nulls, a non-string where a free-text string is
   expected (Spark reads `"note": 5` as "5"), a string where a free-form object is expected, text after the
-  object (Spark stops at its end) — is decided by counting in the line's text: keys (`":`), nulls
-  (`":null`, and per nullable name), `"name":"` per free-text string name, `"name":{` per free-form object
-  name, and braces plus brackets. Each count must equal what the typed values predict, plus what the
-  free-form objects (which Spark hands back as their JSON text) contain. The counts are exact only when
-  every `"` in the line delimits a string and no blank sits after a quote or a key's colon, so lines with
-  a backslash or such a blank are suspects (`_BLANKS`).
+  object (Spark stops at its end) — is decided by counting in the line's text: keys (`":`), nulls per
+  nullable name (`"clusterId":null`; any other null is a key the typed values do not predict), quotes
+  (two per key and per string value: a non-string read as a string is two short) and closing braces
+  (one more for text after the object). Each count must equal what the typed values predict, plus what
+  the free-form objects (which Spark hands back as their compact JSON text) contain. Typed checks add
+  what text cannot show: a string value holding a quote, or a free-form value not starting `{"`, is
+  another JSON value read as text. Every `"` must delimit a string and no blank may sit between a key
+  and its colon, so lines with a backslash or such a blank are suspects (`_BLANKS`); a blank after a colon
+  can only lower a count below the prediction (a suspect too).
+  `tests/traces/test_pipeline_fast_path.py` checks thousands of mutated lines against the JSON Schema
+  validator and shows that dropping any one of these checks lets an invalid line through.
   Remaining blind spot, by construction: an unknown key spelled like a nullable field of another object
   (`clusterId`) with the value null, in a line whose own nullable field is absent.
 
-Counting uses `replace`/`translate` and `octet_length`, not regular expressions (several times cheaper).
+Counting uses `replace` and `octet_length`, not regular expressions (several times cheaper).
 Higher-order functions appear only for `log.appended` items.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -123,16 +129,12 @@ def parse(text: Column) -> Column:
     return F.from_json(text, parse_type(), {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"})
 
 
-def count(text: Column, pattern: str) -> Column:
+def count(text: Column, pattern: str, guarded: bool = True) -> Column:
     """Non-overlapping occurrences of a literal in `text`: a byte-length difference after a plain replace
-    (no regex), skipped by a cheaper `contains` when the pattern is absent (the usual case)."""
+    (no regex). `guarded`: skipped by a cheaper `contains` when the pattern is absent (the usual case for
+    most patterns; a pattern in every line, such as `":`, skips the guard's extra pass)."""
     n = (F.octet_length(text) - F.octet_length(F.replace(text, F.lit(pattern), F.lit("")))) / len(pattern.encode())
-    return F.when(text.contains(pattern), n).otherwise(0)
-
-
-def count_chars(text: Column, chars: str) -> Column:
-    """Occurrences of any of the single-byte `chars` in `text` (one pass)."""
-    return F.octet_length(text) - F.octet_length(F.translate(text, chars, ""))
+    return F.when(text.contains(pattern), n).otherwise(0) if guarded else n
 
 
 def _one(c: Column) -> Column:
@@ -145,9 +147,7 @@ class _Tally:
     def __init__(self) -> None:
         self.keys: list[Column] = []  # present (non-null) keys at every schema-described level
         self.braces: list[Column] = []  # objects the schema describes, besides the line itself
-        self.brackets: list[Column] = []  # arrays the schema describes
-        self.strings: dict[str, list[Column]] = {}  # per string-typed name: how many such values
-        self.free: dict[str, list[Column]] = {}  # per free-form object name: how many
+        self.strings: list[Column] = []  # present string-typed values (enums too, array items too)
         self.free_text: list[Column] = []  # the free-form objects' JSON text (Spark re-serialised)
         self.nullable: dict[str, list[Column]] = {}  # per nullable name: places where it may be null
         self.bad: list[Column] = []  # typed checks that failed (null counts as not failed)
@@ -157,11 +157,7 @@ class _Tally:
         """Add a nested tally: `scale(pick)` is pick(nested tally) summed over where it applies."""
         self.keys.append(scale(lambda tl: _sum(tl.keys)))
         self.braces.append(scale(lambda tl: _sum(tl.braces)))
-        self.brackets.append(scale(lambda tl: _sum(tl.brackets)))
-        for name in other.strings:
-            self.strings.setdefault(name, []).append(scale(_named("strings", name)))
-        for name in other.free:
-            self.free.setdefault(name, []).append(scale(_named("free", name)))
+        self.strings.append(scale(lambda tl: _sum(tl.strings)))
         for name in other.nullable:
             self.nullable.setdefault(name, []).append(scale(_named("nullable", name)))
         self.free_text.extend(other.free_text)
@@ -172,7 +168,7 @@ class _Tally:
 
 
 def _named(kind: str, name: str) -> Callable[[_Tally], Column]:
-    """Pick the sum of one per-name list (`strings`, `free` or `nullable`) of a tally."""
+    """Pick the sum of one per-name list (`nullable`) of a tally."""
     return lambda tl: _sum(getattr(tl, kind)[name])
 
 
@@ -193,8 +189,30 @@ def _if_holds(cond: dict[str, Any], typed: Column) -> Column:
     return F.coalesce(out, F.lit(False))
 
 
+def _is_string(node: dict[str, Any]) -> bool:
+    """A string-typed leaf. Spark reads any JSON value into a string column (`5` as "5", an object as its
+    text), so such a value needs its quotes counted, and its text must not hold a quote, which a string
+    cannot without a backslash; an enum or const must not accept the text of another JSON value."""
+    if [k for k in _json_types(node) if k != "null"] != ["string"]:
+        return False
+    for value in node.get("enum", [node["const"]] if "const" in node else []):
+        if not isinstance(value, str) or value[:1] in ("{", "[", '"') or _json_literal(value):
+            raise ValueError(f"trace schema: the fast path cannot tell the enum value {value!r} from a JSON value")
+    return True
+
+
+def _json_literal(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _leaf_bad(node: dict[str, Any], v: Column) -> list[Column]:
     out: list[Column] = []
+    if _is_string(node) and "enum" not in node and "const" not in node:
+        out.append(v.contains('"'))
     if "enum" in node:
         out.append(~v.isin(*node["enum"]))
     if "const" in node:
@@ -266,10 +284,12 @@ def _tally(node: dict[str, Any], t: Column) -> _Tally:
             inner = _tally(sub, v)
             tally.fold(inner, _where_present(present, inner), present & inner.any_bad())
         elif real == ["object"]:
-            tally.free.setdefault(key, []).append(_one(present))
+            # Spark hands a free-form value back as its compact JSON text. An object with members begins
+            # `{"`; a string cannot (no backslash, so no quote inside it), nor can any other JSON value.
+            # An empty object is a suspect: its text `{}` is also what the string "{}" reads as.
             tally.free_text.append(v)
+            tally.bad.append(present & ~v.startswith('{"'))
         elif real == ["array"]:
-            tally.brackets.append(_one(present))
             items = resolve(sub.get("items", {}))
             tally.bad.append(present & F.exists(v, _is_null))
             if sub.get("uniqueItems"):
@@ -283,10 +303,11 @@ def _tally(node: dict[str, Any], t: Column) -> _Tally:
                 tally.fold(shape, _over_items(v, items), present & F.exists(v, _item_bad(items)))
             else:
                 tally.bad.append(present & F.exists(v, _scalar_bad(items)))
+                if _is_string(items):
+                    tally.strings.append(F.when(present, F.size(v)).otherwise(0))
         else:
-            if real == ["string"] and "enum" not in sub and "const" not in sub:
-                # Spark reads any JSON value into a string column; an enum or a const rejects the stranger
-                tally.strings.setdefault(key, []).append(_one(present))
+            if _is_string(sub):
+                tally.strings.append(_one(present))
             tally.bad.extend(_leaf_bad(sub, v))
     return tally
 
@@ -298,8 +319,8 @@ def _sum(cs: list[Column]) -> Column:
     return out
 
 
-def _free_count(tally: _Tally, pattern: str) -> Column:
-    return _sum([F.coalesce(count(t, pattern), F.lit(0)) for t in tally.free_text])
+def _free_count(tally: _Tally, pattern: str, guarded: bool = True) -> Column:
+    return _sum([F.coalesce(count(t, pattern, guarded), F.lit(0)) for t in tally.free_text])
 
 
 def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
@@ -307,34 +328,36 @@ def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
     tally = _tally(definition("event"), e)
     t = text
 
-    def balanced(pattern: str, predicted: Column) -> Column:
-        return count(t, pattern) == predicted + _free_count(tally, pattern)
-
-    nulls = count(t, '":null') - _free_count(tally, '":null')
-    named_nulls = [(name, count(t, f'"{name}":null') - _free_count(tally, f'"{name}":null'), _sum(places))
+    # Explicit nulls are counted only where the schema allows them, by name: any other null is a key the
+    # typed values do not predict, which the key count catches.
+    named_nulls = [(count(t, f'"{name}":null') - _free_count(tally, f'"{name}":null'), _sum(places))
                    for name, places in tally.nullable.items()]
-    structure = 2 * (1 + _sum(tally.braces)) + 2 * _sum(tally.brackets)
-    free_structure = _sum([F.coalesce(count_chars(f, "{}[]"), F.lit(0)) for f in tally.free_text])
+    nulls = _sum([n for n, _ in named_nulls])
+    closes = 1 + _sum(tally.braces)
+    free_closes = _free_count(tally, "}", False)
     return [
         ("parsed", e.isNotNull() & e[CORRUPT].isNull()),
         ("plain text", _all([~t.contains(b) for b in _BLANKS])),
         ("ends with }", F.rtrim(t).endswith("}")),
         ("typed checks", ~tally.any_bad()),
-        ("keys", balanced('":', _sum(tally.keys) + nulls)),
-        ("nulls", _all([nulls == _sum([n for _, n, _ in named_nulls]),
-                        *[(n >= 0) & (n <= places) for _, n, places in named_nulls]])),
-        # Braces and brackets together: each kind occurs at least as often as the typed values predict
-        # (Jackson parsed the object), so the sum is exact: extras sit in strings or after the object.
-        ("braces and brackets", count_chars(t, "{}[]") == structure + free_structure),
-        ("strings", _all([balanced(f'"{name}":"', _sum(cs)) for name, cs in tally.strings.items()])),
-        ("free-form objects", _all([balanced(f'"{name}":{{', _sum(cs)) for name, cs in tally.free.items()])),
+        ("keys", count(t, '":', guarded=False) == _sum(tally.keys) + nulls + _free_count(tally, '":', False)),
+        ("nulls", _all([(n >= 0) & (n <= places) for n, places in named_nulls])),
+        # Closing braces: each object the typed values hold has one (Jackson parsed it), so equality means
+        # none in a string and none after the object (text after it that ends with `}` has one more).
+        ("closing braces", count(t, "}", guarded=False) == closes + free_closes),
+        # Quotes: two per key and two per string value. With the keys exact, a value of another JSON type
+        # read into a string column is two short, and nothing else can make up for it (a string where a
+        # free-form object belongs, which would be two over, fails the typed checks).
+        ("quotes", count(t, '"', guarded=False)
+         == 2 * (_sum(tally.keys) + nulls + _sum(tally.strings)) + _free_count(tally, '"', False)),
     ]
 
 
 #: A backslash (so a `"` may sit inside a string), or whitespace between a key and its colon (hides the
-#: key from the key count) or between the colon and a value (hides the value's kind). Other whitespace is
-#: harmless; this also catches some (strings starting with a blank), which only costs a Python check.
-_BLANKS = ("\\", '" ', '"\t', '": ', '":\t')
+#: key from the key count). Whitespace after a key's colon only hides a `"clusterId":null`: the key
+#: count then exceeds the prediction and the line becomes a suspect, so it needs no pass of its own.
+#: This also catches some valid lines (strings starting with a blank), which only costs a Python check.
+_BLANKS = ("\\", '" ', '"\t')
 
 
 def conforms(e: Column, text: Column) -> Column:
