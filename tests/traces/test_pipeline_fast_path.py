@@ -89,7 +89,7 @@ def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_p
     events = _events(tmp_path)
     originals = [json.dumps(e, separators=(",", ":")) for e in events]
     mutated = [_mutate(rng.choice(events), rng) for _ in range(6000)]
-    texts = originals + mutated
+    texts = originals + mutated + _escapes(events)
     df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, value string")
     cleared = {r["i"] for r in df.select("i", S.conforms(S.parse(F.col("value")), F.col("value")).alias("ok"))
                .where("ok").collect()}
@@ -101,6 +101,16 @@ def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_p
     assert rejected > 1500, rejected  # the mutations do produce invalid lines
     # The fast path does its job: nearly every unmutated event, real or synthetic, is cleared in the JVM.
     assert len(cleared & set(range(len(originals)))) >= 0.99 * len(originals)
+
+
+def _escapes(events: list[dict[str, Any]]) -> list[str]:
+    """Lines whose escapes hide counted characters, which random mutation does not find: an escaped colon
+    in the note makes up for the colon of an unknown key, whose quotes make up for a number where the
+    cause (a string) belongs; an escaped quote does the same for the quotes."""
+    ev = next(e for e in events if "state" in e and "note" not in e and "cause" not in e)
+    base = json.dumps({**ev, "cause": 5}, separators=(",", ":"))
+    return ['{"note":"\\u003a","zz":5,' + base[1:],
+            '{"note":"\\u0022\\u0022","zz":5,' + json.dumps(ev, separators=(",", ":"))[1:]]
 
 
 def _seq(text: str) -> int:

@@ -198,9 +198,9 @@ def test_fast_path_never_clears_a_line_the_schema_rejects(spark: Any, tmp_path: 
     assert sorted(q.line for q in py.quarantined) == sorted(planted)
     c = res.counts
     assert c["lines in"] == len(lines) == c["header lines"] + c["events accepted"] + c["quarantined"]
-    # Every planted line, and the valid ones with a backslash or a blank after a quote, went to the Python
-    # validator. The nullable null is counted (not guessed) and cleared in the JVM, and so is the
-    # blank-separated line: a state event, whose keys blanks after a colon do not hide.
+    # Every planted line, and the valid ones with a backslash or a closing brace inside a string, went to
+    # the Python validator. The nullable null is counted (not guessed) and cleared in the JVM, and so is
+    # the blank-separated line (json.dumps' default separators): counted characters ignore blanks.
     assert c["suspect lines (Python-validated)"] == len(planted) + len(valid) - 2
     assert "zz" in got[min(n for n, w in planted.items() if w == "unknown top-level key")]
 

@@ -13,17 +13,20 @@ reason). What decides, without a second parse:
   and NaN or infinite numbers are SQL expressions over the typed values.
 * What the typed parse cannot see — unknown keys, explicit nulls, a non-string where a free-text string is
   expected (Spark reads `"note": 5` as "5"), a string where a free-form object is expected, text after the
-  object (Spark stops at its end) — is decided by counting in the line's text: keys (`":`), nulls per
-  nullable name (`"clusterId":null`; any other null is a key the typed values do not predict), quotes
+  object (Spark stops at its end) — is decided by counting in the line's text: keys (colons, less those
+  inside string values), nulls per nullable name (`"clusterId":null`; any other null is a key the typed
+  values do not predict), quotes
   (two per key and per string value: a non-string read as a string is two short) and closing braces
   (one more for text after the object). Each count must equal what the typed values predict, plus what
   the free-form objects (which Spark hands back as their compact JSON text) contain. Typed checks add
   what text cannot show: a string value holding a quote, or a free-form value not starting `{"`, is
-  another JSON value read as text. Every `"` must delimit a string and no blank may sit between a key
-  and its colon, so lines with a backslash or such a blank are suspects (`_BLANKS`); a blank after a colon
-  can only lower a count below the prediction (a suspect too).
+  another JSON value read as text. Counting characters makes blanks harmless (a blank around a colon
+  only hides a `"clusterId":null`, whose colon then exceeds the prediction). An escape could hide a
+  counted character (`\\u003a` is a colon the text does not show), so a line with a backslash is a
+  suspect.
   `tests/traces/test_pipeline_fast_path.py` checks thousands of mutated lines against the JSON Schema
-  validator and shows that dropping any one of these checks lets an invalid line through.
+  validator and shows that dropping any one of these counts, typed checks, the escape check or the end check
+  lets an invalid line through.
   Remaining blind spot, by construction: an unknown key spelled like a nullable field of another object
   (`clusterId`) with the value null, in a line whose own nullable field is absent.
 
@@ -133,7 +136,10 @@ def count(text: Column, pattern: str, guarded: bool = True) -> Column:
     """Non-overlapping occurrences of a literal in `text`: a byte-length difference after a plain replace
     (no regex). `guarded`: skipped by a cheaper `contains` when the pattern is absent (the usual case for
     most patterns; a pattern in every line, such as `":`, skips the guard's extra pass)."""
-    n = (F.octet_length(text) - F.octet_length(F.replace(text, F.lit(pattern), F.lit("")))) / len(pattern.encode())
+    width = len(pattern.encode())
+    n = F.octet_length(text) - F.octet_length(F.replace(text, F.lit(pattern), F.lit("")))
+    if width > 1:
+        n = (n / width).cast("int")  # exact: every occurrence removed `width` bytes
     return F.when(text.contains(pattern), n).otherwise(0) if guarded else n
 
 
@@ -148,6 +154,7 @@ class _Tally:
         self.keys: list[Column] = []  # present (non-null) keys at every schema-described level
         self.braces: list[Column] = []  # objects the schema describes, besides the line itself
         self.strings: list[Column] = []  # present string-typed values (enums too, array items too)
+        self.colons: list[Column] = []  # colons inside those values (enum values hold none)
         self.free_text: list[Column] = []  # the free-form objects' JSON text (Spark re-serialised)
         self.nullable: dict[str, list[Column]] = {}  # per nullable name: places where it may be null
         self.bad: list[Column] = []  # typed checks that failed (null counts as not failed)
@@ -158,6 +165,7 @@ class _Tally:
         self.keys.append(scale(lambda tl: _sum(tl.keys)))
         self.braces.append(scale(lambda tl: _sum(tl.braces)))
         self.strings.append(scale(lambda tl: _sum(tl.strings)))
+        self.colons.append(scale(lambda tl: _sum(tl.colons)))
         for name in other.nullable:
             self.nullable.setdefault(name, []).append(scale(_named("nullable", name)))
         self.free_text.extend(other.free_text)
@@ -196,9 +204,14 @@ def _is_string(node: dict[str, Any]) -> bool:
     if [k for k in _json_types(node) if k != "null"] != ["string"]:
         return False
     for value in node.get("enum", [node["const"]] if "const" in node else []):
-        if not isinstance(value, str) or value[:1] in ("{", "[", '"') or _json_literal(value):
+        if not isinstance(value, str) or value[:1] in ("{", "[") or '"' in value or ":" in value \
+                or _json_literal(value):
             raise ValueError(f"trace schema: the fast path cannot tell the enum value {value!r} from a JSON value")
     return True
+
+
+def _add_colons(acc: Column, x: Column) -> Column:
+    return acc + count(x, ":")
 
 
 def _json_literal(text: str) -> bool:
@@ -305,9 +318,11 @@ def _tally(node: dict[str, Any], t: Column) -> _Tally:
                 tally.bad.append(present & F.exists(v, _scalar_bad(items)))
                 if _is_string(items):
                     tally.strings.append(F.when(present, F.size(v)).otherwise(0))
+                    tally.colons.append(F.when(present, F.aggregate(v, F.lit(0), _add_colons)).otherwise(0))
         else:
             if _is_string(sub):
                 tally.strings.append(_one(present))
+                tally.colons.append(F.when(present, count(v, ":")).otherwise(0))
             tally.bad.extend(_leaf_bad(sub, v))
     return tally
 
@@ -337,10 +352,12 @@ def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
     free_closes = _free_count(tally, "}", False)
     return [
         ("parsed", e.isNotNull() & e[CORRUPT].isNull()),
-        ("plain text", _all([~t.contains(b) for b in _BLANKS])),
+        ("no escapes", ~t.contains("\\")),
         ("ends with }", F.rtrim(t).endswith("}")),
         ("typed checks", ~tally.any_bad()),
-        ("keys", count(t, '":', guarded=False) == _sum(tally.keys) + nulls + _free_count(tally, '":', False)),
+        # Keys: one colon each, plus those inside string values. A blank cannot hide a colon.
+        ("keys", count(t, ":", guarded=False)
+         == _sum(tally.keys) + nulls + _sum(tally.colons) + _free_count(tally, ":", False)),
         ("nulls", _all([(n >= 0) & (n <= places) for n, places in named_nulls])),
         # Closing braces: each object the typed values hold has one (Jackson parsed it), so equality means
         # none in a string and none after the object (text after it that ends with `}` has one more).
@@ -352,12 +369,6 @@ def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
          == 2 * (_sum(tally.keys) + nulls + _sum(tally.strings)) + _free_count(tally, '"', False)),
     ]
 
-
-#: A backslash (so a `"` may sit inside a string), or whitespace between a key and its colon (hides the
-#: key from the key count). Whitespace after a key's colon only hides a `"clusterId":null`: the key
-#: count then exceeds the prediction and the line becomes a suspect, so it needs no pass of its own.
-#: This also catches some valid lines (strings starting with a blank), which only costs a Python check.
-_BLANKS = ("\\", '" ', '"\t')
 
 
 def conforms(e: Column, text: Column) -> Column:
