@@ -179,17 +179,6 @@ RESIGNED_LEARNS_LEADER: list[Event] = [
 ]
 
 
-@pytest.mark.tlc
-@pytest.mark.slow
-@needs_tlc
-def test_a_refusal_naming_the_leader_of_the_own_epoch_is_followed(tmp_path: Path) -> None:
-    verdict = validate_trace(write_trace(tmp_path / "learn.ndjson", RESIGNED_LEARNS_LEADER), timeout=300)
-    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
-    # and only so: staying Unattached after that refusal is no behaviour of KRaft
-    stays = [*RESIGNED_LEARNS_LEADER[:-1], (1, "HandleEndQuorumEpochResponse", st("Unattached", 2, -1, -1, 1, 1, 0))]
-    _expect_failure_at(tmp_path, stays, len(stays) - 1)
-
-
 # After ELECTION, node 3 campaigns in epoch 1. Node 2, the Follower of node 1 in that epoch, refuses and
 # names its leader: node 3 follows node 1, keeping its own vote (Kafka's maybeHandleCommonResponse, third
 # case; the core's _handle_common_response; KRaft.tla LearnLeader in HandleVoteResponse).
@@ -204,12 +193,19 @@ CANDIDATE_LEARNS_LEADER: list[Event] = [
 @pytest.mark.tlc
 @pytest.mark.slow
 @needs_tlc
-def test_a_vote_refused_by_a_follower_of_the_same_epoch_makes_the_candidate_follow(tmp_path: Path) -> None:
-    verdict = validate_trace(write_trace(tmp_path / "learn.ndjson", CANDIDATE_LEARNS_LEADER), timeout=300)
+@pytest.mark.parametrize(("events", "stays"), [
+    pytest.param(RESIGNED_LEARNS_LEADER, (1, "HandleEndQuorumEpochResponse", st("Unattached", 2, -1, -1, 1, 1, 0)),
+                 id="a restarted leader, from a refusal"),
+    pytest.param(CANDIDATE_LEARNS_LEADER, (3, "HandleVoteResponse", st("Candidate", 1, 3, -1, 0, 0, 0)),
+                 id="a candidate, from a vote answered without error"),
+])
+def test_an_answer_naming_the_leader_of_the_own_epoch_is_followed(
+    tmp_path: Path, events: list[Event], stays: Event
+) -> None:
+    verdict = validate_trace(write_trace(tmp_path / "learn.ndjson", events), timeout=300)
     assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
-    # and only so: a candidate that stays one after that answer is no behaviour of KRaft
-    stays = [*CANDIDATE_LEARNS_LEADER[:-1], (3, "HandleVoteResponse", st("Candidate", 1, 3, -1, 0, 0, 0))]
-    _expect_failure_at(tmp_path, stays, len(stays) - 1)
+    # and only so: not following after that answer is no behaviour of KRaft
+    _expect_failure_at(tmp_path, [*events[:-1], stays], len(events) - 1)
 
 
 def _expect_failure_at(tmp_path: Path, events: list[Event], index: int) -> None:
