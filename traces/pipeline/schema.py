@@ -13,20 +13,18 @@ reason). What decides, without a second parse:
   and NaN or infinite numbers are SQL expressions over the typed values.
 * What the typed parse cannot see — unknown keys, explicit nulls, a non-string where a free-text string is
   expected (Spark reads `"note": 5` as "5"), a string where a free-form object is expected, text after the
-  object (Spark stops at its end) — is decided by counting in the line's text: keys (colons, less those
-  inside string values), nulls per nullable name (`"clusterId":null`; any other null is a key the typed
-  values do not predict), quotes
-  (two per key and per string value: a non-string read as a string is two short) and closing braces
-  (one more for text after the object). Each count must equal what the typed values predict, plus what
-  the free-form objects (which Spark hands back as their compact JSON text) contain. Typed checks add
-  what text cannot show: a string value holding a quote, or a free-form value not starting `{"`, is
-  another JSON value read as text. Counting characters makes blanks harmless (a blank around a colon
-  only hides a `"clusterId":null`, whose colon then exceeds the prediction). An escape could hide a
-  counted character (`\\u003a` is a colon the text does not show), so a line with a backslash is a
-  suspect.
-  `tests/traces/test_pipeline_fast_path.py` checks thousands of mutated lines against the JSON Schema
-  validator and shows that dropping any one of these counts, typed checks, the escape check or the end check
-  lets an invalid line through.
+  object (Spark stops at its end) — is decided by counting characters in the line's text: keys (colons,
+  less those inside string values), nulls per nullable name (`"clusterId":null`; any other null is a key
+  the typed values do not predict), quotes (two per key and per string value: a non-string read as a
+  string is two short) and closing braces (one more for text after the object). Each count must equal
+  what the typed values predict, plus what the free-form objects (which Spark hands back as their compact
+  JSON text) contain. Typed checks add what text cannot show: a string value holding a quote, or a
+  free-form value not starting `{"`, is another JSON value read as text. Counting characters makes blanks
+  harmless (a blank around a colon only hides a `"clusterId":null`, whose colon then exceeds the
+  prediction). An escape could hide a counted character (`\\u003a` is a colon the text does not show),
+  so a line with a backslash is a suspect. `tests/traces/test_pipeline_fast_path.py` checks thousands of
+  mutated lines against the JSON Schema validator and shows that dropping any one of these counts, the
+  typed checks, the escape check or the end check lets an invalid line through.
   Remaining blind spot, by construction: an unknown key spelled like a nullable field of another object
   (`clusterId`) with the value null, in a line whose own nullable field is absent.
 
@@ -135,7 +133,7 @@ def parse(text: Column) -> Column:
 def count(text: Column, pattern: str, guarded: bool = True) -> Column:
     """Non-overlapping occurrences of a literal in `text`: a byte-length difference after a plain replace
     (no regex). `guarded`: skipped by a cheaper `contains` when the pattern is absent (the usual case for
-    most patterns; a pattern in every line, such as `":`, skips the guard's extra pass)."""
+    most patterns; a pattern in every line, such as `:`, skips the guard's extra pass)."""
     width = len(pattern.encode())
     n = F.octet_length(text) - F.octet_length(F.replace(text, F.lit(pattern), F.lit("")))
     if width > 1:
@@ -368,7 +366,6 @@ def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
         ("quotes", count(t, '"', guarded=False)
          == 2 * (_sum(tally.keys) + nulls + _sum(tally.strings)) + _free_count(tally, '"', False)),
     ]
-
 
 
 def conforms(e: Column, text: Column) -> Column:
