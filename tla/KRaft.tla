@@ -586,7 +586,7 @@ HandleEndQuorumEpochRequest(i, m) ==
 
 \* core: handle_end_quorum_epoch_response.  "EndQuorumEpoch Response
 \* Handling": the resigned leader stops resending; a higher epoch is learned,
-\* and so is the leader of its own epoch when a voter's refusal names it.
+\* and so is the leader of its own epoch when a voter's answer names it.
 HandleEndQuorumEpochResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "EndQuorumEpochResponse"

@@ -10,6 +10,7 @@ punctuation — from a fixed seed, so a failure names a line that reproduces it.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -53,11 +54,11 @@ def _objects(o: Any) -> list[dict[str, Any]]:
 
 
 def _value(rng: random.Random) -> Any:
-    return json.loads(json.dumps(rng.choice(VALUES)))  # a copy: later mutations may edit it
+    return copy.deepcopy(rng.choice(VALUES))  # later mutations may edit it
 
 
 def _mutate(ev: dict[str, Any], rng: random.Random) -> str:
-    o = json.loads(json.dumps(ev))
+    o = copy.deepcopy(ev)
     for _ in range(rng.choice([0, 1, 1, 2])):
         target = rng.choice(_objects(o))
         kind = rng.randrange(4)
