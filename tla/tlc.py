@@ -184,6 +184,11 @@ def run_tlc(
         cmd = [
             java,
             *java_opts,
+            # TLC writes the standard modules it reads (Naturals.tla, TLC.tla, ...) under java.io.tmpdir with
+            # fixed names and deletes them at exit: concurrent runs sharing /tmp (the pipeline's fan-out, two
+            # tasks) race on those files and one fails to parse ("Module-Table lookup failure"). Each run
+            # gets its own; being last, this setting wins over one in java_opts.
+            f"-Djava.io.tmpdir={work}",
             "-cp",
             str(jar),
             "tlc2.TLC",

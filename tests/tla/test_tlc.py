@@ -63,6 +63,18 @@ def test_small_model_passes() -> None:
 @pytest.mark.tlc
 @pytest.mark.slow
 @needs_tlc
+def test_each_run_has_its_own_java_tmpdir() -> None:
+    """TLC extracts the standard modules into java.io.tmpdir under fixed names and deletes them at exit, so
+    runs sharing one directory race (seen in a CI rehearsal: two fan-out tasks, "Module-Table lookup failure"). A
+    shared tmpdir TLC cannot write to stands in for the race: the run still parses, in its own."""
+    result = run_tlc(config=SMALL_CONFIG, workers=1, timeout=300,
+                     java_opts=("-XX:+UseParallelGC", "-Djava.io.tmpdir=/proc/kraft-tck-no-such-dir"))
+    assert result.ok, result.output[-2000:]
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
 def test_second_vote_in_an_epoch_violates_vote_once(tmp_path: Path) -> None:
     # KIP-595 "Vote Request Handling": a voter that already voted for another
     # candidate in this epoch must refuse.  The broken variant forgets that.
