@@ -482,12 +482,34 @@ AnswerParkedFetch(i, m) ==
        ELSE Reply(FetchError(i, m), m)
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
+\* The Follower's part of "Fetch Response Handling" 2 for an answer to its
+\* position (m.fetchOffset/m.lastFetchedEpoch are i's log end and last
+\* epoch): truncate on DivergingEpoch, else append the records and set
+\* HW = min(leader's HW, log end), never backwards.
+FetchedAtPosition(i, m) ==
+    /\ m.error = "NONE"
+    /\ m.fetchOffset = LogEndOffset(log[i])
+    /\ m.lastFetchedEpoch = LastEpoch(log[i])
+ApplyFetched(i, m) ==
+    IF m.divergingEpoch # Nil
+    THEN LET local == EndOffsetForEpoch(log[i], m.divergingEpoch)
+             keep == Min(local.offset, m.divergingEndOffset)
+         IN /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
+            /\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]
+    ELSE LET lg == log[i] \o m.records
+             hw == IF m.highWatermark = Nil THEN highWatermark[i]
+                   ELSE Max(highWatermark[i], Min(m.highWatermark, Len(lg)))
+         IN /\ log' = [log EXCEPT ![i] = lg]
+            /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
+
 \* core: handle_fetch_response.  "Fetch Response Handling" 1-2: a higher
 \* epoch (FENCED_LEADER_EPOCH) moves i to it and to the named leader; in i's
-\* epoch an Unattached/Voted node learns the leader; the Follower of that
-\* leader truncates on DivergingEpoch or appends the records and sets
-\* HW = min(leader's HW, log end), never backwards.  An answer to a fetch
-\* that is no longer i's position (duplicated or reordered) is ignored.
+\* epoch an Unattached/Voted node learns the leader and, when the leader
+\* itself answered its position without error, handles the answer as its
+\* Follower in the same step (Kafka's maybeHandleCommonResponse, third case:
+\* the answer still goes to handleFetchResponse); the Follower of that leader
+\* truncates or appends (ApplyFetched).  An answer to a fetch that is no
+\* longer i's position (duplicated or reordered) is ignored.
 HandleFetchResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "FetchResponse"
@@ -499,33 +521,22 @@ HandleFetchResponse(i, m) ==
           /\ m.leaderId \notin {Nil, i}
           /\ role' = [role EXCEPT ![i] = Follower]
           /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
+          /\ IF m.from = m.leaderId /\ FetchedAtPosition(i, m)
+             THEN ApplyFetched(i, m)
+             ELSE UNCHANGED <<log, highWatermark>>
           /\ Discard(m)
-          /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId,
-                         leaderVars, restarts>>
+          /\ UNCHANGED <<epoch, votedId, clusterId, leaderVars, restarts>>
        \/ /\ m.epoch = epoch[i]
           /\ role[i] = Follower /\ leaderId[i] = m.from
-          /\ m.error = "NONE"
-          /\ m.fetchOffset = LogEndOffset(log[i])
-          /\ m.lastFetchedEpoch = LastEpoch(log[i])
-          /\ IF m.divergingEpoch # Nil
-             THEN LET local == EndOffsetForEpoch(log[i], m.divergingEpoch)
-                      keep == Min(local.offset, m.divergingEndOffset)
-                  IN /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
-                     /\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]
-             ELSE LET lg == log[i] \o m.records
-                      hw == IF m.highWatermark = Nil THEN highWatermark[i]
-                            ELSE Max(highWatermark[i], Min(m.highWatermark, Len(lg)))
-                  IN /\ log' = [log EXCEPT ![i] = lg]
-                     /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
+          /\ FetchedAtPosition(i, m)
+          /\ ApplyFetched(i, m)
           /\ Discard(m)
           /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts>>
        \/ \* older epoch, error in i's epoch, or a stale answer: nothing to do
           /\ \/ m.epoch < epoch[i]
              \/ /\ m.epoch = epoch[i]
                 /\ ~(role[i] \in {Unattached, Voted} /\ m.leaderId \notin {Nil, i})
-                /\ ~(/\ role[i] = Follower /\ leaderId[i] = m.from /\ m.error = "NONE"
-                     /\ m.fetchOffset = LogEndOffset(log[i])
-                     /\ m.lastFetchedEpoch = LastEpoch(log[i]))
+                /\ ~(role[i] = Follower /\ leaderId[i] = m.from /\ FetchedAtPosition(i, m))
           /\ Discard(m)
           /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 

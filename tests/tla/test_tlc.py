@@ -50,8 +50,16 @@ def _variant(tmp_path: Path, replacements: list[tuple[str, str]], config_changes
 @pytest.mark.tlc
 @pytest.mark.slow
 @needs_tlc
-def test_small_model_passes() -> None:
-    result = run_tlc(config=SMALL_CONFIG, workers=2, timeout=300)
+@pytest.mark.parametrize("observers", [False, True], ids=["voters only", "with an observer"])
+def test_small_model_passes(tmp_path: Path, observers: bool) -> None:
+    # With an observer: one that knows no leader fetches any voter; a refusal moves it to the voter's epoch,
+    # and the leader's answer in that epoch makes it a Follower that appends the answer's records at once
+    # (KRaft.tla HandleFetchResponse; Kafka's maybeHandleCommonResponse). ~270k distinct states, ~35 s.
+    if observers:
+        work = _variant(tmp_path, [], [("Observers = {}", "Observers = {o1}")])
+        result = run_tlc("MCKRaft.tla", work / "Variant.cfg", spec_dir=work, workers=2, timeout=300)
+    else:
+        result = run_tlc(config=SMALL_CONFIG, workers=2, timeout=300)
     assert result.errors == []
     assert result.ok, result.summary()
     assert result.violated is None

@@ -61,8 +61,10 @@ NEXT_FETCH: list[Event] = [
 ]
 
 
-def write_trace(path: Path, events: list[Event], *, with_messages: bool = True) -> Path:
-    header = {
+def write_trace(
+    path: Path, events: list[Event], *, with_messages: bool = True, observers: tuple[int, ...] = ()
+) -> Path:
+    header: dict[str, Any] = {
         "type": "header",
         "format": 1,
         "source": "node",
@@ -71,6 +73,8 @@ def write_trace(path: Path, events: list[Event], *, with_messages: bool = True) 
         "voters": [1, 2, 3],
         "config": {},
     }
+    if observers:
+        header["observers"] = list(observers)
     lines = [json.dumps(header)]
     seq = 0
     for node, event, state in events:
@@ -208,8 +212,40 @@ def test_an_answer_naming_the_leader_of_the_own_epoch_is_followed(
     _expect_failure_at(tmp_path, [*events[:-1], stays], len(events) - 1)
 
 
-def _expect_failure_at(tmp_path: Path, events: list[Event], index: int) -> None:
-    path = write_trace(tmp_path / "doctored.ndjson", events)
+# Observer 4 fetches node 2 while node 2 has voted for node 1 in epoch 1 and knows no leader: the refusal
+# moves it to epoch 1 without a leader. Its next fetch goes to node 1, now the leader of epoch 1, whose
+# answer without error names itself and carries the LeaderChange record. The observer follows node 1 and
+# appends the record in the same step (Kafka's maybeHandleCommonResponse, third case: the answer still goes
+# to handleFetchResponse; the core's _handle_common_response; KRaft.tla HandleFetchResponse).
+OBSERVER_LEARNS_LEADER_AND_APPENDS: list[Event] = [
+    *ELECTION[:2],
+    (4, "SendFetchRequest", st("Unattached", 0, -1, -1, 0, 0, 0)),
+    (2, "HandleFetchRequest", st("Voted", 1, 1, -1, 0, 0, 0)),
+    (4, "HandleFetchResponse", st("Unattached", 1, -1, -1, 0, 0, 0)),
+    *ELECTION[2:4],
+    (4, "SendFetchRequest", st("Unattached", 1, -1, -1, 0, 0, 0)),
+    (1, "HandleFetchRequest", st("Leader", 1, 1, 1, 1, 1, 0)),
+    (4, "HandleFetchResponse", st("Follower", 1, -1, 1, 1, 1, 0)),
+]
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_a_fetch_answer_naming_the_leader_of_the_own_epoch_is_followed_and_appended(tmp_path: Path) -> None:
+    events = OBSERVER_LEARNS_LEADER_AND_APPENDS
+    path = write_trace(tmp_path / "learn.ndjson", events, observers=(4,))
+    verdict = validate_trace(path, timeout=300)
+    assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
+    # following without appending the answer's record is no behaviour of KRaft
+    _expect_failure_at(
+        tmp_path, [*events[:-1], (4, "HandleFetchResponse", st("Follower", 1, -1, 1, 0, 0, 0))], len(events) - 1,
+        observers=(4,),
+    )
+
+
+def _expect_failure_at(tmp_path: Path, events: list[Event], index: int, *, observers: tuple[int, ...] = ()) -> None:
+    path = write_trace(tmp_path / "doctored.ndjson", events, observers=observers)
     verdict = validate_trace(path, timeout=300)
     assert not verdict.passed
     assert verdict.failed_event is not None, verdict.reason
