@@ -1,8 +1,8 @@
 """The safety invariants as Spark jobs over all traces at once (definitions: kraft_tck.traces.checker).
 
-Each check takes the `events` table (or `appends`) and returns violations as rows of
-(invariant, source, run, node, epoch, seq, detail) — the shape of `checker.Violation`, so the Spark and the
-single-process results compare directly.
+Each check takes the `events` table (or `appends`, or the `_steps` table of `tables.steps_frame`) and
+returns violations as rows of (invariant, source, run, node, epoch, seq, detail) — the shape of
+`checker.Violation`, so the Spark and the single-process results compare directly.
 """
 
 from __future__ import annotations
@@ -52,17 +52,11 @@ def vote_once(events: DataFrame) -> DataFrame:
     return _shape(bad, "VoteOnce", F.col("node"), F.col("epoch"), F.col("seq"), detail)
 
 
-def _with_previous(events: DataFrame) -> DataFrame:
-    """Each state event with the node's previous state's epoch and high watermark (seq order)."""
-    w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
-    return _states(events).select("source", "run", "node", "seq", "event", "epoch", "highWatermark",
-                                  "truncatedTo", F.lag("epoch").over(w).alias("prevEpoch"),
-                                  F.lag("highWatermark").over(w).alias("prevHw"))
-
-
-def per_node_steps(events: DataFrame) -> DataFrame:
-    """EpochMonotonic, HighWatermarkMonotonic and CommittedNeverTruncated: one window pass for all three."""
-    p = _with_previous(events)
+def per_node_steps(steps: DataFrame) -> DataFrame:
+    """EpochMonotonic, HighWatermarkMonotonic and CommittedNeverTruncated, from the `_steps` table (each
+    node's state rows in trace order with the previous state's epoch and high watermark:
+    `tables.steps_frame`, the window pass the transitions table shares)."""
+    p = steps
     epoch = _shape(p.where(F.col("epoch") < F.col("prevEpoch")), "EpochMonotonic", F.col("node"), F.col("epoch"),
                    F.col("seq"), F.format_string("epoch %d -> %d", "prevEpoch", "epoch"))
     hw = _shape(p.where((F.col("highWatermark") < F.col("prevHw")) & (F.col("event") != "Restart")),
@@ -121,8 +115,8 @@ def online_requires_registration(events: DataFrame) -> DataFrame:
                   F.col("brokerEpoch"), F.col("seq"), detail)
 
 
-def all_checks(events: DataFrame, appends: DataFrame) -> DataFrame:
-    return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(events)) \
+def all_checks(events: DataFrame, appends: DataFrame, steps: DataFrame) -> DataFrame:
+    return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(steps)) \
         .unionByName(log_matching(appends)).unionByName(online_requires_registration(events))
 
 

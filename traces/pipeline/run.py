@@ -68,7 +68,8 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     events = spark.read.parquet(paths["events"])
     appends = spark.read.parquet(paths["appends"])
     t = time.perf_counter()
-    violations = checks.collect_violations(checks.all_checks(events, appends))
+    steps = spark.read.parquet(paths["_steps"])
+    violations = checks.collect_violations(checks.all_checks(events, appends, steps))
     timings["checks"] = time.perf_counter() - t
     refused = [f.refused for f in ing.refused if f.refused]
     counts = {"files": len(ing.files), "traces": len(ing.files) - len(refused), "lines in": ing.counts.lines_in,

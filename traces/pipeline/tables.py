@@ -7,6 +7,9 @@
 * `messages`    — one row per Send/Receive: api, kind, correlation id, from/to, the body as JSON text.
 * `appends`     — one row per appended batch (offsets, epoch, digest): what LogMatching compares.
 * `transitions` — one row per change of a node's (role, epoch, leaderId): the state machine's path.
+* `_steps`      — internal: the state rows where a node's (role, epoch, leaderId) changed or its epoch or
+                  high watermark went back or a truncation cut below it, each with the node's previous
+                  state. One window pass makes it; `transitions` and `checks.per_node_steps` both read it.
 * `quarantine`  — every line that was not accepted, with file, line, reason and the text itself.
 """
 
@@ -57,13 +60,15 @@ def _broker_columns(b: Column) -> list[Column]:
             b["record"].alias("brokerRecord"), b["offset"].alias("brokerOffset")]
 
 
-def write_table(df: DataFrame, path: str, partitioned: bool = True) -> None:
+def write_table(df: DataFrame, path: str, partitioned: bool = True, coalesce: bool = True) -> None:
     if partitioned:
         # No shuffle: tables derive from `events`, whose files each hold one run, so a task writes one file
         # per run it reads (the session allows a few open writers per task instead of a sort).
         df.write.mode("overwrite").partitionBy(*PARTITIONS).parquet(path)
     else:
-        df.coalesce(1).write.mode("overwrite").parquet(path)
+        # coalesce(1) makes one file but also runs the whole plan in one task: not for a frame with work in
+        # it (a window) that both cores should share.
+        (df.coalesce(1) if coalesce else df).write.mode("overwrite").parquet(path)
 
 
 def write_tables(spark: SparkSession, out: Path) -> TablePaths:
@@ -81,18 +86,35 @@ def write_tables(spark: SparkSession, out: Path) -> TablePaths:
         F.col("b.lastOffset").alias("lastOffset"), F.col("b.epoch").alias("epoch"),
         F.col("b.control").alias("control"), F.col("b.digest").alias("digest"))
     write_table(appends, paths["appends"])
-    write_table(transitions_frame(events), paths["transitions"])
+    # The per-node window (a shuffle and sort of every state row) runs once: its few interesting rows are
+    # kept, and both the transitions table and the monotonicity checks read them (10M events: two passes of
+    # about 15 s each before).
+    write_table(steps_frame(events), paths["_steps"], partitioned=False, coalesce=False)
+    steps = spark.read.parquet(paths["_steps"])
+    write_table(transitions_frame(steps), paths["transitions"])
     return paths
 
 
-def transitions_frame(events: DataFrame) -> DataFrame:
+def steps_frame(events: DataFrame) -> DataFrame:
+    """Each node's state rows in trace order (seq, then file and line) with the previous state's role, epoch,
+    leaderId and high watermark, kept where the (role, epoch, leaderId) changed (`transition`) or where a
+    monotonicity check has something to say (`checks.per_node_steps` decides)."""
     w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
-    st = events.where(F.col("role").isNotNull())
-    prev = {k: F.lag(k).over(w) for k in ("role", "epoch", "leaderId")}
-    changed = prev["role"].isNull() | (prev["role"] != F.col("role")) | (prev["epoch"] != F.col("epoch")) \
-        | (prev["leaderId"] != F.col("leaderId"))
-    return st.select("source", "run", "node", "seq", "ts", "event",
-                     prev["role"].alias("fromRole"), F.col("role").alias("toRole"),
-                     prev["epoch"].alias("fromEpoch"), F.col("epoch").alias("toEpoch"),
-                     F.col("leaderId"), changed.alias("changed")) \
-        .where("changed").drop("changed")
+    prev = {k: F.lag(k).over(w) for k in ("role", "epoch", "leaderId", "highWatermark")}
+    p = events.where(F.col("role").isNotNull()).select(
+        "source", "run", "node", "seq", "ts", "event", "role", "epoch", "leaderId", "highWatermark",
+        "truncatedTo", prev["role"].alias("prevRole"), prev["epoch"].alias("prevEpoch"),
+        prev["leaderId"].alias("prevLeaderId"), prev["highWatermark"].alias("prevHw"))
+    transition = F.col("prevRole").isNull() | (F.col("prevRole") != F.col("role")) \
+        | (F.col("prevEpoch") != F.col("epoch")) | (F.col("prevLeaderId") != F.col("leaderId"))
+    suspect = (F.col("epoch") < F.col("prevEpoch")) | (F.col("highWatermark") < F.col("prevHw")) \
+        | (F.col("truncatedTo") < F.col("prevHw"))
+    return p.withColumn("transition", transition).where(F.col("transition") | suspect)
+
+
+def transitions_frame(steps: DataFrame) -> DataFrame:
+    """The transitions table's rows from `steps_frame`'s."""
+    return steps.where("transition").select(
+        "source", "run", "node", "seq", "ts", "event", F.col("prevRole").alias("fromRole"),
+        F.col("role").alias("toRole"), F.col("prevEpoch").alias("fromEpoch"), F.col("epoch").alias("toEpoch"),
+        "leaderId")
