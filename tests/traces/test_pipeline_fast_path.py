@@ -20,6 +20,7 @@ import pytest
 from kraft_tck.traces.pipeline import schema as S
 from kraft_tck.traces.pipeline import synth
 from kraft_tck.traces.pipeline.ingest import suspect_reason
+from kraft_tck.traces.pipeline.session import register_char_counts
 from kraft_tck.traces.sim.cluster import SimConfig, simulate
 
 pytestmark = pytest.mark.spark
@@ -83,7 +84,8 @@ def _mutate(ev: dict[str, Any], rng: random.Random) -> str:
     return text
 
 
-def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("counting", ["jvm", "sql"])
+def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_path: Path, counting: str) -> None:
     from pyspark.sql import functions as F
 
     rng = random.Random(20261125)
@@ -92,8 +94,12 @@ def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_p
     mutated = [_mutate(rng.choice(events), rng) for _ in range(6000)]
     texts = originals + mutated + _escapes(events)
     df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, value string")
-    cleared = {r["i"] for r in df.select("i", S.conforms(S.parse(F.col("value")), F.col("value")).alias("ok"))
-               .where("ok").collect()}
+    counts = None
+    if counting == "jvm":  # the JVM helper's counts (jvm/CharCounts.java), as ingest uses them
+        _require_helper(spark)
+        df, counts = df.withColumn("counts", S.char_counts(F.col("value"))), F.col("counts")
+    cleared = {r["i"] for r in df.select("i", S.conforms(S.parse(F.col("value")), F.col("value"), counts)
+                                         .alias("ok")).where("ok").collect()}
     # The seq rule (seq = line - 2) is the ingest's, not the schema's: each line is judged at its own seq.
     verdicts = [suspect_reason(t, _seq(t) + 2) for t in texts]
     wrongly = [(texts[i], verdicts[i]) for i in sorted(cleared) if verdicts[i] is not None]
@@ -102,6 +108,32 @@ def test_fast_path_never_clears_a_line_the_json_schema_rejects(spark: Any, tmp_p
     assert rejected > 1500, rejected  # the mutations do produce invalid lines
     # The fast path does its job: nearly every unmutated event, real or synthetic, is cleared in the JVM.
     assert len(cleared & set(range(len(originals)))) >= 0.99 * len(originals)
+
+
+def _require_helper(spark: Any) -> None:
+    why = register_char_counts(spark)
+    if why is not None:
+        pytest.skip(f"the JVM counting helper is unavailable: {why}")
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":"b"}', "", "::::", '"}"}', "é:ü\"}", "\\u003a", "a\\b", "x" * 100 + ":" * 3000,
+    '"' * ((1 << 21) - 1), '"' * (1 << 21), "}" * (1 << 21) + ":",
+], ids=lambda t: t[:12] + (f"...({len(t)})" if len(t) > 12 else ""))
+def test_jvm_counts_are_the_sql_counts(spark: Any, text: str) -> None:
+    """The helper's one pass gives the same colon, quote and brace counts as Spark's replace, or null where
+    counting cannot judge: a backslash, or a count beyond 21 bits (then the line is a suspect)."""
+    from pyspark.sql import functions as F
+
+    _require_helper(spark)
+    df = spark.createDataFrame([(text,)], "value string").withColumn("counts", S.char_counts(F.col("value")))
+    row = df.select("counts", *[S.count(F.col("value"), c, guarded=False).alias(n)
+                                for c, n in ((":", "c"), ('"', "q"), ("}", "b"))]).first()
+    if "\\" in text or max(row["c"], row["q"], row["b"]) >= 1 << 21:
+        assert row["counts"] is None
+    else:
+        mask = (1 << 21) - 1
+        assert (row["counts"] & mask, row["counts"] >> 21 & mask, row["counts"] >> 42) == (row["c"], row["q"], row["b"])
 
 
 def _escapes(events: list[dict[str, Any]]) -> list[str]:

@@ -9,11 +9,12 @@ Two passes over the text, one JSON parse per line:
    row its exact line number, whatever the number and size of the files (a file bigger than a split is
    read by several tasks). Only the counts come back to the driver.
 2. Classification, in the JVM: each line is parsed once against the explicit schema and cleared by
-   `schema.conforms` (plus seq = line - 2). Rows are written once, as Parquet partitioned by status and run;
-   the `event` partition becomes the events table as it is. Lines the fast path cannot clear ("suspects":
-   malformed, schema-invalid, or merely unusual) are few; the single-process checker's own rules
-   (`checker.event_problems`, the JSON Schema validator) decide them in a Python UDF and write the reason,
-   so quarantine reasons are the checker's, word for word.
+   `schema.conforms` (plus seq = line - 2), with the JVM counting helper when the session has it. Rows
+   are written once, as Parquet partitioned by status and run; the `event` partition becomes the events
+   table as it is. Lines the fast path cannot clear ("suspects": malformed, schema-invalid, or merely
+   unusual) are few; the single-process checker's own rules (`checker.event_problems`, the JSON Schema
+   validator) decide them in a Python UDF and write the reason, so quarantine reasons are the checker's,
+   word for word.
 
 File headers (line 1, one per file) are read and validated on the driver with the checker's `check_header`.
 """
@@ -33,6 +34,7 @@ from urllib.parse import unquote, urlparse
 from kraft_tck.traces.checker import FileInfo, check_header, event_problems
 from kraft_tck.traces.pipeline import schema as S
 from kraft_tck.traces.pipeline.files import BadInput, list_trace_files
+from kraft_tck.traces.pipeline.jvm import FUNCTION
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -127,12 +129,16 @@ def classify(lines: DataFrame) -> DataFrame:
     `readable` (the typed parse held every value) and, for refused files, the reason."""
     e = F.col("e")
     refused = F.col("refused").isNotNull()
-    ok = S.conforms(e, F.col("value")) & (e["seq"] == F.col("line") - 2)
+    parsed = lines.withColumn("e", S.parse(F.col("value")))
+    counts = None
+    if lines.sparkSession.catalog.functionExists(FUNCTION):  # the JVM helper: one pass for all counts
+        parsed, counts = parsed.withColumn("counts", S.char_counts(F.col("value"))), F.col("counts")
+    ok = S.conforms(e, F.col("value"), counts) & (e["seq"] == F.col("line") - 2)
     status = F.when(refused, "quarantined").when(F.col("line") == 1, "header").when(ok, "event") \
         .otherwise("suspect")
     # `status` is a column of its own before anything reads it twice (Spark would otherwise evaluate the
     # whole check once per reference).
-    return lines.withColumn("e", S.parse(F.col("value"))).withColumn("status", status).select(
+    return parsed.withColumn("status", status).select(
         "file", "line", "source", "run", "implementation", "status",
         F.when(refused, F.concat(F.lit("file refused: "), F.col("refused"))).alias("reason"),
         F.when(F.col("status") != "event", F.col("value")).alias("text"),

@@ -50,6 +50,7 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     """Run every stage; `validator=True` picks the default (TLA+ if available), False/None skips it."""
     from kraft_tck.traces.pipeline import checks, tables
     from kraft_tck.traces.pipeline.ingest import display_path, ingest
+    from kraft_tck.traces.pipeline.session import counting
 
     out_dir = Path(out)
     timings: dict[str, float] = {}
@@ -95,7 +96,8 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
         t = time.perf_counter()
         m = compute(events, spark.read.parquet(paths["messages"]), appends) if metrics else Metrics([])
         timings["metrics"] = time.perf_counter() - t
-        summary: dict[str, Any] = {**counts, "violations": len(violations), "exit code": result.exit_code,
+        summary: dict[str, Any] = {**counts, "schema check counts with": counting(spark),
+                                   "violations": len(violations), "exit code": result.exit_code,
                                    **{f"{k} (s)": round(v, 2) for k, v in timings.items()}}
         for r in refused:
             summary.setdefault("refused files", "")

@@ -28,8 +28,11 @@ reason). What decides, without a second parse:
   Remaining blind spot, by construction: an unknown key spelled like a nullable field of another object
   (`clusterId`) with the value null, in a line whose own nullable field is absent.
 
-Counting uses `replace` and `octet_length`, not regular expressions (several times cheaper).
-Higher-order functions appear only for `log.appended` items.
+The whole-line counts of colons, quotes and closing braces, and the backslash test, come from the JVM
+helper (`jvm.py`, `char_counts`: one pass over the line) when the session has it; otherwise from `replace`
+and `octet_length` (no regular expressions: several times cheaper than those, but a pass per character).
+Counts inside typed values always use the latter. Higher-order functions appear only for `log.appended`
+items.
 """
 
 from __future__ import annotations
@@ -336,10 +339,30 @@ def _free_count(tally: _Tally, pattern: str, guarded: bool = True) -> Column:
     return _sum([F.coalesce(count(t, pattern, guarded), F.lit(0)) for t in tally.free_text])
 
 
-def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
-    """The fast path's conditions by name (all must hold; see the module docstring)."""
+def char_counts(text: Column) -> Column:
+    """The JVM helper's packed counts of `text` (`jvm/CharCounts.java`); the session must have registered
+    it (`session.register_char_counts`)."""
+    from kraft_tck.traces.pipeline.jvm import FUNCTION
+
+    return F.call_function(FUNCTION, text)
+
+
+_BITS = 21  # CharCounts.BITS
+_MASK = (1 << _BITS) - 1
+
+
+def checks(e: Column, text: Column, counts: Column | None = None) -> list[tuple[str, Column]]:
+    """The fast path's conditions by name (all must hold; see the module docstring). `counts`: the line's
+    `char_counts`, when the session has the JVM helper (give it as a column of its own, so it is computed
+    once); without it the counts are Spark SQL expressions."""
     tally = _tally(definition("event"), e)
     t = text
+    if counts is None:
+        colons, quotes, braces = count(t, ":", guarded=False), count(t, '"', guarded=False), count(t, "}", False)
+        no_escapes = ~t.contains("\\")
+    else:  # null: a backslash, or a count beyond 21 bits
+        colons, quotes = counts.bitwiseAND(_MASK), F.shiftright(counts, _BITS).bitwiseAND(_MASK)
+        braces, no_escapes = F.shiftright(counts, 2 * _BITS), counts.isNotNull()
 
     # Explicit nulls are counted only where the schema allows them, by name: any other null is a key the
     # typed values do not predict, which the key count catches.
@@ -350,27 +373,27 @@ def checks(e: Column, text: Column) -> list[tuple[str, Column]]:
     free_closes = _free_count(tally, "}", False)
     return [
         ("parsed", e.isNotNull() & e[CORRUPT].isNull()),
-        ("no escapes", ~t.contains("\\")),
+        ("no escapes", no_escapes),
         ("ends with }", F.rtrim(t).endswith("}")),
         ("typed checks", ~tally.any_bad()),
         # Keys: one colon each, plus those inside string values. A blank cannot hide a colon.
-        ("keys", count(t, ":", guarded=False)
+        ("keys", colons
          == _sum(tally.keys) + nulls + _sum(tally.colons) + _free_count(tally, ":", False)),
         ("nulls", _all([(n >= 0) & (n <= places) for n, places in named_nulls])),
         # Closing braces: each object the typed values hold has one (Jackson parsed it), so equality means
         # none in a string and none after the object (text after it that ends with `}` has one more).
-        ("closing braces", count(t, "}", guarded=False) == closes + free_closes),
+        ("closing braces", braces == closes + free_closes),
         # Quotes: two per key and two per string value. With the keys exact, a value of another JSON type
         # read into a string column is two short, and nothing else can make up for it (a string where a
         # free-form object belongs, which would be two over, fails the typed checks).
-        ("quotes", count(t, '"', guarded=False)
+        ("quotes", quotes
          == 2 * (_sum(tally.keys) + nulls + _sum(tally.strings)) + _free_count(tally, '"', False)),
     ]
 
 
-def conforms(e: Column, text: Column) -> Column:
+def conforms(e: Column, text: Column, counts: Column | None = None) -> Column:
     """True when the event line `text`, parsed as `e` (see `parse`), certainly conforms to the schema."""
-    return _all([c for _, c in checks(e, text)])
+    return _all([c for _, c in checks(e, text, counts)])
 
 
 def _all(cs: list[Column]) -> Column:

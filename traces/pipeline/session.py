@@ -10,6 +10,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from kraft_tck.traces.pipeline import jvm
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -78,8 +80,35 @@ def build_session(
         # ask for what it has and let the operator raise it with conf.
         settings["spark.executor.memory"] = "768m"
     settings.update(conf or {})
+    helper = jvm.helper_jar()
+    if helper.jar is not None:  # shipped to the executors too, wherever they run
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars"), str(helper.jar)) if j)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if helper.jar is not None:
+        register_char_counts(spark)
     return spark
+
+
+def register_char_counts(spark: SparkSession) -> str | None:
+    """Register the JVM counting helper (`jvm.FUNCTION`) in `spark`; None when it is there, else why not
+    (the schema check then counts with Spark SQL expressions: the same verdicts, slower)."""
+    from pyspark.sql.types import LongType
+
+    helper = jvm.helper_jar()
+    if helper.jar is None:
+        return helper.reason
+    try:
+        spark.udf.registerJavaFunction(jvm.FUNCTION, jvm.CLASS_NAME, LongType())
+    except Exception as exc:  # e.g. a session created elsewhere, without the jar on its class path
+        return f"the session cannot load {jvm.CLASS_NAME} from {helper.jar}: {str(exc).splitlines()[0][:300]}"
+    return None
+
+
+def counting(spark: SparkSession) -> str:
+    """How the schema check counts characters in this session, for reports."""
+    if spark.catalog.functionExists(jvm.FUNCTION):
+        return f"JVM helper {jvm.CLASS_NAME}"
+    return f"Spark SQL expressions ({jvm.helper_jar().reason or 'helper not registered in this session'})"
