@@ -73,6 +73,21 @@ def test_only_newer_format_files_is_bad_input(spark: Any, tmp_path: Path) -> Non
     assert res.exit_code == EXIT_BAD_INPUT and res.bad_input and "newer" in res.bad_input
 
 
+def test_a_trace_with_no_good_event_is_quarantined_not_a_crash(spark: Any, tmp_path: Path) -> None:
+    """A valid header and only bad lines: no event is accepted, so every derived table is empty. The run
+    still reads them (each keeps its schema), quarantines every line by number, and says bad input."""
+    src = tmp_path / "in"
+    src.mkdir()
+    lines = [json.dumps(synth.header("all-bad", 1)), "{not json", '{"type":"event"}', "[]"]
+    (src / "bad.ndjson").write_text("\n".join(lines) + "\n")
+    res = _run(spark, src, tmp_path)
+    assert res.exit_code == EXIT_BAD_INPUT and not res.violations
+    assert [q["line"] for q in res.quarantine] == [2, 3, 4]
+    assert res.counts["events accepted"] == 0 and res.counts["quarantined"] == 3
+    for table in ("events", "messages", "appends", "transitions"):
+        assert spark.read.parquet(str(tmp_path / "out" / "tables" / table)).count() == 0, table
+
+
 def test_empty_input_is_bad_input(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     res = _run(spark, tmp_path / "in", tmp_path)

@@ -72,6 +72,10 @@ def write_table(df: DataFrame, path: str, partitioned: bool = True, coalesce: bo
         # No shuffle: tables derive from `events`, whose files each hold one run, so a task writes one file
         # per run it reads (the session allows a few open writers per task instead of a sort).
         df.write.mode("overwrite").partitionBy(*by).parquet(path)
+        if not any(Path(path).rglob("*.parquet")):
+            # No rows, so no partition and no file: Spark could not read the table back ("unable to infer
+            # schema"). One empty file keeps its schema, partition columns included.
+            df.limit(0).coalesce(1).write.mode("overwrite").parquet(path)
     else:
         # coalesce(1) makes one file but also runs the whole plan in one task: not for a frame with work in
         # it (a window) that both cores should share.
