@@ -56,13 +56,12 @@ def per_node_steps(steps: DataFrame) -> DataFrame:
     """EpochMonotonic, HighWatermarkMonotonic and CommittedNeverTruncated, from the `_steps` table (each
     node's state rows in trace order with the previous state's epoch and high watermark:
     `tables.steps_frame`, the window pass the transitions table shares)."""
-    p = steps
-    epoch = _shape(p.where(F.col("epoch") < F.col("prevEpoch")), "EpochMonotonic", F.col("node"), F.col("epoch"),
-                   F.col("seq"), F.format_string("epoch %d -> %d", "prevEpoch", "epoch"))
-    hw = _shape(p.where((F.col("highWatermark") < F.col("prevHw")) & (F.col("event") != "Restart")),
+    epoch = _shape(steps.where(F.col("epoch") < F.col("prevEpoch")), "EpochMonotonic", F.col("node"),
+                   F.col("epoch"), F.col("seq"), F.format_string("epoch %d -> %d", "prevEpoch", "epoch"))
+    hw = _shape(steps.where((F.col("highWatermark") < F.col("prevHw")) & (F.col("event") != "Restart")),
                 "HighWatermarkMonotonic", F.col("node"), F.col("epoch"), F.col("seq"),
                 F.format_string("high watermark %d -> %d", "prevHw", "highWatermark"))
-    trunc = _shape(p.where(F.col("truncatedTo") < F.col("prevHw")), "CommittedNeverTruncated", F.col("node"),
+    trunc = _shape(steps.where(F.col("truncatedTo") < F.col("prevHw")), "CommittedNeverTruncated", F.col("node"),
                    F.col("epoch"), F.col("seq"),
                    F.format_string("truncated to %d below high watermark %d", "truncatedTo", "prevHw"))
     return epoch.unionByName(hw).unionByName(trunc)

@@ -68,8 +68,8 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
                   for r in spark.read.parquet(ing.quarantine).orderBy("file", "line").collect()]
     events = spark.read.parquet(paths["events"])
     appends = spark.read.parquet(paths["appends"])
-    t = time.perf_counter()
     steps = spark.read.parquet(paths["_steps"])
+    t = time.perf_counter()
     violations = checks.collect_violations(checks.all_checks(events, appends, steps))
     timings["checks"] = time.perf_counter() - t
     refused = [f.refused for f in ing.refused if f.refused]

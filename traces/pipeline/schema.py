@@ -42,6 +42,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from kraft_tck.traces.pipeline.jvm import FUNCTION
 from kraft_tck.traces.trace import schema as trace_schema
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -342,8 +343,6 @@ def _free_count(tally: _Tally, pattern: str, guarded: bool = True) -> Column:
 def char_counts(text: Column) -> Column:
     """The JVM helper's packed counts of `text` (`jvm/CharCounts.java`); the session must have registered
     it (`session.register_char_counts`)."""
-    from kraft_tck.traces.pipeline.jvm import FUNCTION
-
     return F.call_function(FUNCTION, text)
 
 
@@ -358,7 +357,7 @@ def checks(e: Column, text: Column, counts: Column | None = None) -> list[tuple[
     tally = _tally(definition("event"), e)
     t = text
     if counts is None:
-        colons, quotes, braces = count(t, ":", guarded=False), count(t, '"', guarded=False), count(t, "}", False)
+        colons, quotes, braces = (count(t, c, guarded=False) for c in (":", '"', "}"))
         no_escapes = ~t.contains("\\")
     else:  # null: a backslash, or a count beyond 21 bits
         colons, quotes = counts.bitwiseAND(_MASK), F.shiftright(counts, _BITS).bitwiseAND(_MASK)
