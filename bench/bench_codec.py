@@ -10,17 +10,26 @@ we are faster). Workloads:
 A second table times RecordBatch v2 alone (``spec.records``), the per-record work of a leader (build a
 data batch and encode it) and of a follower (decode a batch, CRC check included), for 1,000 records of
 100 bytes, against kafka-python's DefaultRecordBatchBuilder / DefaultRecordBatch on the same bytes.
+
+A third table times one socket read of a Fetch-sized frame on loopback TCP, cut by ``FrameSplitter``: the
+way reference/net.py reads (into the splitter's reused buffer, as an ``asyncio.BufferedProtocol``)
+against the way an ``asyncio.Protocol`` is fed (a fresh ``bytes`` of asyncio's read size per read).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio.selector_events
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kraft_tck.spec import codec, records
+from kraft_tck.spec.framing import FrameSplitter, frame
 from kraft_tck.spec.kafka_python_bridge import to_kafka_python
 
 
@@ -116,7 +125,11 @@ def rate(fn: Callable[[], object], seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--socket-reads", action="store_true", help="only the socket read table, in this process")
     args = parser.parse_args()
+    if args.socket_reads:
+        socket_read_table(args.seconds)
+        return
 
     from kafka.protocol.admin.cluster import DescribeQuorumResponse
     from kafka.protocol.consumer.fetch import FetchResponse
@@ -153,6 +166,11 @@ def main() -> None:
     print("(ops = one encode + one decode of the whole framed response; ratio = kraft-tck / kafka-python)")
     print()
     record_batch_table(args.seconds)
+    print()
+    # In a new process: how large reads cost depends on the heap's history (glibc serves 256 KiB with a
+    # fresh mmap until a large enough block has been freed, as the 1 MiB workloads above do); a node
+    # process, like the child, never frees one.
+    subprocess.run([sys.executable, __file__, "--socket-reads", "--seconds", str(args.seconds)], check=True)
 
 
 RECORDS, RECORD_BYTES = 1000, 100
@@ -193,6 +211,53 @@ def record_batch_table(seconds: float) -> None:
         us_ours, us_theirs = 1e6 / (r_ours * RECORDS), 1e6 / (r_theirs * RECORDS)
         print(f"{label:42} {us_ours:16.2f} {us_theirs:19.2f} {r_ours / r_theirs:7.2f}")
     print("(us/rec = microseconds per record, wall clock; ratio = kraft-tck speed / kafka-python speed)")
+
+
+# What an asyncio.Protocol's transport asks of each read (asyncio's selector transport, CPython 3.11).
+PROTOCOL_READ = getattr(asyncio.selector_events._SelectorSocketTransport, "max_size", 256 * 1024)
+FETCH_FRAME = frame(b"f" * 254)  # the size of a Fetch response carrying one 100-byte record
+
+
+def socket_read_table(seconds: float) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    out = socket.create_connection(server.getsockname())
+    into, _ = server.accept()
+    for s in (out, into):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def measure(read: Callable[[FrameSplitter], None]) -> float:
+        """Microseconds per read + cut, the frame's send excluded."""
+        splitter, spent, n = FrameSplitter(), 0.0, 0
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            out.sendall(FETCH_FRAME)
+            t0 = time.perf_counter()
+            read(splitter)
+            if splitter.next_frame() is None:
+                raise RuntimeError("one read did not hold the whole frame")
+            spent += time.perf_counter() - t0
+            n += 1
+        return spent / n * 1e6
+
+    def fed(splitter: FrameSplitter) -> None:
+        splitter.feed(into.recv(PROTOCOL_READ))
+
+    def buffered(splitter: FrameSplitter) -> None:
+        splitter.buffer_updated(into.recv_into(splitter.get_buffer()))
+
+    try:
+        measure(buffered)  # warm up
+        us_fed, us_buffered = measure(fed), measure(buffered)
+    finally:
+        for s in (out, into, server):
+            s.close()
+    print(f"one socket read of a {len(FETCH_FRAME)}-byte frame, loopback TCP, cut into its payload")
+    rows = [("recv_into the splitter's reused buffer (BufferedProtocol)", us_buffered),
+            (f"recv({PROTOCOL_READ}) into a new bytes, fed (asyncio.Protocol)", us_fed)]
+    print(f"{'read':62} {'us/read':>8}")
+    for label, us in rows:
+        print(f"{label:62} {us:8.2f}")
+    print(f"(ratio {us_fed / us_buffered:.1f}x: a read buffer that large is a fresh mmap and munmap each time)")
 
 
 if __name__ == "__main__":

@@ -53,40 +53,71 @@ def unframe(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_MAX_FR
     return payload
 
 
+#: How much one socket read may take (:meth:`FrameSplitter.get_buffer`), in one buffer a connection
+#: reuses. asyncio's own reads ask for 256 KiB as a fresh ``bytes`` each time, which glibc serves with
+#: an mmap and munmap: 20-25 µs per read against 5-6 µs for a read into a reused buffer
+#: (``bench/bench_codec.py``'s socket read table). 64 KiB: every KRaft message but a catch-up Fetch
+#: response fits in one read.
+READ_CHUNK = 64 * 1024
+
+
 class FrameSplitter:
-    """Cuts a byte stream into frame payloads as it arrives (for ``asyncio.Protocol`` connections, which
-    get data in arbitrary pieces): :meth:`feed` the bytes, then take :meth:`next_frame` until None. A bad
-    length raises when that frame is reached, after every whole frame before it has been taken."""
+    """Cuts a byte stream into frame payloads as it arrives (for ``asyncio`` protocols, which get data in
+    arbitrary pieces). Either :meth:`feed` it bytes (an ``asyncio.Protocol``), or let the transport read
+    into :meth:`get_buffer` and report with :meth:`buffer_updated` (an ``asyncio.BufferedProtocol``, which
+    reuses one read buffer); then take :meth:`next_frame` until None. A bad length raises when that frame
+    is reached, after every whole frame before it has been taken."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buf = bytearray()
+        self._pos = 0  # start of the first frame not yet taken
         self._max = max_bytes
+        self._chunk: memoryview | None = None  # the reused read buffer, made on the first read
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos:
+            del self._buf[: self._pos]  # drop what was taken only when more comes: one move per read
+            self._pos = 0
         self._buf += data
+
+    def get_buffer(self) -> memoryview:
+        """The buffer the next socket read fills (``asyncio.BufferedProtocol.get_buffer``)."""
+        if self._chunk is None:
+            self._chunk = memoryview(bytearray(READ_CHUNK))
+        return self._chunk
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """The last read put ``nbytes`` at the start of :meth:`get_buffer`'s buffer."""
+        assert self._chunk is not None, "buffer_updated before get_buffer"
+        self.feed(self._chunk[:nbytes])
 
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload, or None if it has not fully arrived."""
-        buf = self._buf
-        if len(buf) < 4:
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
             return None
-        (size,) = _SIZE.unpack_from(buf, 0)
+        (size,) = _SIZE.unpack_from(buf, pos)
         _check_size(size, self._max, 0)
-        end = 4 + size
+        end = pos + 4 + size
         if end > len(buf):
             return None
-        payload = bytes(buf[4:end])
-        del buf[:end]
+        with memoryview(buf) as view:
+            payload = view[pos + 4 : end].tobytes()  # one copy (a bytearray slice would be a second)
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = end
         return payload
 
     def end_error(self) -> DecodeError | None:
         """At end of stream: the error for a frame cut short (as :func:`read_frame` reports it), or None."""
-        have = len(self._buf)
+        have = len(self._buf) - self._pos
         if have == 0:
             return None
         if have < 4:
             return DecodeError("frame length", 0, f"stream ended after {have} of 4 bytes")
-        (size,) = _SIZE.unpack_from(self._buf, 0)
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
         return DecodeError("frame", 4, f"stream ended after {have - 4} of {size} bytes")
 
 
