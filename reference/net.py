@@ -204,9 +204,10 @@ class KafkaServer:
         responses.add(req, answer)
 
 
-class _ServerConnection(asyncio.Protocol):
+class _ServerConnection(asyncio.BufferedProtocol):
     """One accepted connection: frames are cut and dispatched as bytes arrive, in the event-loop round
-    that reads them (no reader task, no extra round per request)."""
+    that reads them (no reader task, no extra round per request). Reads go into one reused buffer
+    (``FrameSplitter.get_buffer``), not a fresh 256 KiB ``bytes`` per read as ``asyncio.Protocol``'s do."""
 
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
@@ -225,12 +226,15 @@ class _ServerConnection(asyncio.Protocol):
         self._responses = _InOrderResponses(transport, self._peer, self._server._observer)
         self._server._conns.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         responses = self._responses
         if not self._reading or responses is None:
-            return
+            return  # read after we stopped reading: dropped, as the connection is ending
         frames = self._frames
-        frames.feed(data)
+        frames.buffer_updated(nbytes)
         while not responses.closed:
             try:
                 payload = frames.next_frame()
@@ -410,11 +414,10 @@ class _InFlight:
     version: int
     future: asyncio.Future[dict[str, Any]] | None
     callback: ResponseCallback | None = None
-    timer: asyncio.TimerHandle | None = None
+    deadline: float = 0.0  # loop time after which the request fails
+    timeout_s: float = 0.0
 
     def finish(self, body: dict[str, Any] | None, error: BaseException | None) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
         if self.callback is not None:
             try:
                 self.callback(body, error)
@@ -428,8 +431,9 @@ class _InFlight:
                 self.future.set_result(body)
 
 
-class _ClientProtocol(asyncio.Protocol):
-    """The client's side of a connection: responses are decoded and handed on as bytes arrive."""
+class _ClientProtocol(asyncio.BufferedProtocol):
+    """The client's side of a connection: responses are decoded and handed on as bytes arrive (read into
+    one reused buffer, as on the server's side)."""
 
     def __init__(self, client: KafkaClient) -> None:
         self._client = client
@@ -438,10 +442,13 @@ class _ClientProtocol(asyncio.Protocol):
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         client = self._client
         frames = self._frames
-        frames.feed(data)
+        frames.buffer_updated(nbytes)
         while True:
             try:
                 payload = frames.next_frame()
@@ -511,6 +518,11 @@ class KafkaClient:
     _protocol: _ClientProtocol | None = None
     _next_correlation: int = 0
     _inflight: dict[int, _InFlight] = field(default_factory=dict)
+    # One timer per connection, at the earliest deadline it has seen since it last fired (Kafka's
+    # NetworkClient checks request timeouts on its poll, likewise): a request costs no timer of its own.
+    _expiry: asyncio.TimerHandle | None = None
+    _expiry_at: float = float("inf")
+    _best: dict[int, tuple[dict[int, tuple[int, int]], int]] = field(default_factory=dict)
 
     @property
     def connected(self) -> bool:
@@ -538,6 +550,9 @@ class KafkaClient:
 
     def best_version(self, api_key: int) -> int:
         """The highest version both sides support (KIP-511); RequestError when there is none."""
+        best = self._best.get(api_key)
+        if best is not None and best[0] is self.versions:
+            return best[1]
         ours = codec.supported_versions(api_key)
         theirs = self.versions.get(api_key)
         if theirs is None:
@@ -545,6 +560,7 @@ class KafkaClient:
         hi = min(ours[1], theirs[1])
         if hi < max(ours[0], theirs[0]):
             raise RequestError(f"no common version of api key {api_key}: ours {ours}, {self.peer} {theirs}")
+        self._best[api_key] = (self.versions, hi)  # valid while the negotiated table is this one
         return hi
 
     def send(
@@ -572,9 +588,13 @@ class KafkaClient:
         corr = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
         frame = codec.encode_request(api_key, version, corr, self.client_id, body)
-        entry = self._inflight[corr] = _InFlight(api_key, version, fut, callback)
-        # A timer that fails the request, rather than wait_for: no extra task per request.
-        entry.timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, corr, timeout_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        self._inflight[corr] = _InFlight(api_key, version, fut, callback, deadline, timeout_s)
+        if deadline < self._expiry_at:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expiry, self._expiry_at = loop.call_at(deadline, self._expire_due), deadline
         if self.observer:
             self.observer("send", api_key, version, corr, body, self.peer)
         assert self._transport is not None
@@ -591,12 +611,18 @@ class KafkaClient:
             raise RequestError(f"{self.peer}: connection lost: {exc}") from exc
         return await fut
 
-    def _expire(self, corr: int, timeout_s: float) -> None:
-        entry = self._inflight.pop(corr, None)
-        if entry is not None:
-            entry.timer = None
-            entry.finish(None, RequestError(
-                f"{self.peer}: request api_key={entry.api_key} timed out after {timeout_s:.3f}s"))
+    def _expire_due(self) -> None:
+        """Fail every request past its deadline, then wait for the earliest deadline left."""
+        self._expiry, self._expiry_at = None, float("inf")
+        loop = asyncio.get_running_loop()
+        now = loop.time() + 1e-6  # the loop may fire a timer up to its clock resolution early
+        for corr, entry in list(self._inflight.items()):
+            if entry.deadline <= now and self._inflight.pop(corr, None) is not None:
+                entry.finish(None, RequestError(
+                    f"{self.peer}: request api_key={entry.api_key} timed out after {entry.timeout_s:.3f}s"))
+        if self._inflight and self._expiry is None:
+            earliest = min(e.deadline for e in self._inflight.values())
+            self._expiry, self._expiry_at = loop.call_at(earliest, self._expire_due), earliest
 
     async def send_raw(self, data: bytes) -> None:
         """Write arbitrary bytes (robustness tests send malformed frames through this)."""
@@ -627,6 +653,9 @@ class KafkaClient:
         if warn:
             log.warning("%s", error)
         inflight, self._inflight = self._inflight, {}
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry, self._expiry_at = None, float("inf")
         if self._transport is not None:
             self._transport.close()
         for entry in inflight.values():

@@ -309,6 +309,13 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
 
 
 _REDIRECTING_ERRORS = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
+_ERROR_OF_CODE = {int(e): e for e in Errors}
+
+
+def _error(code: int) -> Errors:
+    """``Errors(code)`` without the enum machinery on the hot path (every Fetch response has two)."""
+    error = _ERROR_OF_CODE.get(code)
+    return Errors(code) if error is None else error  # an unknown code raises as Errors() does
 
 
 def _node_body(node_id: int, ep: NodeEndpoint) -> Body:
@@ -317,7 +324,7 @@ def _node_body(node_id: int, ep: NodeEndpoint) -> Body:
 
 def response_from_body(key: int, version: int, body: Body) -> Response:
     """The core's view of a decoded response body. A top-level error may come without partitions."""
-    error = Errors(body.get("ErrorCode", 0))
+    error = _error(body.get("ErrorCode", 0))
     if key == FETCH:
         topics = body.get("Responses") or []
         parts = topics[0].get("Partitions") or [] if topics else []
@@ -335,7 +342,7 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             batches=batches,
             diverging_epoch=diverging,
             current_leader=LeaderIdAndEpoch(leader.get("LeaderId", -1), leader.get("LeaderEpoch", -1)),
-            partition_error=Errors(p.get("ErrorCode", 0)),
+            partition_error=_error(p.get("ErrorCode", 0)),
             error=error,
             log_start_offset=p.get("LogStartOffset", 0),
             encoded=encoded,
@@ -344,7 +351,7 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
     parts = topics[0].get("Partitions") or [] if topics else []
     p = parts[0] if parts else {}
     leader_id, leader_epoch = p.get("LeaderId", -1), p.get("LeaderEpoch", -1)
-    perror = Errors(p.get("ErrorCode", 0))
+    perror = _error(p.get("ErrorCode", 0))
     if key == VOTE:
         return VoteResponse(leader_id, leader_epoch, bool(p.get("VoteGranted", False)), perror, error)
     if key == BEGIN_QUORUM_EPOCH:

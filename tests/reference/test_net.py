@@ -335,3 +335,47 @@ def test_client_send_times_out_and_fails_on_a_lost_connection() -> None:
         await client.close()
 
     asyncio.run(_with_server(handler, body))
+
+
+def test_requests_time_out_each_at_its_own_deadline() -> None:
+    """One timer per connection serves every request's timeout: an earlier deadline sent later still
+    fails first, a later one is still failed when its time comes, and an answered request never fails."""
+
+    def handler(req: Request) -> Answer | Awaitable[Answer]:
+        if req.correlation_id >= 2:
+            return asyncio.get_running_loop().create_future()  # never answered
+        return _answer(Errors.NONE)
+
+    async def body(server: KafkaServer) -> None:
+        client = KafkaClient("127.0.0.1", server.port)
+        await client.connect(timeout_s=2)  # ApiVersions is correlation id 0
+        req = wire.request_to_body(DescribeQuorumRequest(), 0)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        failed: dict[int, float] = {}
+        answered = client.send(DQ, 0, req, 0.05)  # 1: answered at once (responses leave in request order)
+        slow = client.send(DQ, 0, req, 0.4)  # 2
+        fast = client.send(DQ, 0, req, 0.1)  # 3: sent later, due earlier
+        for corr, fut in ((2, slow), (3, fast)):
+            fut.add_done_callback(lambda f, c=corr: failed.setdefault(c, loop.time() - t0))
+        assert (await answered)["ErrorCode"] == Errors.NONE
+        for fut in (fast, slow):
+            with pytest.raises(RequestError, match="timed out"):
+                await fut
+        assert 0.1 <= failed[3] < 0.35, failed
+        assert failed[2] >= 0.4, failed
+        await asyncio.sleep(0.1)  # past the answered request's deadline: its success stands
+        assert answered.exception() is None
+        assert not client._inflight
+        # The timer waits for a later deadline; a request due earlier moves it.
+        t1 = loop.time()
+        later = client.send(DQ, 0, req, 0.5)  # 4
+        sooner = client.send(DQ, 0, req, 0.05)  # 5
+        with pytest.raises(RequestError, match="timed out"):
+            await sooner
+        assert loop.time() - t1 < 0.3 and not later.done()
+        with pytest.raises(RequestError, match="timed out"):
+            await later
+        await client.close()
+
+    asyncio.run(_with_server(handler, body))
