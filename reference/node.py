@@ -40,6 +40,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
+from kraft_tck.reference.messages import FetchResponse
 from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
@@ -75,6 +76,11 @@ def commit_outcome(
     return "committed" if high_watermark > last_offset else "pending"
 
 
+def _same_response(a: Any, b: Any) -> bool:
+    """Equal responses, down to their batches' bytes (a FetchResponse's ``encoded`` is not in its equality)."""
+    return bool(a == b) and getattr(a, "encoded", None) == getattr(b, "encoded", None)
+
+
 class StartupError(Exception):
     """The node cannot start; the message names the file or setting at fault."""
 
@@ -84,11 +90,10 @@ class Clock:
     KIP-836, while timers need monotonic time)."""
 
     def __init__(self) -> None:
-        self._wall0 = time.time()
-        self._mono0 = time.monotonic()
+        self._wall_minus_mono = time.time() - time.monotonic()
 
     def now_ms(self) -> int:
-        return int((self._wall0 + (time.monotonic() - self._mono0)) * 1000)
+        return int((time.monotonic() + self._wall_minus_mono) * 1000)
 
 
 @dataclass
@@ -141,6 +146,7 @@ class Node:
         self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
+        self._last_answer: tuple[Any, int, Encoded] | None = None  # see _apply
         # Where each voter listens (controller.quorum.voters, the controller listener's name): responses
         # that redirect a client to the leader name its endpoint.
         self._endpoints = {
@@ -306,18 +312,23 @@ class Node:
             self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
         for out in ready.send:
             self._send(out.dest_id, out.request, out.request_id)
-        shared: tuple[Any, int, Answer | Encoded] | None = None  # the last reply's (response, version, answer)
+        # The last answer given, as (response, version, answer): every parked Fetch answered with the same
+        # new batch in this bundle, or the next follower to ask from the same offset in a later one, gets
+        # the same encoded bytes.
+        shared = self._last_answer
         for rep in ready.replies:
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
                 reply, version = waiting
-                if shared is not None and shared[1] == version and shared[0] == rep.response:
-                    answer = shared[2]  # e.g. every parked Fetch answered with the same new batch
+                if shared is not None and shared[1] == version and _same_response(shared[0], rep.response):
+                    answer = shared[2]
                 else:
                     answer = self._answer_body(rep.response, version, several=len(ready.replies) > 1)
                     shared = (rep.response, version, answer)
                 # Written to the connection from here: no event-loop round between the step and the send.
                 reply.answer(answer)
+        if shared is not None and isinstance(shared[2], Encoded):
+            self._last_answer = shared
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
             self._apply_committed_records()
@@ -329,10 +340,11 @@ class Node:
         self._sync_controller()
 
     def _answer_body(self, response: Any, version: int, several: bool) -> Answer | Encoded:
-        """The answer to send for ``response``; with several replies in one bundle, encoded once here so
-        that replies with the same response share the bytes (net frames each with its correlation id)."""
+        """The answer to send for ``response``; encoded once here when other replies may share the bytes
+        (net frames each with its correlation id): several replies in one bundle, or a Fetch answer with
+        records, which the other followers are about to ask for too."""
         body = wire.response_to_body(response, version, self._endpoints)
-        if not several:
+        if not several and not (isinstance(response, FetchResponse) and response.batches):
             return body
         try:
             return Encoded(body, codec.encode_response_body(wire.api_key(response), version, body))
