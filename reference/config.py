@@ -361,6 +361,12 @@ class NodeConfig:
                 f"controller.quorum.fetch.max.wait.ms: expected less than controller.quorum.fetch.timeout.ms "
                 f"({ints['fetch_timeout_ms']}), got {ints['fetch_max_wait_ms']}"
             )
+        if ints["fetch_max_wait_ms"] >= ints["request_timeout_ms"]:
+            # A parked Fetch is answered after up to MaxWaitMs: every idle long-poll would time out first.
+            raise ConfigError(
+                f"controller.quorum.fetch.max.wait.ms: expected less than controller.quorum.request.timeout.ms "
+                f"({ints['request_timeout_ms']}), got {ints['fetch_max_wait_ms']}"
+            )
 
         extra = {k: v for k, v in props.items() if k not in KNOWN_KEYS}
         if extra:

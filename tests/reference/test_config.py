@@ -213,8 +213,8 @@ def test_bad_integer_setting_names_key_and_form(key: str, minimum: int, bad: str
 @pytest.mark.parametrize(("key", "minimum"), INT_KEYS)
 def test_integer_setting_minimum_is_accepted(key: str, minimum: int) -> None:
     props = BASE | {key: str(minimum)}
-    if key == "controller.quorum.fetch.timeout.ms":
-        props["controller.quorum.fetch.max.wait.ms"] = "0"
+    if key in ("controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms"):
+        props["controller.quorum.fetch.max.wait.ms"] = "0"  # a long-poll must end before either
     cfg = NodeConfig.from_properties(props)
     assert cfg.to_properties()[key] == str(minimum)
 
@@ -266,6 +266,11 @@ def test_integer_setting_minimum_is_accepted(key: str, minimum: int) -> None:
             BASE | {"controller.quorum.fetch.max.wait.ms": "2000"},
             "controller.quorum.fetch.max.wait.ms: expected less than "
             "controller.quorum.fetch.timeout.ms (2000), got 2000",
+        ),
+        (
+            BASE | {"controller.quorum.request.timeout.ms": "500"},
+            "controller.quorum.fetch.max.wait.ms: expected less than "
+            "controller.quorum.request.timeout.ms (500), got 500",
         ),
     ],
 )
