@@ -4,13 +4,21 @@ Everything is measured in one run and printed side by side with its floor, a pla
 trip over loopback TCP with Fetch-sized frames:
 
 * **echo floor** — in one event loop (the floor for the in-process cluster) and to a child process (the
-  floor for the process cluster);
+  floor for the process cluster), one round trip at a time;
+* **paired rounds** — the p50 goal's figures: each round measures the echo to a new child process, then
+  the one-at-a-time commit latency of a new process cluster right after it; the goal is judged on the
+  median of the rounds' ratios. This machine's speed drifts between runs (the echo p50 alone spans
+  0.09-0.17 ms), and the two halves of a pair share the drift;
 * **in-process cluster** — three ``Node`` objects in this process's event loop on loopback ports. Used for
   what needs the nodes' memory: commit latency of one write at a time, a paced 1,000 writes/s run, and
   the machine-independent counts (messages = requests + responses seen by the nodes' servers, fsyncs
-  from ``storage.fsync_count``) per committed batch;
-* **process cluster** — three real node processes (``reference/procs.py``) running the ``--throughput``
-  workload (one write per millisecond). Figures: committed records/s from the high watermark
+  from ``storage.fsync_count``) per committed batch. With all three nodes on one core, its one-at-a-time
+  latency is the CPU of a whole commit (every node's share, in series): a cost figure, not a latency
+  goal (its floor would be four serialized message hops, not one echo);
+* **process cluster** — three real node processes (``reference/procs.py``), the way ``kraft-tck cluster``
+  runs them, with the leader's workload: ``--closed-loop`` (one write at a time, each when the last one
+  committed: the commit latency that compares with the echo round trip, measured the same way) and
+  ``--throughput`` (one write per millisecond). Figures: committed records/s from the high watermark
   (DescribeQuorum) over a window after warm-up, and commit latency percentiles from the workload report
   the leader prints on SIGTERM. The batched run is repeated for each ``controller.quorum.append.linger.ms``
   in the plan: with 0 every write is its own batch, with a linger the leader batches the writes;
@@ -18,7 +26,8 @@ trip over loopback TCP with Fetch-sized frames:
   survivors' election, to the new leader, and to the next committed client write.
 
 Goals printed next to the figures and summed up at the end (goal, measured, verdict): p50 ≤ 3× echo RTT
-without fsync, p99 ≤ 5 ms at 1,000 writes/s, ≥ 50,000 committed records/s batched. The machine-independent
+without fsync (3 processes, one write at a time, against the echo to a child process), p99 ≤ 5 ms at
+1,000 writes/s, ≥ 50,000 committed records/s batched. The machine-independent
 counts are checked against what the protocol needs: per committed batch, one Fetch request and one Fetch
 response per follower (4 messages for 3 voters) and one fsync per node (3) with fsync on, 0 without.
 100-byte records throughout.
@@ -101,14 +110,15 @@ class Plan:
     batched_throughput: int  # offered records/s of the batched runs (one write per millisecond)
     batched_lingers_ms: tuple[int, ...]  # one batched run per controller.quorum.append.linger.ms
     failover_rounds: int
+    paired_rounds: int  # echo to a child process, then the one-at-a-time process cluster; the goal's median
     in_process_fsync_modes: tuple[bool, ...]
     max_batches: int  # in-process capacity run: this many batches of MAX_BATCH records
     process_fsync_modes: tuple[bool, ...]
 
 
 MAX_BATCH = 1000
-FULL = Plan(5000, 400, 3.0, 1.5, 5.0, 60_000, (0, 5, 25), 3, (False, True), 40, (False, True))
-QUICK = Plan(2000, 200, 1.5, 1.0, 2.5, 60_000, (0, 5), 1, (False,), 16, (False,))
+FULL = Plan(5000, 400, 3.0, 1.5, 5.0, 60_000, (0, 5, 25), 3, 5, (False, True), 40, (False, True))
+QUICK = Plan(2000, 200, 1.5, 1.0, 2.5, 60_000, (0, 5), 1, 3, (False,), 16, (False,))
 
 
 # ================================================================================================ helpers
@@ -478,11 +488,12 @@ def stop_leader_first(c: LocalCluster, leader_id: int) -> None:
 
 async def process_workload(root: Path, label: str, fsync: bool, throughput: int, linger_ms: int,
                            plan: Plan) -> ProcessResult:
+    """``throughput`` records/s offered, or with 0 the closed-loop workload (one record at a time)."""
+    workload = ["--throughput", str(throughput)] if throughput else ["--closed-loop"]
     c = LocalCluster(root / f"proc-{label}-linger{linger_ms}-{'fsync' if fsync else 'nofsync'}", voters=3,
                      base_port=free_base_port(3),
                      settings={**SETTINGS, "controller.quorum.append.linger.ms": linger_ms},
-                     extra_args=["--throughput", str(throughput), "--record-size", str(len(RECORD)),
-                                 *([] if fsync else ["--no-fsync"])])
+                     extra_args=[*workload, "--record-size", str(len(RECORD)), *([] if fsync else ["--no-fsync"])])
     c.prepare()
     c.start_all()
     leader_id = -1
@@ -588,13 +599,26 @@ async def run(plan: Plan, root: Path) -> None:
     started = time.monotonic()
     request, reply = fetch_frames()
     echo_loop = await timed("echo, one event loop", echo_in_loop(request, reply, plan.echo_round_trips))
-    echo_proc = await timed("echo, to a child process", echo_cross_process(request, plan.echo_round_trips))
     inproc: list[InProcessResult] = []
     for fsync in plan.in_process_fsync_modes:
         inproc.append(await timed(f"in-process cluster, fsync {'on' if fsync else 'off'}",
                                   in_process_cluster(root, fsync, plan)))
+    # The p50 goal's figures, as pairs measured back to back: this machine's speed drifts between runs (the
+    # echo p50 alone spans 0.09-0.17 ms over a session), and a pair shares the drift.
+    echo_proc: list[float] = []
+    paired: list[tuple[float, ProcessResult]] = []  # (echo p50, one-at-a-time run right after it)
+    for r in range(1, plan.paired_rounds + 1):
+        echo = await timed(f"echo, to a child process ({r}/{plan.paired_rounds})",
+                           echo_cross_process(request, plan.echo_round_trips))
+        run_r = await timed(f"process cluster, one write at a time, fsync off ({r}/{plan.paired_rounds})",
+                            process_workload(root, f"closed{r}", False, 0, 0, plan))
+        echo_proc += echo
+        paired.append((pct(echo, 50), run_r))
     procs: list[ProcessResult] = []
     for fsync in plan.process_fsync_modes:
+        if fsync:
+            procs.append(await timed("process cluster, one write at a time, fsync on",
+                                     process_workload(root, "closed", fsync, 0, 0, plan)))
         procs.append(await timed(f"process cluster, paced 1,000 writes/s, fsync {'on' if fsync else 'off'}",
                                  process_workload(root, "paced", fsync, 1000, 0, plan)))
         for linger in plan.batched_lingers_ms:
@@ -610,16 +634,25 @@ async def run(plan: Plan, root: Path) -> None:
     table(f"echo floor (asyncio, loopback TCP, {len(request)} B Fetch request out, {len(reply)} B Fetch response back)",
           ["where", "p50 ms", "p99 ms"],
           [["one event loop", f"{loop_p50:.3f}", f"{pct(echo_loop, 99):.3f}"],
-           ["to a child process", f"{proc_p50:.3f}", f"{pct(echo_proc, 99):.3f}"]])
+           [f"to a child process ({len(paired)} children, pooled)", f"{proc_p50:.3f}", f"{pct(echo_proc, 99):.3f}"]])
+
+    ratios = [p.p50 / e for e, p in paired]
+    ratio = statistics.median(ratios)
+    rows = [[str(i), f"{e:.3f}", f"{p.p50:.3f}", f"{p.p99:.3f}", f"{p.writes:,}", f"{p.p50 / e:.2f}×" + stability(p)]
+            for i, (e, p) in enumerate(paired, 1)]
+    rows.append(["median", f"{statistics.median(e for e, _ in paired):.3f}",
+                 f"{statistics.median(p.p50 for _, p in paired):.3f}", "", "",
+                 f"{ratio:.2f}× (goal ≤ {GOAL_P50_X_ECHO:g}×: {verdict(ratio <= GOAL_P50_X_ECHO)})"])
+    table("p50 commit latency against the echo, 3 node processes, one write at a time, fsync off (each round: the "
+          "echo to a new child process, then a new cluster)",
+          ["round", "echo p50 ms", "commit p50 ms", "commit p99 ms", "writes", "commit / echo"], rows)
 
     rows = []
     for r in inproc:
         f = "on" if r.fsync else "off"
         p50 = pct(r.closed_lat, 50)
-        goal = (f"≤ {GOAL_P50_X_ECHO * loop_p50:.3f} (3× echo): {verdict(p50 <= GOAL_P50_X_ECHO * loop_p50)}"
-                if not r.fsync else "-")
         rows.append([f, "one at a time", f"{p50:.3f}", f"{pct(r.closed_lat, 99):.3f}",
-                     f"{p50 / loop_p50:.1f}×", goal])
+                     f"{p50 / loop_p50:.1f}×", "(CPU of a commit, all nodes in series)"])
         p50, p99 = pct(r.paced_lat, 50), pct(r.paced_lat, 99)
         rows.append([f, f"paced ({r.paced_rate:,.0f}/s)", f"{p50:.3f}", f"{p99:.3f}", f"{p50 / loop_p50:.1f}×",
                      f"p99 ≤ {GOAL_P99_MS:g}: {verdict(p99 <= GOAL_P99_MS)}"])
@@ -649,21 +682,21 @@ async def run(plan: Plan, root: Path) -> None:
 
     rows = []
     for p in procs:
-        if p.label == "paced":
+        if p.label == "closed":
+            offered = "one write at a time, 1 record"
+            goal = f"p50 {p.p50 / proc_p50:.1f}× echo"
+        elif p.label == "paced":
             offered = "1,000 writes/s, 1 record each"
-            goal = f"p99 ≤ {GOAL_P99_MS:g}: {verdict(p.p99 <= GOAL_P99_MS)}"
-            if not p.fsync:
-                bound = GOAL_P50_X_ECHO * proc_p50
-                goal += f"; p50 ≤ {bound:.3f} (3× echo): {verdict(p.p50 <= bound)}"
+            goal = f"p99 ≤ {GOAL_P99_MS:g}: {verdict(p.p99 <= GOAL_P99_MS)}; p50 {p.p50 / proc_p50:.1f}× echo"
         else:
             per = max(1, round(p.offered / 1000))
             offered = f"{p.offered:,} rec/s, {per:,} per write"
             goal = f"≥ {GOAL_RECORDS_S:,} rec/s: {verdict(p.records_per_s >= GOAL_RECORDS_S)}"
         rows.append(["on" if p.fsync else "off", offered, str(p.linger_ms), f"{p.records_per_batch:,.0f}",
-                     f"{p.records_per_s:,.0f}", f"{p.p50:.2f}", f"{p.p99:.2f}", f"{p.p999:.2f}", f"{p.writes:,}",
+                     f"{p.records_per_s:,.0f}", f"{p.p50:.3f}", f"{p.p99:.2f}", f"{p.p999:.2f}", f"{p.writes:,}",
                      goal + stability(p)])
-    table("process cluster (3 node processes, --throughput workload, one write per ms; records/s from the HW over "
-          f"{plan.window_seconds:g} s, latency per write from the leader's report)",
+    table("process cluster (3 node processes; --closed-loop workload, or --throughput with one write per ms; records/s "
+          f"from the HW over {plan.window_seconds:g} s, latency per write from the leader's report)",
           ["fsync", "offered", "linger ms", "rec/batch", "committed rec/s", "p50 ms", "p99 ms", "p99.9 ms", "writes",
            "goal"], rows)
 
@@ -671,11 +704,10 @@ async def run(plan: Plan, root: Path) -> None:
     closed = next(r for r in inproc if not r.fsync)
     paced_proc = [p for p in procs if p.label == "paced" and not p.fsync]
     batched = [p for p in procs if p.label == "batched" and not p.fsync]
-    p50 = pct(closed.closed_lat, 50)
-    rows = [["p50 commit latency ≤ 3× echo, no fsync (in-process, one at a time)",
-             f"≤ {GOAL_P50_X_ECHO * loop_p50:.3f} ms", f"{p50:.3f} ms", verdict(p50 <= GOAL_P50_X_ECHO * loop_p50)],
-            ["p99 ≤ 5 ms at 1,000 writes/s (in-process)", f"≤ {GOAL_P99_MS:g} ms",
-             f"{pct(closed.paced_lat, 99):.2f} ms", verdict(pct(closed.paced_lat, 99) <= GOAL_P99_MS)]]
+    rows = [[f"p50 commit latency ≤ 3× echo, no fsync (3 processes, one at a time; median of {len(paired)} rounds)",
+             f"≤ {GOAL_P50_X_ECHO:g}×", f"{ratio:.2f}×", verdict(ratio <= GOAL_P50_X_ECHO)]]
+    rows += [["p99 ≤ 5 ms at 1,000 writes/s (in-process)", f"≤ {GOAL_P99_MS:g} ms",
+              f"{pct(closed.paced_lat, 99):.2f} ms", verdict(pct(closed.paced_lat, 99) <= GOAL_P99_MS)]]
     rows += [["p99 ≤ 5 ms at 1,000 writes/s (3 processes)", f"≤ {GOAL_P99_MS:g} ms", f"{p.p99:.2f} ms",
               verdict(p.p99 <= GOAL_P99_MS)] for p in paced_proc]
     rows.append(["≥ 50,000 committed rec/s batched (in-process)", f"≥ {GOAL_RECORDS_S:,}",

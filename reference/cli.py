@@ -65,14 +65,20 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
 @click.option("--trace-file", type=click.Path(dir_okay=False), help="Write this node's trace (NDJSON).")
 @click.option("--throughput", type=int, default=0, help="Steady write workload on the leader, records/s.")
 @click.option("--record-size", type=int, default=100, show_default=True, help="Workload record size, bytes.")
+@click.option("--closed-loop", is_flag=True,
+              help="Workload of one record at a time, each written once the last one committed "
+                   "(instead of --throughput).")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync (benchmarks only: loses the durability guarantees).")
-def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, no_fsync: bool) -> None:
+def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, closed_loop: bool,
+             no_fsync: bool) -> None:
     """Run one reference KRaft node in the foreground until SIGTERM/SIGINT."""
     from kraft_tck.reference.workload import run_node
 
+    if closed_loop and throughput:
+        raise click.UsageError("--closed-loop and --throughput are two workloads: give one of them")
     cfg = _load_config(config_path)
     asyncio.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
-                         fsync=not no_fsync))
+                         fsync=not no_fsync, closed_loop=closed_loop))
 
 
 # ---------------------------------------------------------------------------------------------- cluster

@@ -2,7 +2,9 @@
 
 The workload offers ``throughput`` records/s of ``record_size`` bytes on whichever node is leader, as
 one write every millisecond (or one single-record write every ``1/throughput`` s below 1,000 records/s).
-The leader's ``controller.quorum.append.linger.ms`` decides how those writes become batches. It reports
+The leader's ``controller.quorum.append.linger.ms`` decides how those writes become batches. Or, closed
+loop, it writes one record at a time, each as soon as the last one committed: commit latency with no
+queueing and no idle time between writes, the way an echo benchmark measures a round trip. It reports
 committed throughput and commit latency (write on the leader → high watermark past it) percentiles.
 """
 
@@ -50,29 +52,32 @@ class WorkloadStats:
     def report(self) -> str:
         elapsed = max(1e-9, time.monotonic() - (self.leader_since or time.monotonic()))
         lat = sorted(self.latencies_ms)
-        ps = " ".join(f"p{q:g}={percentile(lat, q):.2f}ms" for q in (50, 75, 99, 99.9))
+        ps = " ".join(f"p{q:g}={percentile(lat, q):.3f}ms" for q in (50, 75, 99, 99.9))
         return (f"committed {self.committed_records} records in {elapsed:.1f}s "
                 f"({self.committed_records / elapsed:,.0f} records/s); commit latency {ps} over {len(lat)} writes; "
                 f"{self.lost_writes} writes lost to leader changes")
 
 
 async def write_workload(node: Node, throughput: int, record_size: int, stats: WorkloadStats,
-                         stop: asyncio.Event) -> None:
-    per_write = max(1, round(throughput * WRITE_INTERVAL_S))
-    interval_s = per_write / throughput
+                         stop: asyncio.Event, closed_loop: bool = False) -> None:
+    """Offer ``throughput`` records/s; with ``closed_loop`` one record at a time instead (throughput unused)."""
+    per_write = 1 if closed_loop else max(1, round(throughput * WRITE_INTERVAL_S))
+    interval_s = 0.0 if closed_loop else per_write / throughput
     payload = b"x" * record_size
-    inflight: set[asyncio.Task[None]] = set()
+    inflight: set[asyncio.Task[bool]] = set()
 
-    async def one_write() -> None:
+    async def one_write() -> bool:
+        """One write, waited for until committed; False if the node refused it (not the leader)."""
         t0 = time.perf_counter()
         try:
             result = await node.write([payload] * per_write, wait_commit=True)
         except WriteLost:
             stats.lost_writes += 1
-            return
+            return True
         if result.accepted:
             stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
             stats.committed_records += per_write
+        return result.accepted
 
     next_at = time.monotonic()
     while not stop.is_set():
@@ -85,6 +90,10 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
             await asyncio.sleep(LEADERSHIP_POLL_S)
             next_at = time.monotonic()
             continue
+        if closed_loop:
+            if not await one_write():
+                await asyncio.sleep(LEADERSHIP_POLL_S)  # refused without awaiting: never spin the loop
+            continue
         if len(inflight) < MAX_INFLIGHT_WRITES:
             task = asyncio.create_task(one_write())
             inflight.add(task)
@@ -96,7 +105,7 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
 
 
 async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, record_size: int,
-                   fsync: bool = True) -> None:
+                   fsync: bool = True, closed_loop: bool = False) -> None:
     node = Node(cfg, trace_file=trace_file, fsync=fsync)
     try:
         await node.start()
@@ -108,14 +117,15 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
         loop.add_signal_handler(sig, stop.set)
     stats = WorkloadStats()
     workload = None
-    if throughput > 0:
-        workload = asyncio.create_task(write_workload(node, throughput, record_size, stats, stop))
+    writing = throughput > 0 or closed_loop
+    if writing:
+        workload = asyncio.create_task(write_workload(node, throughput, record_size, stats, stop, closed_loop))
     reporter_every = 5.0
     try:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), reporter_every)
-            if throughput > 0 and stats.latencies_ms:
+            if writing and stats.latencies_ms:
                 print(stats.report(), file=sys.stderr, flush=True)
     finally:
         if workload is not None:

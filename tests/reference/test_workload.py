@@ -1,0 +1,74 @@
+"""The node's write workload (``kraft-tck node --throughput N`` / ``--closed-loop``), as the benchmarks use it:
+real node processes, real sockets, real files (fsync on); checked from the traces and the leader's report."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kraft_tck.reference.cli import main
+from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.traces.trace import read_trace
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+SETTINGS = {
+    "controller.quorum.election.timeout.ms": 300,
+    "controller.quorum.fetch.timeout.ms": 600,
+    "controller.quorum.election.backoff.max.ms": 200,
+    "controller.quorum.request.timeout.ms": 500,
+    "controller.quorum.fetch.max.wait.ms": 100,
+    "controller.quorum.append.linger.ms": 0,
+}
+REPORT = re.compile(r"committed (\d+) records in [\d.]+s .*?commit latency p50=([\d.]+)ms .*? over (\d+) writes")
+
+
+def test_closed_loop_writes_each_record_after_the_last_one_committed(tmp_path: Path) -> None:
+    """``--closed-loop``: every client append after the first of an epoch finds everything before it
+    committed (the high watermark is the log end it appends at), one record per write; the leader reports
+    each write's commit latency."""
+    c = LocalCluster(tmp_path / "cluster", voters=3, base_port=free_base_port(3), settings=dict(SETTINGS),
+                     trace=True, extra_args=["--closed-loop", "--record-size", "100"])
+    c.prepare()
+    c.start_all()
+    try:
+        info = asyncio.run(c.wait_for_leader(30, min_hw=2))
+        asyncio.run(asyncio.sleep(1.5))
+        c.kill(info.leader_id, signal.SIGTERM)  # the leader prints its report on SIGTERM
+    finally:
+        c.stop_all(signal.SIGTERM)
+
+    appends: dict[int, list[dict]] = defaultdict(list)  # type: ignore[type-arg]
+    for path in c.trace_files(info.leader_id):
+        for ev in read_trace(path).events:
+            if ev["event"] == "ClientAppend":
+                appends[ev["state"]["epoch"]].append(ev)
+    later = [ev for evs in appends.values() for ev in evs[1:]]
+    assert len(later) >= 50, f"only {len(later)} client appends in 1.5 s"
+    for ev in later:
+        (batch,) = ev["log"]["appended"]
+        assert batch["baseOffset"] == batch["lastOffset"], f"a write of several records: {batch}"
+        state = ev["state"]
+        assert state["highWatermark"] == state["logEndOffset"] - 1, (
+            f"append at offset {batch['baseOffset']} with the high watermark at {state['highWatermark']}: "
+            "an earlier write was still uncommitted"
+        )
+
+    report = (c.node_dir(info.leader_id) / "node.log").read_text(encoding="utf-8")
+    m = list(REPORT.finditer(report))[-1]
+    records, p50, writes = int(m.group(1)), float(m.group(2)), int(m.group(3))
+    assert records == writes >= len(later)
+    assert 0 < p50 < 1000
+
+
+def test_closed_loop_and_throughput_are_exclusive(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("node.id=1\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["node", "--config", str(config), "--closed-loop", "--throughput", "100"])
+    assert result.exit_code == 2
+    assert "--closed-loop and --throughput" in result.output
