@@ -192,19 +192,30 @@ def test_unreadable_frames_end_the_connection_after_earlier_answers(bad: str) ->
     asyncio.run(_with_server(handler, body))
 
 
+def _answering_below(corr: int) -> Callable[[Request], Answer | Awaitable[Answer]]:
+    """A handler that answers requests with a correlation id below ``corr`` and never the others."""
+
+    def handler(req: Request) -> Answer | Awaitable[Answer]:
+        if req.correlation_id >= corr:
+            return asyncio.get_running_loop().create_future()  # never answered
+        return _answer(Errors.NONE)
+
+    return handler
+
+
+async def _client(server: KafkaServer) -> tuple[KafkaClient, dict[str, Any]]:
+    """A connected client (ApiVersions took correlation id 0) and a DescribeQuorum request body."""
+    client = KafkaClient("127.0.0.1", server.port)
+    await client.connect(timeout_s=2)
+    return client, wire.request_to_body(DescribeQuorumRequest(), 0)
+
+
 def test_send_with_callback_runs_in_the_round_that_reads_the_response() -> None:
     """The callback runs from the read itself (a future's done-callbacks would run one round later),
     and gets the RequestError of a timeout or a lost connection."""
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
-        if req.correlation_id >= 3:
-            return asyncio.get_running_loop().create_future()  # never answered
-        return _answer(Errors.NONE)
-
     async def body(server: KafkaServer) -> None:
-        client = KafkaClient("127.0.0.1", server.port)
-        await client.connect(timeout_s=2)  # ApiVersions is correlation id 0
-        req = wire.request_to_body(DescribeQuorumRequest(), 0)
+        client, req = await _client(server)
         rounds = _loop_rounds()
         got: list[tuple[int, Any, Any]] = []
         done = asyncio.get_running_loop().create_future()
@@ -236,7 +247,7 @@ def test_send_with_callback_runs_in_the_round_that_reads_the_response() -> None:
         assert lost and isinstance(lost[0], RequestError)
         await client.close()
 
-    asyncio.run(_with_server(handler, body))
+    asyncio.run(_with_server(_answering_below(3), body))
 
 
 def test_a_later_answer_waits_for_an_earlier_pending_one() -> None:
@@ -341,15 +352,8 @@ def test_requests_time_out_each_at_its_own_deadline() -> None:
     """One timer per connection serves every request's timeout: an earlier deadline sent later still
     fails first, a later one is still failed when its time comes, and an answered request never fails."""
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
-        if req.correlation_id >= 2:
-            return asyncio.get_running_loop().create_future()  # never answered
-        return _answer(Errors.NONE)
-
     async def body(server: KafkaServer) -> None:
-        client = KafkaClient("127.0.0.1", server.port)
-        await client.connect(timeout_s=2)  # ApiVersions is correlation id 0
-        req = wire.request_to_body(DescribeQuorumRequest(), 0)
+        client, req = await _client(server)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         failed: dict[int, float] = {}
@@ -378,4 +382,4 @@ def test_requests_time_out_each_at_its_own_deadline() -> None:
             await later
         await client.close()
 
-    asyncio.run(_with_server(handler, body))
+    asyncio.run(_with_server(_answering_below(2), body))
