@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -72,3 +73,28 @@ def test_closed_loop_and_throughput_are_exclusive(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["node", "--config", str(config), "--closed-loop", "--throughput", "100"])
     assert result.exit_code == 2
     assert "--closed-loop and --throughput" in result.output
+
+
+def test_closed_loop_leader_stops_at_once_with_a_write_that_cannot_commit(tmp_path: Path) -> None:
+    """With its followers gone, the leader's one write waits for a commit that never comes (until the
+    fetch timeout makes it resign); SIGTERM still stops the node at once, with its report."""
+    settings = dict(SETTINGS) | {"controller.quorum.fetch.timeout.ms": 20_000,
+                                 "controller.quorum.request.timeout.ms": 2_000}
+    c = LocalCluster(tmp_path / "cluster", voters=3, base_port=free_base_port(3), settings=settings,
+                     extra_args=["--closed-loop", "--record-size", "100", "--no-fsync"])
+    c.prepare()
+    c.start_all()
+    try:
+        info = asyncio.run(c.wait_for_leader(30, min_hw=2))
+        for i in range(1, 4):
+            if i != info.leader_id:
+                c.kill(i, signal.SIGKILL)
+        asyncio.run(asyncio.sleep(0.3))  # the write in flight now has no majority to commit it
+        t0 = time.monotonic()
+        c.kill(info.leader_id, signal.SIGTERM)
+        took = time.monotonic() - t0
+    finally:
+        c.stop_all(signal.SIGKILL)
+    assert took < 5, f"the leader took {took:.1f}s to stop"
+    report = (c.node_dir(info.leader_id) / "node.log").read_text(encoding="utf-8")
+    assert REPORT.search(report), report[-2000:]
