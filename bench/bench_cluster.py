@@ -22,8 +22,9 @@ trip over loopback TCP with Fetch-sized frames:
   committed: the commit latency that compares with the echo round trip, measured the same way) and
   ``--throughput`` (one write per millisecond). Figures: committed records/s from the high watermark
   (DescribeQuorum) over a window after warm-up, and commit latency percentiles from the workload report
-  the leader prints on SIGTERM. The batched run is repeated for each ``controller.quorum.append.linger.ms``
-  in the plan: with 0 every write is its own batch, with a linger the leader batches the writes;
+  the leader prints on SIGTERM, counted from the end of the warm-up (SIGUSR1 restarts them). The batched
+  run is repeated for each ``controller.quorum.append.linger.ms`` in the plan: with 0 every write is its
+  own batch, with a linger the leader batches the writes;
 * **failover** — kill -9 the leader of a traced process cluster; the traces give the time to the
   survivors' election, to the new leader, and to the next committed client write.
 
@@ -570,6 +571,8 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
         info = await c.wait_for_leader(30, min_hw=2)
         leader_id = info.leader_id
         await asyncio.sleep(plan.warmup_seconds)
+        for proc in c.procs.values():
+            proc.send_signal(signal.SIGUSR1)  # the workload reports latencies from here: no warm-up in them
         # Poll through the window: an overloaded cluster may lose its leader, and the rate is then
         # measured over the part of the window that had one.
         end = time.monotonic() + plan.window_seconds

@@ -71,7 +71,8 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
 @click.option("--no-fsync", is_flag=True, help="Skip fsync (benchmarks only: loses the durability guarantees).")
 def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, closed_loop: bool,
              no_fsync: bool) -> None:
-    """Run one reference KRaft node in the foreground until SIGTERM/SIGINT."""
+    """Run one reference KRaft node in the foreground until SIGTERM/SIGINT (SIGUSR1 restarts the workload's
+    statistics)."""
     from kraft_tck.reference.workload import run_node
 
     if closed_loop and throughput:

@@ -5,7 +5,8 @@ one write every millisecond (or one single-record write every ``1/throughput`` s
 The leader's ``controller.quorum.append.linger.ms`` decides how those writes become batches. Or, closed
 loop, it writes one record at a time, each as soon as the last one committed: commit latency with no
 queueing and no idle time between writes, the way an echo benchmark measures a round trip. It reports
-committed throughput and commit latency (write on the leader → high watermark past it) percentiles.
+committed throughput and commit latency (write on the leader → high watermark past it) percentiles,
+counted from the node's leadership or from the last SIGUSR1 (so that a benchmark leaves its warm-up out).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ class WorkloadStats:
     lost_writes: int = 0  # accepted, then truncated by a leader change before committing
     latencies_ms: list[float] = field(default_factory=list)
     leader_since: float | None = None
+
+    def reset(self) -> None:
+        """Count afresh from now (SIGUSR1); a write in flight is counted when it commits."""
+        self.committed_records = self.lost_writes = 0
+        self.latencies_ms = []
+        if self.leader_since is not None:
+            self.leader_since = time.monotonic()
 
     def report(self) -> str:
         elapsed = max(1e-9, time.monotonic() - (self.leader_since or time.monotonic()))
@@ -116,6 +124,7 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stats = WorkloadStats()
+    loop.add_signal_handler(signal.SIGUSR1, stats.reset)
     workload = None
     writing = throughput > 0 or closed_loop
     if writing:
