@@ -193,14 +193,14 @@ async def echo_in_loop(request: bytes, reply: bytes, n: int) -> list[float]:
         server.close()
 
 
-async def echo_cross_process(request: bytes, n: int) -> list[float]:
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--echo-server", stdout=asyncio.subprocess.PIPE
-    )
+async def echo_cross_process(request: bytes, n: int, buffered: bool = False) -> list[float]:
+    """Round trips to an echo child process; ``buffered``: both ends read as the node does."""
+    flag = "--echo-server-buffered" if buffered else "--echo-server"
+    child = await asyncio.create_subprocess_exec(sys.executable, __file__, flag, stdout=asyncio.subprocess.PIPE)
     try:
         assert child.stdout is not None
         port = int((await asyncio.wait_for(child.stdout.readline(), 20)).decode())
-        return await echo_round_trips(port, request, n)
+        return await (buffered_round_trips if buffered else echo_round_trips)(port, request, n)
     finally:
         child.terminate()
         await child.wait()
@@ -256,28 +256,19 @@ class _BufferedEchoClient(asyncio.BufferedProtocol):
             self.answered.set_result(None)
 
 
-async def echo_cross_process_buffered(request: bytes, n: int) -> list[float]:
-    """Like ``echo_cross_process``, both ends reading as the node does."""
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--echo-server-buffered", stdout=asyncio.subprocess.PIPE
-    )
-    try:
-        assert child.stdout is not None
-        port = int((await asyncio.wait_for(child.stdout.readline(), 20)).decode())
-        loop = asyncio.get_running_loop()
-        transport, client = await loop.create_connection(_BufferedEchoClient, "127.0.0.1", port)
-        rtts = []
-        for _ in range(n):
-            client.answered = loop.create_future()
-            t0 = time.perf_counter()
-            transport.write(request)
-            await asyncio.wait_for(client.answered, 10)
-            rtts.append((time.perf_counter() - t0) * 1000)
-        transport.close()
-        return rtts[n // 10 :]  # the first round trips warm up the connection
-    finally:
-        child.terminate()
-        await child.wait()
+async def buffered_round_trips(port: int, request: bytes, n: int) -> list[float]:
+    """``echo_round_trips``, reading as the node does."""
+    loop = asyncio.get_running_loop()
+    transport, client = await loop.create_connection(_BufferedEchoClient, "127.0.0.1", port)
+    rtts = []
+    for _ in range(n):
+        client.answered = loop.create_future()
+        t0 = time.perf_counter()
+        transport.write(request)
+        await asyncio.wait_for(client.answered, 10)
+        rtts.append((time.perf_counter() - t0) * 1000)
+    transport.close()
+    return rtts[n // 10 :]  # the first round trips warm up the connection
 
 
 # ================================================================================================ in-process cluster
@@ -683,7 +674,7 @@ async def run(plan: Plan, root: Path) -> None:
         echo = await timed(f"echo, to a child process ({r}/{plan.paired_rounds})",
                            echo_cross_process(request, plan.echo_round_trips))
         buffered = await timed(f"echo reading as the node does, to a child process ({r}/{plan.paired_rounds})",
-                               echo_cross_process_buffered(request, plan.echo_round_trips))
+                               echo_cross_process(request, plan.echo_round_trips, buffered=True))
         run_r = await timed(f"process cluster, one write at a time, fsync off ({r}/{plan.paired_rounds})",
                             process_workload(root, f"closed{r}", False, 0, 0, plan))
         echo_proc += echo

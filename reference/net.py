@@ -522,7 +522,6 @@ class KafkaClient:
     # NetworkClient checks request timeouts on its poll, likewise): a request costs no timer of its own.
     _expiry: asyncio.TimerHandle | None = None
     _expiry_at: float = float("inf")
-    _best: dict[int, tuple[dict[int, tuple[int, int]], int]] = field(default_factory=dict)
 
     @property
     def connected(self) -> bool:
@@ -550,9 +549,6 @@ class KafkaClient:
 
     def best_version(self, api_key: int) -> int:
         """The highest version both sides support (KIP-511); RequestError when there is none."""
-        best = self._best.get(api_key)
-        if best is not None and best[0] is self.versions:
-            return best[1]
         ours = codec.supported_versions(api_key)
         theirs = self.versions.get(api_key)
         if theirs is None:
@@ -560,7 +556,6 @@ class KafkaClient:
         hi = min(ours[1], theirs[1])
         if hi < max(ours[0], theirs[0]):
             raise RequestError(f"no common version of api key {api_key}: ours {ours}, {self.peer} {theirs}")
-        self._best[api_key] = (self.versions, hi)  # valid while the negotiated table is this one
         return hi
 
     def send(
