@@ -522,6 +522,9 @@ class KafkaClient:
     # NetworkClient checks request timeouts on its poll, likewise): a request costs no timer of its own.
     _expiry: asyncio.TimerHandle | None = None
     _expiry_at: float = float("inf")
+    # The loop the connection runs on, kept from ``connect``: on Python 3.11 every
+    # ``asyncio.get_running_loop()`` outside a C-level callback costs a getpid() system call.
+    _loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def connected(self) -> bool:
@@ -540,7 +543,7 @@ class KafkaClient:
         except (OSError, TimeoutError) as exc:
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
         assert isinstance(transport, asyncio.Transport)
-        self._transport, self._protocol = transport, protocol
+        self._transport, self._protocol, self._loop = transport, protocol, loop
         if negotiate:
             body = await self.request(API_VERSIONS, codec.supported_versions(API_VERSIONS)[1], {}, timeout_s)
             if body["ErrorCode"] != Errors.NONE:
@@ -583,7 +586,8 @@ class KafkaClient:
         corr = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
         frame = codec.encode_request(api_key, version, corr, self.client_id, body)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None  # set with the transport
         deadline = loop.time() + timeout_s
         self._inflight[corr] = _InFlight(api_key, version, fut, callback, deadline, timeout_s)
         if deadline < self._expiry_at:

@@ -142,6 +142,9 @@ class Node:
         self.core: KRaftCore | None = None
         self.server: KafkaServer | None = None
         self._tick_handle: asyncio.TimerHandle | None = None  # the one pending core.tick, at _tick_at
+        # Kept from ``start``: on Python 3.11 each asyncio.get_running_loop() from a coroutine makes a
+        # getpid() system call, once per write on the hot path otherwise.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_at: int | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
@@ -162,6 +165,7 @@ class Node:
 
     async def start(self) -> None:
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         # Generated codec functions for the APIs served, made before the first request rather than by it.
         codec.precompile([*wire.SERVED_API_VERSIONS, *broker_controller.SERVED_API_VERSIONS, codec.API_VERSIONS_KEY])
         try:
@@ -501,7 +505,8 @@ class Node:
         result = ready.client_append
         assert result is not None, "the core answers every ClientWrite"
         if result.accepted and wait_commit:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            assert self._loop is not None, "write before start"
+            fut: asyncio.Future[None] = self._loop.create_future()
             self._commit_waiters.append((result.last_offset, result.epoch, fut))
             self._release_commits()
             await fut
