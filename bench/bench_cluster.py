@@ -5,9 +5,10 @@ trip over loopback TCP with Fetch-sized frames:
 
 * **echo floor** — in one event loop (the floor for the in-process cluster) and to a child process (the
   floor for the process cluster), one round trip at a time;
-* **paired rounds** — the p50 goal's figures: each round measures the echo to a new child process, then
-  the one-at-a-time commit latency of a new process cluster right after it; the goal is judged on the
-  median of the rounds' ratios. This machine's speed drifts between runs (the echo p50 alone spans
+* **paired rounds** — the p50 goal's figures: each round measures the one-at-a-time commit latency of a
+  new process cluster, bracketed by the echo to a new child process right before and right after it (the
+  round's floor is the p50 of both halves' round trips); the goal is judged on the median of the rounds'
+  ratios. This machine's speed drifts between runs (the echo p50 alone spans
   0.09-0.18 ms), and the two halves of a pair share the drift. Each round also measures, for information,
   an echo whose ends read as the node does (one reused buffer, ``asyncio.BufferedProtocol``): the
   issue's plain asyncio echo pays a fresh 256 KiB ``bytes`` per read that the node does not;
@@ -668,15 +669,19 @@ async def run(plan: Plan, root: Path) -> None:
     # The p50 goal's figures, as pairs measured back to back: this machine's speed drifts between runs (the
     # echo p50 alone spans 0.09-0.17 ms over a session), and a pair shares the drift.
     echo_proc: list[float] = []
-    paired: list[tuple[float, ProcessResult]] = []  # (echo p50, one-at-a-time run right after it)
+    paired: list[tuple[float, ProcessResult]] = []  # (echo p50 around it, one-at-a-time run)
     buffered_p50: list[float] = []  # the same rounds' echo reading as the node does (for information)
     for r in range(1, plan.paired_rounds + 1):
-        echo = await timed(f"echo, to a child process ({r}/{plan.paired_rounds})",
-                           echo_cross_process(request, plan.echo_round_trips))
+        # The floor brackets the run: half its round trips before, half after (a new child each time),
+        # so a drift during the round weighs on both sides of the ratio alike.
+        echo = await timed(f"echo, to a child process, before ({r}/{plan.paired_rounds})",
+                           echo_cross_process(request, plan.echo_round_trips // 2))
         buffered = await timed(f"echo reading as the node does, to a child process ({r}/{plan.paired_rounds})",
                                echo_cross_process(request, plan.echo_round_trips, buffered=True))
         run_r = await timed(f"process cluster, one write at a time, fsync off ({r}/{plan.paired_rounds})",
                             process_workload(root, f"closed{r}", False, 0, 0, plan))
+        echo += await timed(f"echo, to a child process, after ({r}/{plan.paired_rounds})",
+                            echo_cross_process(request, plan.echo_round_trips // 2))
         echo_proc += echo
         paired.append((pct(echo, 50), run_r))
         buffered_p50.append(pct(buffered, 50))
@@ -714,7 +719,7 @@ async def run(plan: Plan, root: Path) -> None:
                  f"{ratio:.2f}× (goal ≤ {GOAL_P50_X_ECHO:g}×: {verdict(ratio <= GOAL_P50_X_ECHO)}; {within})",
                  f"{statistics.median(buffered_p50):.3f}", f"{strict:.2f}× (information)"])
     table("p50 commit latency against the echo, 3 node processes, one write at a time, fsync off (each round: the "
-          "echo to a new child process, the echo reading as the node does, then a new cluster)",
+          "echo to a new child process, the echo reading as the node does, a new cluster, the echo again)",
           ["round", "echo p50 ms", "commit p50 ms", "commit p99 ms", "writes", "commit / echo",
            "node-read echo p50 ms", "commit / node-read echo"], rows)
 

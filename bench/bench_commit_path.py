@@ -95,7 +95,12 @@ class CommitPath:
         for i, f in self.followers.items():
             self._collect_request(i, f.tick(self.now), timed=False)
         for i in self.followers:
-            self._leader_fetch(i, timed=False)  # caught up: parked, as in the steady state
+            self._leader_fetch(i, timed=False)  # answered at once: the LeaderChange record
+        for i in self.followers:
+            self._follower(i, timed=False)
+        for i in self.followers:
+            self._leader_fetch(i, timed=False)  # caught up: parked until the next write, the steady state
+        assert not self._answers and self.leader.high_watermark == 1
         self._totals: dict[str, list[int]] = defaultdict(list)
 
     def _cold(self) -> None:
@@ -159,7 +164,8 @@ class CommitPath:
             self._follower(i, timed)
         for i in self.followers:
             self._leader_fetch(i, timed)
-        assert self.leader.high_watermark == hw + 1, "each round commits exactly its record"
+        # Each round commits exactly its record, and both fetches wait parked for the next write.
+        assert self.leader.high_watermark == hw + 1 and not self._answers
 
 
 def _key(segment: str, stage: str) -> str:
