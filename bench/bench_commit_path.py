@@ -15,8 +15,8 @@ Each stage is timed twice in the same run: back to back (warm caches, what an in
 and right after a write over ``--evict-mib`` MiB of memory (evicted caches, what a node process meets when
 it wakes for a message on a machine where other processes ran in between: a 3-process cluster on 2
 cores). The second column is nearer what the 3-process p50 pays: timers put inside the node processes of
-a closed-loop run (2 cores) found each of these stages at about 3× its warm time, between this table's
-8 MiB (1.6×) and 16 MiB (4×) evictions. That is why cutting warm CPU moves the in-process figures more
+a closed-loop run (2 cores) found these stages at 2-3× their warm time, between this table's 8 MiB
+(1.6×) and 16 MiB (4×) evictions. That is why cutting warm CPU moves the in-process figures more
 than the process cluster's, and why the work left is the memory a stage touches (objects, code) more
 than its instructions. The stages are named as the core's handlers and the trace's events are.
 

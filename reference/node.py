@@ -142,10 +142,10 @@ class Node:
         self.core: KRaftCore | None = None
         self.server: KafkaServer | None = None
         self._tick_handle: asyncio.TimerHandle | None = None  # the one pending core.tick, at _tick_at
+        self._tick_at: int | None = None
         # Kept from ``start``: on Python 3.11 each asyncio.get_running_loop() from a coroutine makes a
         # getpid() system call, once per write on the hot path otherwise.
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tick_at: int | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
