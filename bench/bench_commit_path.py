@@ -46,20 +46,20 @@ VOTERS = frozenset({1, 2, 3})
 VERSION = codec.supported_versions(wire.FETCH)[1]
 CLIENT_ID = "raft-client-2"
 
-# (segment, stage) in critical-path order.
+# (segment, stage as printed, the name it is timed under) in critical-path order.
 STAGES = [
-    ("leader, write", "ClientAppend (core step)"),
-    ("leader, write", "FetchResponse → body (wire)"),
-    ("leader, write", "body → bytes (codec)"),
-    ("leader, write", "frame with correlation id (codec)"),
-    ("follower", "bytes → body (codec)"),
-    ("follower", "body → FetchResponse (wire, batch + CRC)"),
-    ("follower", "HandleFetchResponse (core step)"),
-    ("follower", "FetchRequest → body (wire)"),
-    ("follower", "body → bytes (codec)"),
-    ("leader, fetch", "bytes → body (codec)"),
-    ("leader, fetch", "body → FetchRequest (wire)"),
-    ("leader, fetch", "HandleFetchRequest (core step)"),
+    ("leader, write", "ClientAppend (core step)", "ClientAppend"),
+    ("leader, write", "FetchResponse → body (wire)", "response to body"),
+    ("leader, write", "body → bytes (codec)", "encode response"),
+    ("leader, write", "frame with correlation id (codec)", "frame response"),
+    ("follower", "bytes → body (codec)", "decode response"),
+    ("follower", "body → FetchResponse (wire, batch + CRC)", "body to response"),
+    ("follower", "HandleFetchResponse (core step)", "HandleFetchResponse"),
+    ("follower", "FetchRequest → body (wire)", "request to body"),
+    ("follower", "body → bytes (codec)", "encode request"),
+    ("leader, fetch", "bytes → body (codec)", "decode request"),
+    ("leader, fetch", "body → FetchRequest (wire)", "body to request"),
+    ("leader, fetch", "HandleFetchRequest (core step)", "HandleFetchRequest"),
 ]
 
 
@@ -101,7 +101,6 @@ class CommitPath:
         for i in self.followers:
             self._leader_fetch(i, timed=False)  # caught up: parked until the next write, the steady state
         assert not self._answers and self.leader.high_watermark == 1
-        self._totals: dict[str, list[int]] = defaultdict(list)
 
     def _cold(self) -> None:
         if self.evicting:
@@ -116,8 +115,8 @@ class CommitPath:
 
     def _collect_request(self, i: int, ready: Ready, timed: bool) -> None:
         for out in ready.send:
-            body = self._stage("FetchRequest → body (wire)", timed, wire.request_to_body, out.request, VERSION)
-            frame = self._stage("follower:body → bytes (codec)", timed, codec.encode_request,
+            body = self._stage("request to body", timed, wire.request_to_body, out.request, VERSION)
+            frame = self._stage("encode request", timed, codec.encode_request,
                                 wire.FETCH, VERSION, 7, CLIENT_ID, body)
             self._requests[i] = (frame, out.request_id)
 
@@ -126,31 +125,31 @@ class CommitPath:
             if self._shared is not None and self._shared[0] == rep.response:
                 encoded = self._shared[1]  # the other follower's answer: encoded once (Node._last_answer)
             else:
-                body = self._stage("FetchResponse → body (wire)", timed, wire.response_to_body, rep.response, VERSION)
-                encoded = self._stage("leader:body → bytes (codec)", timed, codec.encode_response_body,
+                body = self._stage("response to body", timed, wire.response_to_body, rep.response, VERSION)
+                encoded = self._stage("encode response", timed, codec.encode_response_body,
                                       wire.FETCH, VERSION, body)
                 self._shared = (rep.response, encoded)
-            self._answers[rep.reply_to] = self._stage("frame with correlation id (codec)", timed,
+            self._answers[rep.reply_to] = self._stage("frame response", timed,
                                                       codec.frame_response, wire.FETCH, VERSION, 7, encoded)
 
     def _leader_fetch(self, i: int, timed: bool) -> None:
         frame, request_id = self._requests.pop(i)
         self._request_ids[i] = request_id
         self._cold()
-        _, body = self._stage("fetch:bytes → body (codec)", timed, codec.decode_request, frame[4:])
-        req = self._stage("body → FetchRequest (wire)", timed, wire.request_from_kafka, wire.FETCH, VERSION, body)
-        ready = self._stage("HandleFetchRequest (core step)", timed, self.leader.step,
+        _, body = self._stage("decode request", timed, codec.decode_request, frame[4:])
+        req = self._stage("body to request", timed, wire.request_from_kafka, wire.FETCH, VERSION, body)
+        ready = self._stage("HandleFetchRequest", timed, self.leader.step,
                             RequestReceived(i, i, req), self.now)
         self._answer(ready, timed)
 
     def _follower(self, i: int, timed: bool) -> None:
         frame = self._answers.pop(i)
         self._cold()
-        _, body = self._stage("follower:bytes → body (codec)", timed, codec.decode_response,
+        _, body = self._stage("decode response", timed, codec.decode_response,
                               wire.FETCH, VERSION, frame[4:])
-        resp = self._stage("body → FetchResponse (wire, batch + CRC)", timed, wire.response_from_kafka,
+        resp = self._stage("body to response", timed, wire.response_from_kafka,
                            wire.FETCH, VERSION, body)
-        ready = self._stage("HandleFetchResponse (core step)", timed, self.followers[i].step,
+        ready = self._stage("HandleFetchResponse", timed, self.followers[i].step,
                             ResponseReceived(1, resp, self._request_ids[i]), self.now)
         self._collect_request(i, ready, timed)
 
@@ -158,7 +157,7 @@ class CommitPath:
         self.now += 1
         hw = self.leader.high_watermark
         self._cold()
-        ready = self._stage("ClientAppend (core step)", timed, self.leader.step, ClientWrite((RECORD,)), self.now)
+        ready = self._stage("ClientAppend", timed, self.leader.step, ClientWrite((RECORD,)), self.now)
         self._answer(ready, timed)
         for i in self.followers:
             self._follower(i, timed)
@@ -166,15 +165,6 @@ class CommitPath:
             self._leader_fetch(i, timed)
         # Each round commits exactly its record, and both fetches wait parked for the next write.
         assert self.leader.high_watermark == hw + 1 and not self._answers
-
-
-def _key(segment: str, stage: str) -> str:
-    # The codec stages share a label across segments; the timings tell them apart by segment.
-    if stage.startswith("body → bytes"):
-        return f"{'leader' if segment.startswith('leader') else 'follower'}:{stage}"
-    if stage.startswith("bytes → body"):
-        return f"{'fetch' if segment == 'leader, fetch' else 'follower'}:{stage}"
-    return stage
 
 
 def measure(commits: int, evict_mib: int, passes: int) -> dict[bool, dict[str, float]]:
@@ -208,8 +198,7 @@ def main() -> None:
     header = ["segment", "stage", "warm µs", f"caches evicted ({args.evict_mib} MiB) µs", "evicted / warm"]
     rows = []
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for segment, stage in STAGES:
-        key = _key(segment, stage)
+    for segment, stage, key in STAGES:
         warm, cold = res[False][key], res[True][key]
         totals[segment][0] += warm
         totals[segment][1] += cold
