@@ -8,10 +8,10 @@ trip over loopback TCP with Fetch-sized frames:
 * **paired rounds** — the p50 goal's figures: each round measures the one-at-a-time commit latency of a
   new process cluster, bracketed by the echo to a new child process right before and right after it (the
   round's floor is the p50 of both halves' round trips); the goal is judged on the median of the rounds'
-  ratios. This machine's speed drifts between runs (the echo p50 alone spans
-  0.09-0.18 ms), and the two halves of a pair share the drift. Each round also measures, for information,
-  an echo whose ends read as the node does (one reused buffer, ``asyncio.BufferedProtocol``): the
-  issue's plain asyncio echo pays a fresh 256 KiB ``bytes`` per read that the node does not;
+  ratios. This machine's speed drifts between runs (the echo p50 alone spans 0.09-0.18 ms), and the two
+  halves of a pair share the drift. Each round also measures, for information, an echo whose ends read
+  as the node does (one reused buffer, ``asyncio.BufferedProtocol``): the issue's plain asyncio echo pays
+  a fresh 256 KiB ``bytes`` per read that the node does not;
 * **in-process cluster** — three ``Node`` objects in this process's event loop on loopback ports. Used for
   what needs the nodes' memory: commit latency of one write at a time, a paced 1,000 writes/s run, and
   the machine-independent counts (messages = requests + responses seen by the nodes' servers, fsyncs
