@@ -264,10 +264,13 @@ TraceStep ==
 
 \* Black-box: how many records the target's next observed Fetch answer (row ev) shows beyond the end
 \* of its log.  A leader's log grows by client appends the harness cannot see as KRaft messages (the
-\* records of KIP-631 broker RPCs, say); the answer that serves them says how many there are.
+\* records of KIP-631 broker RPCs, say); the answer that serves them says how many there are.  A leader
+\* deposed before any answer served them says it in its first Fetch as a follower: from its log end.
 MissingRecords(ev) ==
-    IF ev.event = "EnvironmentReceive" /\ "records" \in DOMAIN ev.msg /\ "fetchOffset" \in DOMAIN ev.msg
-    THEN ev.msg.fetchOffset + Len(ev.msg.records) - Len(log[TraceTarget])
+    IF ev.event = "EnvironmentReceive" /\ "fetchOffset" \in DOMAIN ev.msg
+    THEN ev.msg.fetchOffset
+         + (IF "records" \in DOMAIN ev.msg THEN Len(ev.msg.records) ELSE 0)
+         - Len(log[TraceTarget])
     ELSE 0
 
 \* Black-box mode: a KRaft step of the target, the one node the trace observes.  The environment
@@ -276,15 +279,13 @@ MissingRecords(ev) ==
 \* A fetch goes out once the harness has the previous one (SendFetch, as for node traces: not
 \* FetchOutstanding, since the target's request timeout may send a new one while the harness still
 \* holds the old one or its answer); never two unreceived copies, which TCP would have delivered.
-\* Client appends come as the one batch the next observed Fetch answer needs (MissingRecords), not
-\* record by record.
+\* Client appends are not among these steps: see HiddenAppend.
 TargetNext ==
     LET i == TraceTarget IN
     \/ K!StartElection(i)
     \/ K!BecomeLeader(i)
     \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
-    \/ LET n == MissingRecords(TraceLog[l]) IN n > 0 /\ ClientAppendBatch(i, n)
     \/ K!LeaderProgressTimeout(i)
     \/ K!Resign(i)
     \/ \E m \in DOMAIN msgs :
@@ -337,7 +338,19 @@ HiddenStep ==
     /\ UpdateCache
     /\ UNCHANGED l
 
-TraceNext == TraceStep \/ HiddenStep
+\* Black-box: the target's client appends, as the one batch the next row needs (MissingRecords), not
+\* record by record.  Outside the HiddenSteps count: the row fixes the batch, so the step adds one
+\* successor at most and can be taken once per row (the records are then there); counted, a deposed
+\* leader's appends, its BeginQuorumEpoch handling and its Fetch to the new leader took three steps.
+HiddenAppend ==
+    /\ BlackBox
+    /\ l < TraceStop
+    /\ NeedsHiddenStep(TraceLog[l])
+    /\ LET n == MissingRecords(TraceLog[l]) IN n > 0 /\ ClientAppendBatch(TraceTarget, n)
+    /\ UpdateCache
+    /\ UNCHANGED <<l, hidden>>
+
+TraceNext == TraceStep \/ HiddenStep \/ HiddenAppend
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<kvars, l, hidden, epochCache>>
 

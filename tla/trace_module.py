@@ -25,12 +25,12 @@ one leaves it (``EnvironmentReceive``).  The traced node's own steps stay checke
 Black-box mode: a harness trace holds only ``Send``/``Receive`` events between the harness's virtual
 voters and its target (header ``target``).  The voters are the environment as above; every step of the
 target is hidden (TraceKRaft.tla ``TargetNext``, at most ``BLACKBOX_HIDDEN_STEPS`` in a row, only when
-the next row needs them) and each message it sends must be in flight when the harness receives it
-(``_blackbox_events``); the harness's kill -9 restarts (header ``targetRestarts``) are ``TargetRestart``
-rows.  The target starts in KRaft's initial state, so a trace that finds it in a state earlier cases
-left is NOT CHECKED (``_blackbox_not_fresh``), as is any trace with no row to check: never PASS.  The
-conformance harness's session traces (one per life of the target, header ``cases``) start from a fresh
-target and span every case.
+the next row needs them; its client appends, ``HiddenAppend``, are not counted) and each message it
+sends must be in flight when the harness receives it (``_blackbox_events``); the harness's kill -9
+restarts (header ``targetRestarts``) are ``TargetRestart`` rows.  The target starts in KRaft's initial
+state, so a trace that finds it in a state earlier cases left is NOT CHECKED (``_blackbox_not_fresh``), as
+is any trace with no row to check: never PASS.  The conformance harness's session traces (one per life
+of the target, header ``cases``) start from a fresh target and span every case.
 """
 
 from __future__ import annotations
@@ -705,7 +705,8 @@ def _blackbox_events(
 
     ``restarts`` (header ``targetRestarts``): the seqs before which the harness killed the target and
     started it on the same directory; each is a ``TargetRestart`` row (KRaft's Restart).  A Fetch answer
-    of the target names its records: how many the leader must hold (TraceKRaft MissingRecords).
+    of the target names its records, and a Fetch request of it its log end: how many records the leader
+    it was must hold (TraceKRaft MissingRecords; HiddenAppend appends them, outside the hidden-step count).
     """
     events: list[TraceEvent] = []
     pending_restarts = sorted(restarts)

@@ -109,3 +109,65 @@ def test_wrong_epoch_in_an_answer_fails_at_it(vote_run: Path, tmp_path: Path) ->
     verdict = validate_trace(_write(tmp_path / "bqe.ndjson", lines), timeout=120)
     assert verdict.status == "FAIL", verdict.reason
     assert verdict.failed_event is not None and verdict.failed_event.seq == lines[at]["seq"]
+
+
+@pytest.fixture(scope="module")
+def election_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Election/2 alone against the embedded reference node: the target wins epoch 2, appends its
+    LeaderChange record and serves virtual voter 2's fetches (the high watermark reaches 1)."""
+    out = tmp_path_factory.mktemp("blackbox-election")
+    args = [
+        sys.executable, "-m", "pytest", "conformance/test_election.py", "-k", "majority",
+        "-q", "-p", "no:cacheprovider", "--no-tlc", "--trace-dir", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return out
+
+
+def _deposed_leader_fetches(lines: list[dict[str, Any]], fetch_offset: int, last_epoch: int) -> list[dict[str, Any]]:
+    """Virtual voter 2 announces itself leader of the next epoch; the target (leader until then) answers
+    and fetches from 2 at ``fetch_offset`` with ``last_epoch``, copied from a real Fetch request of it."""
+    bqe = next(o for o in lines if o.get("msg", {}).get("api") == "BeginQuorumEpoch"
+               and o["event"] == "Receive" and o["msg"]["kind"] == "response")  # fmt: skip
+    fetch = next(o for o in lines if o.get("msg", {}).get("api") == "Fetch"
+                 and o["event"] == "Receive" and o["msg"]["kind"] == "request")  # fmt: skip
+    epoch = max(o["msg"]["body"]["Topics"][0]["Partitions"][0].get("LeaderEpoch", 0)
+                for o in lines if o.get("msg", {}).get("api") == "BeginQuorumEpoch")  # fmt: skip
+    seq, ts = lines[-1]["seq"], lines[-1]["ts"]
+    announce = json.loads(json.dumps(bqe))
+    announce.update(seq=seq + 1, ts=ts + 1, event="Send")
+    announce["msg"].update({"kind": "request", "from": 2, "to": 1, "correlationId": 901, "body": {
+        "ClusterId": "a3JhZnQtdGNrLWNvbmZvcg", "VoterId": 1, "LeaderEndpoints": [],
+        "Topics": [{"TopicName": "__cluster_metadata",
+                    "Partitions": [{"PartitionIndex": 0, "LeaderId": 2, "LeaderEpoch": epoch + 1}]}]}})  # fmt: skip
+    follow = json.loads(json.dumps(fetch))
+    follow.update(seq=seq + 2, ts=ts + 2)
+    follow["msg"]["correlationId"] = 902
+    part = follow["msg"]["body"]["Topics"][0]["Partitions"][0]
+    part.update(CurrentLeaderEpoch=epoch + 1, FetchOffset=fetch_offset, LastFetchedEpoch=last_epoch)
+    answer = json.loads(json.dumps(bqe))
+    answer.update(seq=seq + 3, ts=ts + 3)
+    answer["msg"]["correlationId"] = 901
+    answer["msg"]["body"]["Topics"][0]["Partitions"][0].update(LeaderId=2, LeaderEpoch=epoch + 1)
+    return [announce, follow, answer]
+
+
+@needs_tlc
+def test_a_deposed_leaders_fetch_shows_records_no_answer_served(election_run: Path, tmp_path: Path) -> None:
+    # A leader's log grows by client writes the harness cannot see (KIP-631 broker records, say); a Fetch
+    # answer that serves them says how many there are.  When the leader is deposed before any answer
+    # served them, its first Fetch as a follower is what says so: FetchOffset past them, LastFetchedEpoch
+    # its own old epoch (KIP-595 "Fetch": from the log end, with the epoch of the last record).  A
+    # conformance run under load met exactly this (the controller fenced three brokers right before a
+    # virtual voter took over): TLC found no behaviour for it.
+    lines = _lines(election_run / "KIP-595_Election_2.ndjson")
+    epoch = 2  # the target won epoch 2 and its log holds the LeaderChange record of it at offset 0
+    ok = _write(tmp_path / "appended.ndjson", lines + _deposed_leader_fetches(lines, 4, epoch))
+    verdict = validate_trace(ok, timeout=180)
+    assert verdict.status == "PASS", verdict.reason
+    # control: records of an epoch the target never led cannot be its own appends
+    doctored = lines + _deposed_leader_fetches(lines, 4, epoch + 1)
+    verdict = validate_trace(_write(tmp_path / "foreign.ndjson", doctored), timeout=180)
+    assert verdict.status == "FAIL", verdict.reason
+    assert verdict.failed_event is not None and verdict.failed_event.seq == doctored[-2]["seq"]
