@@ -262,8 +262,8 @@ TraceStep ==
     /\ UpdateCache
     /\ Record
 
-\* Black-box: how many records the target's next observed Fetch answer (row ev) shows beyond the end
-\* of its log.  A leader's log grows by client appends the harness cannot see as KRaft messages (the
+\* Black-box: how many records the target's next observed Fetch (row ev: an answer, or its own request)
+\* shows beyond the end of its log.  A leader's log grows by client appends the harness cannot see as KRaft messages (the
 \* records of KIP-631 broker RPCs, say); the answer that serves them says how many there are.  A leader
 \* deposed before any answer served them says it in its first Fetch as a follower: from its log end.
 MissingRecords(ev) ==
@@ -340,8 +340,8 @@ HiddenStep ==
 
 \* Black-box: the target's client appends, as the one batch the next row needs (MissingRecords), not
 \* record by record.  Outside the HiddenSteps count: the row fixes the batch, so the step adds one
-\* successor at most and can be taken once per row (the records are then there); counted, a deposed
-\* leader's appends, its BeginQuorumEpoch handling and its Fetch to the new leader took three steps.
+\* successor at most, and it is disabled once the records are there; counted, a deposed leader's
+\* appends, its BeginQuorumEpoch handling and its Fetch to the new leader took three steps.
 HiddenAppend ==
     /\ BlackBox
     /\ l < TraceStop
