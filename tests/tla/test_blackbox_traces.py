@@ -28,19 +28,23 @@ REPO = Path(__file__).resolve().parents[2]
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
 
-@pytest.fixture(scope="module")
-def vote_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Vote cases against the embedded reference node, one harness trace per case.  Vote/1 is the
-    session's first case: the target is freshly formatted, follows virtual leader 2 in epoch 1 and grants
-    candidate 3 its vote in epoch 2."""
-    out = tmp_path_factory.mktemp("blackbox")
+def _harness_traces(out: Path, *selection: str) -> Path:
+    """Conformance cases (a pytest selection) against the embedded reference node, TLC off: one harness
+    trace per case in ``out``."""
     args = [
-        sys.executable, "-m", "pytest", "conformance/test_vote.py",
+        sys.executable, "-m", "pytest", *selection,
         "-q", "-p", "no:cacheprovider", "--no-tlc", "--trace-dir", str(out),
     ]  # fmt: skip
     proc = subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def vote_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Vote cases, one harness trace per case.  Vote/1 is the session's first case: the target is
+    freshly formatted, follows virtual leader 2 in epoch 1 and grants candidate 3 its vote in epoch 2."""
+    return _harness_traces(tmp_path_factory.mktemp("blackbox"), "conformance/test_vote.py")
 
 
 def _vote_exchange(lines: list[dict[str, Any]], candidate: int, granted: bool) -> list[dict[str, Any]]:
@@ -113,16 +117,10 @@ def test_wrong_epoch_in_an_answer_fails_at_it(vote_run: Path, tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def election_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Election/2 alone against the embedded reference node: the target wins epoch 2, appends its
-    LeaderChange record and serves virtual voter 2's fetches (the high watermark reaches 1)."""
+    """Election/2 alone: the target wins epoch 2, appends its LeaderChange record and serves virtual voter
+    2's fetches (the high watermark reaches 1)."""
     out = tmp_path_factory.mktemp("blackbox-election")
-    args = [
-        sys.executable, "-m", "pytest", "conformance/test_election.py", "-k", "majority",
-        "-q", "-p", "no:cacheprovider", "--no-tlc", "--trace-dir", str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(args, cwd=REPO, env=dict(os.environ), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return out
+    return _harness_traces(out, "conformance/test_election.py", "-k", "majority")
 
 
 def _deposed_leader_fetches(lines: list[dict[str, Any]], fetch_offset: int, last_epoch: int) -> list[dict[str, Any]]:
