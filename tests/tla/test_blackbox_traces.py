@@ -160,7 +160,10 @@ def test_a_deposed_leaders_fetch_shows_records_no_answer_served(election_run: Pa
     # conformance run under load met exactly this (the controller fenced three brokers right before a
     # virtual voter took over): TLC found no behaviour for it.
     lines = _lines(election_run / "KIP-595_Election_2.ndjson")
-    epoch = 2  # the target won epoch 2 and its log holds the LeaderChange record of it at offset 0
+    # the epoch the target announced itself leader of (its log: that epoch's LeaderChange record, offset 0)
+    (epoch,) = {o["msg"]["body"]["Topics"][0]["Partitions"][0]["LeaderEpoch"] for o in lines
+                if o.get("msg", {}).get("api") == "BeginQuorumEpoch" and o["msg"]["kind"] == "request"
+                and o["msg"]["from"] == 1}  # fmt: skip
     ok = _write(tmp_path / "appended.ndjson", lines + _deposed_leader_fetches(lines, 4, epoch))
     verdict = validate_trace(ok, timeout=180)
     assert verdict.status == "PASS", verdict.reason
