@@ -114,7 +114,7 @@ class Plan:
     batched_throughput: int  # offered records/s of the batched runs (one write per millisecond)
     batched_lingers_ms: tuple[int, ...]  # one batched run per controller.quorum.append.linger.ms
     failover_rounds: int
-    paired_rounds: int  # echo to a child process, then the one-at-a-time process cluster; the goal's median
+    paired_rounds: int  # one-at-a-time process cluster, echo to a child before and after; the goal's median
     in_process_fsync_modes: tuple[bool, ...]
     max_batches: int  # in-process capacity run: this many batches of MAX_BATCH records
     process_fsync_modes: tuple[bool, ...]
@@ -666,8 +666,7 @@ async def run(plan: Plan, root: Path) -> None:
     for fsync in plan.in_process_fsync_modes:
         inproc.append(await timed(f"in-process cluster, fsync {'on' if fsync else 'off'}",
                                   in_process_cluster(root, fsync, plan)))
-    # The p50 goal's figures, as pairs measured back to back: this machine's speed drifts between runs (the
-    # echo p50 alone spans 0.09-0.17 ms over a session), and a pair shares the drift.
+    # The p50 goal's figures, in paired rounds (see the module docstring: the machine's speed drifts).
     echo_proc: list[float] = []
     paired: list[tuple[float, ProcessResult]] = []  # (echo p50 around it, one-at-a-time run)
     buffered_p50: list[float] = []  # the same rounds' echo reading as the node does (for information)

@@ -613,7 +613,8 @@ class KafkaClient:
     def _expire_due(self) -> None:
         """Fail every request past its deadline, then wait for the earliest deadline left."""
         self._expiry, self._expiry_at = None, float("inf")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None  # the timer was set on it
         now = loop.time() + 1e-6  # the loop may fire a timer up to its clock resolution early
         for corr, entry in list(self._inflight.items()):
             if entry.deadline <= now and self._inflight.pop(corr, None) is not None:
