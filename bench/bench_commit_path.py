@@ -20,6 +20,10 @@ a closed-loop run (2 cores) found these stages at 2-3× their warm time, between
 than the process cluster's, and why the work left is the memory a stage touches (objects, code) more
 than its instructions. The stages are named as the core's handlers and the trace's events are.
 
+Both of the node's Fetch paths run in the same run, passes alternating: the **dict** path (``codec`` to a
+body dict, ``wire`` to the core's message: what a node that traces frames uses) and the **typed** path
+(``typed_wire``: the core's message straight from and to bytes, what a node uses otherwise).
+
     .venv/bin/python bench/bench_commit_path.py [--quick] [--evict-mib N]
 """
 
@@ -39,6 +43,7 @@ from kraft_tck.reference.io import ClientWrite, QuorumStateSnapshot, Ready, Requ
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import VoteResponse
 from kraft_tck.reference.roles import Leader
+from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 
 RECORD = b"r" * 100
@@ -46,21 +51,27 @@ VOTERS = frozenset({1, 2, 3})
 VERSION = codec.supported_versions(wire.FETCH)[1]
 CLIENT_ID = "raft-client-2"
 
-# (segment, stage as printed, the name it is timed under) in critical-path order.
+# (segment, stage as printed, the name it is timed under) in critical-path order; a stage of one path
+# only is marked with its path.
 STAGES = [
     ("leader, write", "ClientAppend (core step)", "ClientAppend"),
-    ("leader, write", "FetchResponse → body (wire)", "response to body"),
-    ("leader, write", "body → bytes (codec)", "encode response"),
+    ("leader, write", "FetchResponse → body (wire)", "dict: response to body"),
+    ("leader, write", "body → bytes (codec)", "dict: encode response"),
+    ("leader, write", "FetchResponse → bytes (typed_wire)", "typed: encode response"),
     ("leader, write", "frame with correlation id (codec)", "frame response"),
-    ("follower", "bytes → body (codec)", "decode response"),
-    ("follower", "body → FetchResponse (wire, batch + CRC)", "body to response"),
+    ("follower", "bytes → body (codec)", "dict: decode response"),
+    ("follower", "body → FetchResponse (wire, batch + CRC)", "dict: body to response"),
+    ("follower", "bytes → FetchResponse (typed_wire, batch + CRC)", "typed: decode response"),
     ("follower", "HandleFetchResponse (core step)", "HandleFetchResponse"),
-    ("follower", "FetchRequest → body (wire)", "request to body"),
-    ("follower", "body → bytes (codec)", "encode request"),
-    ("leader, fetch", "bytes → body (codec)", "decode request"),
-    ("leader, fetch", "body → FetchRequest (wire)", "body to request"),
+    ("follower", "FetchRequest → body (wire)", "dict: request to body"),
+    ("follower", "body → bytes (codec)", "dict: encode request"),
+    ("follower", "FetchRequest → bytes (typed_wire)", "typed: encode request"),
+    ("leader, fetch", "bytes → body (codec)", "dict: decode request"),
+    ("leader, fetch", "body → FetchRequest (wire)", "dict: body to request"),
+    ("leader, fetch", "bytes → FetchRequest (typed_wire)", "typed: decode request"),
     ("leader, fetch", "HandleFetchRequest (core step)", "HandleFetchRequest"),
 ]
+PATHS = ("dict", "typed")
 
 
 def _config(node_id: int) -> CoreConfig:
@@ -79,8 +90,12 @@ def _leader() -> KRaftCore:
 class CommitPath:
     """A leader and two followers passing real bytes, one commit at a time; ``timings`` per stage."""
 
-    def __init__(self, evict_bytes: int) -> None:
+    def __init__(self, evict_bytes: int, typed: bool) -> None:
         codec.precompile([wire.FETCH])
+        self.typed: TypedCodec | None = None
+        if typed:
+            self.typed = TypedCodec()
+            self.typed.precompile(range(VERSION, VERSION + 1))
         self.leader = _leader()
         self.followers = {i: KRaftCore(_config(i), QuorumStateSnapshot(1, 1), Log(()), random.Random(i), 0)
                           for i in (2, 3)}
@@ -115,18 +130,26 @@ class CommitPath:
 
     def _collect_request(self, i: int, ready: Ready, timed: bool) -> None:
         for out in ready.send:
-            body = self._stage("request to body", timed, wire.request_to_body, out.request, VERSION)
-            frame = self._stage("encode request", timed, codec.encode_request,
-                                wire.FETCH, VERSION, 7, CLIENT_ID, body)
+            if self.typed is not None:
+                frame = self._stage("typed: encode request", timed, self.typed.encode_request,
+                                    wire.FETCH, VERSION, 7, CLIENT_ID, out.request)
+            else:
+                body = self._stage("dict: request to body", timed, wire.request_to_body, out.request, VERSION)
+                frame = self._stage("dict: encode request", timed, codec.encode_request,
+                                    wire.FETCH, VERSION, 7, CLIENT_ID, body)
             self._requests[i] = (frame, out.request_id)
 
     def _answer(self, ready: Ready, timed: bool) -> None:
         for rep in ready.replies:
             if self._shared is not None and self._shared[0] == rep.response:
                 encoded = self._shared[1]  # the other follower's answer: encoded once (Node._last_answer)
+            elif self.typed is not None:
+                encoded = self._stage("typed: encode response", timed, self.typed.encode_response_body,
+                                      VERSION, rep.response, {})
+                self._shared = (rep.response, encoded)
             else:
-                body = self._stage("response to body", timed, wire.response_to_body, rep.response, VERSION)
-                encoded = self._stage("encode response", timed, codec.encode_response_body,
+                body = self._stage("dict: response to body", timed, wire.response_to_body, rep.response, VERSION)
+                encoded = self._stage("dict: encode response", timed, codec.encode_response_body,
                                       wire.FETCH, VERSION, body)
                 self._shared = (rep.response, encoded)
             self._answers[rep.reply_to] = self._stage("frame response", timed,
@@ -136,8 +159,11 @@ class CommitPath:
         frame, request_id = self._requests.pop(i)
         self._request_ids[i] = request_id
         self._cold()
-        _, body = self._stage("decode request", timed, codec.decode_request, frame[4:])
-        req = self._stage("body to request", timed, wire.request_from_kafka, wire.FETCH, VERSION, body)
+        if self.typed is not None:
+            _, req = self._stage("typed: decode request", timed, self.typed.decode_request, frame[4:])
+        else:
+            _, body = self._stage("dict: decode request", timed, codec.decode_request, frame[4:])
+            req = self._stage("dict: body to request", timed, wire.request_from_kafka, wire.FETCH, VERSION, body)
         ready = self._stage("HandleFetchRequest", timed, self.leader.step,
                             RequestReceived(i, i, req), self.now)
         self._answer(ready, timed)
@@ -145,10 +171,14 @@ class CommitPath:
     def _follower(self, i: int, timed: bool) -> None:
         frame = self._answers.pop(i)
         self._cold()
-        _, body = self._stage("decode response", timed, codec.decode_response,
-                              wire.FETCH, VERSION, frame[4:])
-        resp = self._stage("body to response", timed, wire.response_from_kafka,
-                           wire.FETCH, VERSION, body)
+        if self.typed is not None:
+            _, resp = self._stage("typed: decode response", timed, self.typed.decode_response,
+                                  wire.FETCH, VERSION, frame[4:])
+        else:
+            _, body = self._stage("dict: decode response", timed, codec.decode_response,
+                                  wire.FETCH, VERSION, frame[4:])
+            resp = self._stage("dict: body to response", timed, wire.response_from_kafka,
+                               wire.FETCH, VERSION, body)
         ready = self._stage("HandleFetchResponse", timed, self.followers[i].step,
                             ResponseReceived(1, resp, self._request_ids[i]), self.now)
         self._collect_request(i, ready, timed)
@@ -167,23 +197,28 @@ class CommitPath:
         assert self.leader.high_watermark == hw + 1 and not self._answers
 
 
-def measure(commits: int, evict_mib: int, passes: int) -> dict[bool, dict[str, float]]:
-    """Median µs per stage and commit, warm (False) and evicted (True): passes alternate, medians pooled."""
-    path = CommitPath(evict_mib << 20)
-    for _ in range(200):
-        path.commit(timed=False)
-    pooled: dict[bool, dict[str, list[int]]] = {False: defaultdict(list), True: defaultdict(list)}
+def measure(commits: int, evict_mib: int, passes: int) -> dict[tuple[str, bool], dict[str, float]]:
+    """Median µs per stage and commit, per (path, evicted caches?): passes alternate warm and evicted and,
+    within each, the two paths (in turns first); medians pooled over the passes."""
+    paths = {name: CommitPath(evict_mib << 20, typed=name == "typed") for name in PATHS}
+    for path in paths.values():
+        for _ in range(200):
+            path.commit(timed=False)
+    pooled: dict[tuple[str, bool], dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for p in range(passes * 2):
-        path.evicting = p % 2 == 1
-        path.timings.clear()
-        for _ in range(commits):
-            path.commit()
-        for name, values in path.timings.items():
-            pooled[path.evicting][name] += values
+        evicting = p % 2 == 1
+        for name in PATHS if p % 4 < 2 else reversed(PATHS):
+            path = paths[name]
+            path.evicting = evicting
+            path.timings.clear()
+            for _ in range(commits):
+                path.commit()
+            for stage, values in path.timings.items():
+                pooled[(name, evicting)][stage] += values
     # Each stage runs once on the critical path (the fastest follower's round; the answer's body is
     # encoded once for both followers): the median of its calls.
-    return {evicting: {name: statistics.median(v) / 1000 for name, v in stages.items()}
-            for evicting, stages in pooled.items()}
+    return {key: {stage: statistics.median(v) / 1000 for stage, v in stages.items()}
+            for key, stages in pooled.items()}
 
 
 def main() -> None:
@@ -194,24 +229,32 @@ def main() -> None:
     commits, passes = (300, 1) if args.quick else (1500, 3)
     res = measure(commits, args.evict_mib, passes)
     print(f"commit path, one 100-byte record, 3 voters (2 followers), Fetch v{VERSION}: median µs per stage "
-          f"({commits * passes:,} commits each way)")
-    header = ["segment", "stage", "warm µs", f"caches evicted ({args.evict_mib} MiB) µs", "evicted / warm"]
+          f"({commits * passes:,} commits each way; evicted = after writing over {args.evict_mib} MiB)")
+    columns = [(name, evicting) for name in PATHS for evicting in (False, True)]
+    header = ["segment", "stage", *(f"{name} {'evicted' if e else 'warm'} µs" for name, e in columns)]
     rows = []
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    totals: dict[str, dict[tuple[str, bool], float]] = defaultdict(lambda: defaultdict(float))
     for segment, stage, key in STAGES:
-        warm, cold = res[False][key], res[True][key]
-        totals[segment][0] += warm
-        totals[segment][1] += cold
-        rows.append([segment, stage, f"{warm:.1f}", f"{cold:.1f}", f"{cold / warm:.1f}×" if warm else "-"])
-    for segment, (warm, cold) in totals.items():
-        rows.append([segment, "(segment total)", f"{warm:.1f}", f"{cold:.1f}", f"{cold / warm:.1f}×"])
-    warm_all = sum(w for w, _ in totals.values())
-    cold_all = sum(c for _, c in totals.values())
-    rows.append(["critical path", "(sum of the segments)", f"{warm_all:.1f}", f"{cold_all:.1f}",
-                 f"{cold_all / warm_all:.1f}×"])
+        row = [segment, stage]
+        for name, evicting in columns:
+            only = key.split(": ", 1)[0] if ": " in key else None
+            if only not in (None, name):
+                row.append("-")
+                continue
+            value = res[(name, evicting)][key]
+            totals[segment][(name, evicting)] += value
+            row.append(f"{value:.1f}")
+        rows.append(row)
+    for segment, by_column in totals.items():
+        rows.append([segment, "(segment total)", *(f"{by_column[c]:.1f}" for c in columns)])
+    path_total = {c: sum(t[c] for t in totals.values()) for c in columns}
+    rows.append(["critical path", "(sum of the segments)", *(f"{path_total[c]:.1f}" for c in columns)])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    for evicting in (False, True):
+        ratio = path_total[("typed", evicting)] / path_total[("dict", evicting)]
+        print(f"typed / dict, critical path, {'evicted' if evicting else 'warm'}: {ratio:.2f}×")
     print("\n(sockets, disk and the event loop are not in these figures)")
 
 

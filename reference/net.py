@@ -28,7 +28,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError, Errors, FrameTooLargeError, UnsupportedVersionError
@@ -41,6 +41,19 @@ DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes defaul
 _CORRELATION = struct.Struct(">i")
 
 
+class BodyCodec(Protocol):
+    """How frames become bodies and bodies frames: :mod:`kraft_tck.spec.codec` itself (bodies are dicts)
+    unless a server or client is given another. The node's (``typed_wire.TypedCodec``) reads and writes
+    Fetch as the core's own messages and everything else as dicts."""
+
+    def decode_request(self, payload: Any) -> tuple[dict[str, Any], Any]: ...
+
+    def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
+                       body: Any) -> bytes: ...
+
+    def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]: ...
+
+
 @dataclass(frozen=True)
 class Request:
     """One decoded request as a handler sees it."""
@@ -49,7 +62,7 @@ class Request:
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: dict[str, Any]
+    body: Any  # a dict, or what the server's BodyCodec reads instead
     peer: str
 
 
@@ -77,7 +90,7 @@ class Encoded:
     """An answer whose body is already encoded (``codec.encode_response_body``): one encoding serves every
     request answered with the same body, each framed with its own correlation id."""
 
-    body: dict[str, Any]
+    body: dict[str, Any] | None  # for a frame observer; None when the bytes were written without a dict
     encoded: bytes
 
 
@@ -129,8 +142,10 @@ class KafkaServer:
         port: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME,
         observer: FrameObserver | None = None,
+        bodies: BodyCodec | None = None,
     ) -> None:
         self._handler = handler
+        self._bodies: BodyCodec = codec if bodies is None else bodies
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
         self._host = host
         self._port = port
@@ -165,7 +180,7 @@ class KafkaServer:
 
     def _dispatch(self, payload: bytes, peer: str, responses: _InOrderResponses) -> None:
         try:
-            header, body = codec.decode_request(payload)
+            header, body = self._bodies.decode_request(payload)
         except UnsupportedVersionError as exc:
             if exc.api_key == API_VERSIONS and exc.correlation_id is not None:
                 # KIP-511: answer at v0 with the supported ranges so the client can pick a version.
@@ -361,7 +376,8 @@ class _InOrderResponses:
     def _observe(self, req: Request, answer: Answer | Encoded) -> None:
         if self._observer and answer is not None:
             body = answer.body if isinstance(answer, Encoded) else answer
-            self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
+            if body is not None:
+                self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
 
     def _close(self) -> None:
         self.closed = True
@@ -404,8 +420,9 @@ class RequestError(Exception):
     """A request that got no response: connection refused or lost, or timed out."""
 
 
-#: Called once with the response body, or with the RequestError that ended the request.
-ResponseCallback = Callable[[dict[str, Any] | None, BaseException | None], None]
+#: Called once with the response body (what the client's BodyCodec reads), or with the RequestError that
+#: ended the request.
+ResponseCallback = Callable[[Any, BaseException | None], None]
 
 
 @dataclass(slots=True)
@@ -417,7 +434,7 @@ class _InFlight:
     deadline: float = 0.0  # loop time after which the request fails
     timeout_s: float = 0.0
 
-    def finish(self, body: dict[str, Any] | None, error: BaseException | None) -> None:
+    def finish(self, body: Any, error: BaseException | None) -> None:
         if self.callback is not None:
             try:
                 self.callback(body, error)
@@ -513,6 +530,7 @@ class KafkaClient:
     client_id: str = "kraft-tck"
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     observer: FrameObserver | None = None
+    bodies: BodyCodec = codec  # how bodies are read and written (see BodyCodec)
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     _transport: asyncio.Transport | None = None
     _protocol: _ClientProtocol | None = None
@@ -572,20 +590,20 @@ class KafkaClient:
         return fut
 
     def send_with_callback(
-        self, api_key: int, version: int, body: dict[str, Any], timeout_s: float, callback: ResponseCallback
+        self, api_key: int, version: int, body: Any, timeout_s: float, callback: ResponseCallback
     ) -> None:
         """Like :meth:`send`, but ``callback(body, error)`` is called from the event-loop round that reads
         the response (or from the timeout or the connection's end), not one round later as a future's
         callbacks are."""
         self._send(api_key, version, body, timeout_s, None, callback)
 
-    def _send(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float,
+    def _send(self, api_key: int, version: int, body: Any, timeout_s: float,
               fut: asyncio.Future[dict[str, Any]] | None, callback: ResponseCallback | None) -> None:
         if not self.connected:
             raise RequestError(f"not connected to {self.peer}")
         corr = self._next_correlation
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
-        frame = codec.encode_request(api_key, version, corr, self.client_id, body)
+        frame = self.bodies.encode_request(api_key, version, corr, self.client_id, body)
         loop = self._loop
         assert loop is not None  # set with the transport
         deadline = loop.time() + timeout_s
@@ -640,7 +658,7 @@ class KafkaClient:
             log.warning("%s: response with unknown correlation id %d dropped", self.peer, corr)
             return
         try:
-            _, body = codec.decode_response(entry.api_key, entry.version, payload)
+            _, body = self.bodies.decode_response(entry.api_key, entry.version, payload)
         except DecodeError:
             self._inflight[corr] = entry  # failed with the others
             raise

@@ -45,6 +45,7 @@ from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, R
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
+from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.traces.trace import TraceWriter, to_jsonable
@@ -150,6 +151,9 @@ class Node:
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
         self._last_answer: tuple[Any, int, Encoded] | None = None  # see _apply
+        # Fetch read into and written from the core's messages (typed_wire.py), set by ``start`` unless
+        # frames are traced: a frame trace records bodies as the dict path reads them off the wire.
+        self.typed: TypedCodec | None = None
         # Where each voter listens (controller.quorum.voters, the controller listener's name): responses
         # that redirect a client to the leader name its endpoint.
         self._endpoints = {
@@ -222,6 +226,9 @@ class Node:
             if voter.node_id != cfg.node_id:
                 host = voter.endpoint.host or "127.0.0.1"
                 self._peers[voter.node_id] = _Peer(voter.node_id, host, voter.endpoint.port)
+        if not self._wants_frames():  # decided by the trace, opened above
+            self.typed = TypedCodec()
+            self.typed.precompile()
         self.server = KafkaServer(
             self._handle,
             {**wire.SERVED_API_VERSIONS, **broker_controller.SERVED_API_VERSIONS},
@@ -229,6 +236,7 @@ class Node:
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
             observer=self._observe_server if self._wants_frames() else None,
+            bodies=self.typed,
         )
         await self.server.start()
         self._apply(first)
@@ -346,7 +354,12 @@ class Node:
     def _answer_body(self, response: Any, version: int, several: bool) -> Answer | Encoded:
         """The answer to send for ``response``; encoded once here when other replies may share the bytes
         (net frames each with its correlation id): several replies in one bundle, or a Fetch answer with
-        records, which the other followers are about to ask for too."""
+        records, which the other followers are about to ask for too. A Fetch answer the typed codec writes
+        is always bytes: they cost nothing more to frame than a body would to encode."""
+        if self.typed is not None and isinstance(response, FetchResponse):
+            encoded = self.typed.encode_response_body(version, response, self._endpoints)
+            if encoded is not None:
+                return Encoded(None, encoded)
         body = wire.response_to_body(response, version, self._endpoints)
         if not several and not (isinstance(response, FetchResponse) and response.batches):
             return body
@@ -417,7 +430,8 @@ class Node:
             if time.monotonic() < peer.backoff_until:
                 raise RequestError(f"node {peer.node_id}: reconnect backoff")
             client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
-                                 observer=self._observe_client(peer.node_id) if self._wants_frames() else None)
+                                 observer=self._observe_client(peer.node_id) if self._wants_frames() else None,
+                                 bodies=codec if self.typed is None else self.typed)
             try:
                 await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
             except RequestError:
@@ -453,7 +467,8 @@ class Node:
         api_key = wire.api_key(request)
         try:
             version = client.best_version(api_key)
-            body = wire.request_to_body(request, version)
+            # The typed codec writes the core's request itself (Fetch without a dict at all).
+            body = request if self.typed is not None else wire.request_to_body(request, version)
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
             timeout = (self.config.request_timeout_ms + wire.max_wait_ms(request)) / 1000
             # The response steps the core from the loop round that reads it (never from inside a step:
@@ -467,7 +482,7 @@ class Node:
             return
         self._outstanding += 1
 
-    def _on_response(self, body: dict[str, Any] | None, exc: BaseException | None, dest: int, request: Any,
+    def _on_response(self, body: Any, exc: BaseException | None, dest: int, request: Any,
                      version: int, request_id: int) -> None:
         self._outstanding -= 1
         if self._outstanding == 0 and self._all_answered is not None and not self._all_answered.done():

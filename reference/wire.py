@@ -447,7 +447,9 @@ def _replica_state(row: Body) -> ReplicaState:
 # turned into a ``WireError`` that carries the error to answer with.
 
 
-def request_from_kafka(key: int, version: int, body: Body) -> Request:
+def request_from_kafka(key: int, version: int, body: Body | FetchRequest) -> Request:
+    if isinstance(body, FetchRequest):
+        return body  # typed_wire.TypedCodec read the frame into the core's message already
     try:
         return request_from_body(key, version, body)
     except WireError:
@@ -456,7 +458,9 @@ def request_from_kafka(key: int, version: int, body: Body) -> Request:
         raise WireError(f"malformed {codec.api_name(key)} v{version} request: {exc!r}") from exc
 
 
-def response_from_kafka(key: int, version: int, body: Body) -> Response:
+def response_from_kafka(key: int, version: int, body: Body | FetchResponse) -> Response:
+    if isinstance(body, FetchResponse):
+        return body  # read by typed_wire.TypedCodec
     try:
         return response_from_body(key, version, body)
     except WireError:

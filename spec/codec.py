@@ -18,7 +18,8 @@ defaults on encode. Unknown tagged fields met on decode are kept under ``_unknow
 Public API (used by the node, the harness and outside checks): :func:`encode_request`,
 :func:`encode_response`, :func:`decode_request`, :func:`decode_response`, :func:`encode_data`,
 :func:`decode_data`, :func:`api_key_of`, :func:`api_name`, :func:`supported_versions`,
-:func:`request_header_version`, :func:`response_header_version`, :func:`unsupported_version_response`.
+:func:`request_header_version`, :func:`response_header_version`, :func:`unsupported_version_response`,
+:func:`message_struct` (what :mod:`kraft_tck.spec.binding` generates from).
 """
 
 from __future__ import annotations
@@ -743,7 +744,9 @@ def _supported(api_key: int, version: int) -> bool:
     return lo <= version <= hi
 
 
-def _struct_of(name: str, version: int) -> tuple[list[FieldDef], int, bool]:
+def message_struct(name: str, version: int) -> tuple[list[FieldDef], int, bool]:
+    """(fields, version, flexible) of message ``name`` at ``version``: what ``codegen`` and ``binding``
+    generate code from."""
     md = _message(name)
     return md.fields, version, version in md.flexible
 
@@ -754,16 +757,16 @@ def _generated(cache: dict[tuple[int, int], Any], api_key: int, version: int, wh
         return None
     req, resp = _apis()[api_key]
     label = f"{api_name(api_key)} v{version} {which}"
-    req_header = _struct_of("RequestHeader", request_header_version(api_key, version))
-    resp_header = _struct_of("ResponseHeader", response_header_version(api_key, version))
+    req_header = message_struct("RequestHeader", request_header_version(api_key, version))
+    resp_header = message_struct("ResponseHeader", response_header_version(api_key, version))
     if which == "request encoder":
-        fn: Any = codegen.request_encoder(req_header, _struct_of(req.name, version), api_key, label)
+        fn: Any = codegen.request_encoder(req_header, message_struct(req.name, version), api_key, label)
     elif which == "response encoder":
-        fn = codegen.response_encoder(resp_header, _struct_of(resp.name, version), label)
+        fn = codegen.response_encoder(resp_header, message_struct(resp.name, version), label)
     elif which == "request decoder":
-        fn = codegen.frame_decoder(req_header, _struct_of(req.name, version), label)
+        fn = codegen.frame_decoder(req_header, message_struct(req.name, version), label)
     else:
-        fn = codegen.frame_decoder(resp_header, _struct_of(resp.name, version), label)
+        fn = codegen.frame_decoder(resp_header, message_struct(resp.name, version), label)
     cache[(api_key, version)] = fn
     return fn
 

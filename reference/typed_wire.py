@@ -1,0 +1,239 @@
+"""The node's codec for ``net.py``: :mod:`kraft_tck.spec.codec`, except that Fetch — the RPC on every
+commit's path — is read straight into the core's ``FetchRequest``/``FetchResponse`` and written straight
+from them, by code that ``spec/binding.py`` generates from ``spec/messages/Fetch*.json``.
+
+The dict path (``codec`` → body dict → ``wire.py``) stays the reference: every other RPC takes it, any
+Fetch frame the bindings below cannot represent falls back to it (so its errors are the dict path's
+errors), and a node that traces frames uses only it (a trace records the body as it was on the wire).
+The bindings say the same as ``wire.request_to_body``/``response_to_body`` and their inverses, field by
+field; ``tests/reference/test_typed_wire.py`` checks that both paths give the same bytes and the same
+values on every Fetch version.
+
+Why: in a 3-process cluster on 2 cores each node wakes with cold caches, and a commit's latency follows
+the memory its messages touch. The dict path builds about a dozen dicts and lists per Fetch exchange;
+this one builds the two dataclasses (``bench/bench_commit_path.py``, the codec and wire rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kraft_tck.reference import wire
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.wire import (
+    _REDIRECTING_ERRORS,
+    FETCH,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    MIN_FETCH_VERSION,
+    NodeEndpoint,
+    _decode_keeping_bytes,
+    _error,
+)
+from kraft_tck.spec import binding, codec
+from kraft_tck.spec.binding import Expect
+from kraft_tck.spec.records import encode_batches
+
+_PARTITION = "Topics[0].Partitions[0]."
+
+#: FetchRequest fields the core carries (KIP-595 "Fetch": the follower's position and epoch), and the
+#: one partition every KRaft Fetch names. LogStartOffset is read and written but not kept: the node
+#: sends 0, as ``wire.request_to_body`` does, and has no use for a follower's.
+FETCH_REQUEST: binding.Binding = {
+    "ClusterId": "cluster_id",
+    "ReplicaId": "replica_id",  # v12-14
+    "ReplicaState.ReplicaId": "replica_id",  # v15+
+    "ReplicaState.ReplicaEpoch": "replica_epoch",
+    "MaxWaitMs": "max_wait_ms",
+    "MaxBytes": "max_bytes",
+    "Topics[0].Topic": Expect(METADATA_TOPIC),  # v12
+    "Topics[0].TopicId": Expect(METADATA_TOPIC_ID),  # v13+
+    _PARTITION + "Partition": Expect(METADATA_PARTITION),
+    _PARTITION + "CurrentLeaderEpoch": "current_leader_epoch",
+    _PARTITION + "FetchOffset": "fetch_offset",
+    _PARTITION + "LastFetchedEpoch": "last_fetched_epoch",
+    _PARTITION + "LogStartOffset": "log_start_offset",
+    _PARTITION + "PartitionMaxBytes": "partition_max_bytes",
+}
+FETCH_REQUEST_PARAMS: binding.Params = (
+    ("cluster_id", None), ("replica_id", -1), ("replica_epoch", -1), ("max_wait_ms", 0),
+    ("max_bytes", 0x7FFFFFFF), ("current_leader_epoch", -1), ("fetch_offset", 0), ("last_fetched_epoch", -1),
+    ("log_start_offset", -1), ("partition_max_bytes", 0x7FFFFFFF),
+)
+
+_RESPONSE_PARTITION = "Responses[0].Partitions[0]."
+
+#: FetchResponse fields the core reads (KIP-595 "Fetch Response Handling": records, high watermark,
+#: DivergingEpoch, CurrentLeader) and the one partition. NodeEndpoints (v16+) is read but not bound:
+#: an answer that names the leader's endpoint is written by the dict path.
+FETCH_RESPONSE: binding.Binding = {
+    "ErrorCode": "error",
+    "Responses[0].Topic": Expect(METADATA_TOPIC),
+    "Responses[0].TopicId": Expect(METADATA_TOPIC_ID),
+    _RESPONSE_PARTITION + "PartitionIndex": Expect(METADATA_PARTITION),
+    _RESPONSE_PARTITION + "ErrorCode": "partition_error",
+    _RESPONSE_PARTITION + "HighWatermark": "high_watermark",
+    _RESPONSE_PARTITION + "LogStartOffset": "log_start_offset",
+    _RESPONSE_PARTITION + "DivergingEpoch.Epoch": "diverging_epoch",
+    _RESPONSE_PARTITION + "DivergingEpoch.EndOffset": "diverging_end_offset",
+    _RESPONSE_PARTITION + "CurrentLeader.LeaderId": "leader_id",
+    _RESPONSE_PARTITION + "CurrentLeader.LeaderEpoch": "leader_epoch",
+    _RESPONSE_PARTITION + "Records": "records",
+}
+FETCH_RESPONSE_PARAMS: binding.Params = (
+    ("error", 0), ("partition_error", 0), ("high_watermark", -1), ("log_start_offset", -1),
+    ("diverging_epoch", -1), ("diverging_end_offset", -1), ("leader_id", -1), ("leader_epoch", -1),
+    ("records", None),
+)
+
+
+def _fetch_request(cluster_id: str | None, replica_id: int, replica_epoch: int, max_wait_ms: int, max_bytes: int,
+                   current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int, log_start_offset: int,
+                   partition_max_bytes: int) -> FetchRequest:
+    """``wire.request_from_body`` of a Fetch, from the bound fields."""
+    return FetchRequest(cluster_id, replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch,
+                        max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch)
+
+
+def _fetch_response(error: int, partition_error: int, high_watermark: int, log_start_offset: int,
+                    diverging_epoch: int, diverging_end_offset: int, leader_id: int, leader_epoch: int,
+                    records: bytes | None) -> FetchResponse:
+    """``wire.response_from_body`` of a Fetch answer with its one partition, from the bound fields."""
+    batches, encoded = _decode_keeping_bytes(records or b"")
+    # Kafka: DivergingEpoch is set when either field differs from -1.
+    diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
+                                                                                    diverging_end_offset)
+    return FetchResponse(high_watermark, batches, diverging, LeaderIdAndEpoch(leader_id, leader_epoch),
+                         _error(partition_error), _error(error), log_start_offset, encoded)
+
+
+class TypedCodec:
+    """What ``net.KafkaServer``/``KafkaClient`` call to read and write frames (``spec.codec``'s names):
+    bodies are the core's Fetch messages where the bound code applies, the codec's dicts elsewhere.
+    ``wire.request_from_kafka``/``response_from_kafka`` take either."""
+
+    def __init__(self) -> None:
+        # Generated per version at first use (``precompile`` does it before a node listens).
+        self._request_decoders: dict[int, Callable[[Any], tuple[Any, Any]]] = {}
+        self._response_decoders: dict[int, Callable[[Any], tuple[Any, Any]]] = {}
+        self._request_encoders: dict[int, Callable[..., bytes]] = {}
+        self._response_encoders: dict[int, Callable[..., bytes]] = {}
+        #: Frames the bound code read or wrote, and those it left to the dict path, per direction.
+        self.bound = 0
+        self.fallbacks = 0
+
+    def precompile(self, versions: range | None = None) -> None:
+        lo, hi = codec.supported_versions(FETCH)
+        for version in versions or range(max(lo, MIN_FETCH_VERSION), hi + 1):
+            self._request_decoder(version)
+            self._response_decoder(version)
+            self._request_encoder(version)
+            self._response_encoder(version)
+
+    # ---------------------------------------------------------------- generated, per version
+
+    @staticmethod
+    def _label(version: int, which: str) -> str:
+        return f"Fetch v{version} bound {which}"
+
+    def _request_decoder(self, version: int) -> Callable[[Any], tuple[Any, Any]]:
+        fn = self._request_decoders.get(version)
+        if fn is None:
+            fn = self._request_decoders[version] = binding.frame_decoder(
+                codec.message_struct("RequestHeader", codec.request_header_version(FETCH, version)),
+                codec.message_struct("FetchRequest", version), FETCH_REQUEST, FETCH_REQUEST_PARAMS,
+                _fetch_request, self._label(version, "request decoder"), response=False)
+        return fn
+
+    def _response_decoder(self, version: int) -> Callable[[Any], tuple[Any, Any]]:
+        fn = self._response_decoders.get(version)
+        if fn is None:
+            fn = self._response_decoders[version] = binding.frame_decoder(
+                codec.message_struct("ResponseHeader", codec.response_header_version(FETCH, version)),
+                codec.message_struct("FetchResponse", version), FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
+                _fetch_response, self._label(version, "response decoder"), response=True)
+        return fn
+
+    def _request_encoder(self, version: int) -> Callable[..., bytes]:
+        fn = self._request_encoders.get(version)
+        if fn is None:
+            fn = self._request_encoders[version] = binding.request_encoder(
+                codec.message_struct("RequestHeader", codec.request_header_version(FETCH, version)),
+                codec.message_struct("FetchRequest", version), FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS,
+                self._label(version, "request encoder"))
+        return fn
+
+    def _response_encoder(self, version: int) -> Callable[..., bytes]:
+        fn = self._response_encoders.get(version)
+        if fn is None:
+            fn = self._response_encoders[version] = binding.body_encoder(
+                codec.message_struct("FetchResponse", version), FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
+                self._label(version, "response encoder"))
+        return fn
+
+    @staticmethod
+    def _bound_version(api_key: int, version: int) -> bool:
+        return api_key == FETCH and MIN_FETCH_VERSION <= version <= codec.supported_versions(FETCH)[1]
+
+    # ---------------------------------------------------------------- net.py's codec
+
+    def decode_request(self, payload: Any) -> tuple[dict[str, Any], Any]:
+        """(header, body): a ``FetchRequest`` for a Fetch the binding reads, else ``codec``'s dicts."""
+        if len(payload) >= 4 and payload[0] == 0 and payload[1] == FETCH:
+            version = payload[2] << 8 | payload[3]
+            if self._bound_version(FETCH, version):
+                try:
+                    out = self._request_decoder(version)(payload)
+                    self.bound += 1
+                    return out
+                except Exception:
+                    self.fallbacks += 1
+        return codec.decode_request(payload)
+
+    def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]:
+        """(correlation id, body): a ``FetchResponse`` where the binding reads the frame."""
+        if self._bound_version(api_key, version):
+            try:
+                out = self._response_decoder(version)(payload)
+                self.bound += 1
+                return out
+            except Exception:
+                self.fallbacks += 1
+        return codec.decode_response(api_key, version, payload)
+
+    def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
+                       body: Any) -> bytes:
+        """A request frame from a body dict, or from one of the core's requests: a ``FetchRequest`` by the
+        bound code (``wire.request_to_body``'s fields), any other through its body."""
+        if type(body) is not dict:
+            if type(body) is FetchRequest and self._bound_version(api_key, version):
+                self.bound += 1
+                return self._request_encoder(version)(
+                    correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
+                    body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
+                    body.last_fetched_epoch, 0, body.max_bytes)
+            body = wire.request_to_body(body, version)
+        return codec.encode_request(api_key, version, correlation_id, client_id, body)
+
+    def encode_response_body(self, version: int, resp: FetchResponse,
+                             endpoints: Mapping[int, NodeEndpoint]) -> bytes | None:
+        """The body bytes of a Fetch answer (``wire.response_to_body``'s fields), or None where the dict
+        path must write it: a version the binding lacks, or v16+ error answers naming the leader's
+        endpoint (NodeEndpoints, KIP-951)."""
+        if not self._bound_version(FETCH, version) or (
+                version >= 16 and resp.partition_error in _REDIRECTING_ERRORS
+                and resp.current_leader.leader_id in endpoints):
+            self.fallbacks += 1
+            return None
+        self.bound += 1
+        div = resp.diverging_epoch or (-1, -1)
+        leader = resp.current_leader
+        records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
+        return self._response_encoder(version)(
+            resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
+            leader.leader_id, leader.leader_epoch, records)
+
+
+__all__ = ["FETCH_REQUEST", "FETCH_RESPONSE", "TypedCodec"]
