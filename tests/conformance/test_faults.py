@@ -14,12 +14,13 @@ from kraft_tck.traces.trace import read_trace
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = Path(__file__).with_name("faulty_node.py")
+UNTRACED = Path(__file__).with_name("untraced_node.py")
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 def run_catalog(
-    tmp_path: Path, fault: str, *modules: str, tlc: bool = False
+    tmp_path: Path, fault: str, *modules: str, tlc: bool = False, launcher: Path = LAUNCHER
 ) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
     """Run the catalog (or ``modules``) against the faulty node; TLC validation of its node trace only
     with ``tlc`` (it costs seconds per run and the catalog's own verdicts are what these tests judge)."""
@@ -33,7 +34,7 @@ def run_catalog(
         "-p",
         "no:cacheprovider",
         "--target-launcher",
-        str(LAUNCHER),
+        str(launcher),
         "--report",
         str(report),
         "--junitxml",
@@ -116,6 +117,19 @@ def test_correct_reference_node_passes_the_whole_catalog(tmp_path: Path) -> None
     for t in traces:
         tr = read_trace(t)
         assert tr.ok and tr.header["source"] == "harness", (t, tr.bad[:1])
+
+
+@pytest.mark.tlc
+def test_the_node_on_its_typed_fetch_path_passes_the_whole_catalog(tmp_path: Path) -> None:
+    # Without --trace-file the node reads and writes Fetch through reference/typed_wire.py, not the dict
+    # path the traced node above uses: every case again (the Fetch error answers of FetchErrors and the
+    # malformed frames of Robustness included), and the black-box TLC check of the harness's traces.
+    cases, proc = run_catalog(tmp_path, "none", tlc=True, launcher=UNTRACED)
+    bad = {cid: c["message"] for cid, c in cases.items() if c["outcome"] != "passed"}
+    assert not bad and len(cases) >= 45, f"{bad}\n{proc.stdout[-4000:]}"
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "TLC black-box validation: PASS" in proc.stdout, proc.stdout[-4000:]
+    assert "not available for a black-box target (no node trace)" in proc.stdout + proc.stderr
 
 
 @pytest.mark.tlc

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.net import KafkaClient
 from kraft_tck.reference.node import Node
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.typed_wire import TypedCodec
@@ -235,6 +236,21 @@ def test_a_cluster_commits_through_typed_fetches_beside_a_node_that_traces_frame
             for n in nodes[1:]:
                 assert n.typed is not None and n.typed.fallbacks == 0
                 assert n.typed.bound >= 30, f"node {n.config.node_id}: only {n.typed.bound} typed Fetch frames"
+            # A Fetch for another partition is no frame the binding reads: the dict path refuses it, with
+            # the top-level INVALID_REQUEST a node on the dict path answers (wire.InvalidTopicPartition).
+            typed_node = nodes[2]
+            assert typed_node.typed is not None
+            client = KafkaClient("127.0.0.1", typed_node.config.listener.endpoint.port)
+            await client.connect()
+            try:
+                version = client.best_version(FETCH)
+                body = wire.request_to_body(FetchRequest(cluster.cluster_id, 7, 1, 0, -1), version)
+                body["Topics"][0]["Partitions"][0]["Partition"] = 3
+                answer = await client.request(FETCH, version, body, 5)
+            finally:
+                await client.close()
+            assert answer["ErrorCode"] == Errors.INVALID_REQUEST and answer["Responses"] == []
+            assert typed_node.typed.fallbacks == 1
         finally:
             for n in nodes:
                 await n.stop(graceful=True, grace_s=0.2)
