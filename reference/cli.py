@@ -69,17 +69,24 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
               help="Workload of one record at a time, each written once the last one committed "
                    "(instead of --throughput).")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync (benchmarks only: loses the durability guarantees).")
+@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
+              help="auto: uvloop when installed, else asyncio.")
 def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, closed_loop: bool,
-             no_fsync: bool) -> None:
+             no_fsync: bool, event_loop: str) -> None:
     """Run one reference KRaft node in the foreground until SIGTERM/SIGINT (SIGUSR1 restarts the workload's
     statistics)."""
-    from kraft_tck.reference.workload import run_node
+    from kraft_tck.reference.workload import loop_factory, run_node
 
     if closed_loop and throughput:
         raise click.UsageError("--closed-loop and --throughput are two workloads: give one of them")
     cfg = _load_config(config_path)
-    asyncio.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
-                         fsync=not no_fsync, closed_loop=closed_loop))
+    try:
+        factory = loop_factory(event_loop)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
+                            fsync=not no_fsync, closed_loop=closed_loop))
 
 
 # ---------------------------------------------------------------------------------------------- cluster

@@ -1020,8 +1020,14 @@ class KRaftCore:
         self._persist()
 
     def _should_resign(self) -> bool:
-        """Check quorum: has the leader gone ``fetch_timeout_ms`` without fetches from a majority?"""
-        return isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
+        """Check quorum: has the leader gone ``fetch_timeout_ms`` without fetches from a majority? Never
+        for the only voter: it is its own majority, and no voter will ever fetch from it (Kafka's
+        ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one voter never expires)."""
+        return (isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
+                and not self._sole_voter())
+
+    def _sole_voter(self) -> bool:
+        return len(self.config.voters) == 1 and self.config.is_voter
 
     def _counts_toward_hw(self, replica_id: int) -> bool:
         """Only voters' offsets commit entries; observers fetch but never count."""
@@ -1141,9 +1147,10 @@ class KRaftCore:
         if isinstance(role, Follower):
             deadline = role.fetch_deadline_ms
         elif isinstance(role, Leader):
-            deadline = role.progress_deadline_ms
+            deadline = None if self._sole_voter() else role.progress_deadline_ms
             if self._accumulator is not None:
-                deadline = min(deadline, self._accumulator.drain_at_ms)
+                drain = self._accumulator.drain_at_ms
+                deadline = drain if deadline is None else min(deadline, drain)
         elif isinstance(role, Candidate):
             backoff = role.backoff_until_ms
             deadline = backoff if backoff is not None else role.election_deadline_ms

@@ -28,7 +28,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError, Errors, FrameTooLargeError, UnsupportedVersionError
@@ -234,11 +234,11 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport; not an asyncio.Transport subclass on every event loop (uvloop's are not).
+        self._transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
         self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        self._responses = _InOrderResponses(transport, self._peer, self._server._observer)
+        self._responses = _InOrderResponses(self._transport, self._peer, self._server._observer)
         self._server._conns.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -560,8 +560,7 @@ class KafkaClient:
             )
         except (OSError, TimeoutError) as exc:
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
-        assert isinstance(transport, asyncio.Transport)
-        self._transport, self._protocol, self._loop = transport, protocol, loop
+        self._transport, self._protocol, self._loop = cast(asyncio.Transport, transport), protocol, loop
         if negotiate:
             body = await self.request(API_VERSIONS, codec.supported_versions(API_VERSIONS)[1], {}, timeout_s)
             if body["ErrorCode"] != Errors.NONE:

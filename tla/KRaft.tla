@@ -564,8 +564,12 @@ StepDown(i) ==
 
 \* core: leader_progress_timeout.  "Leader Progress Timeout": no fetches
 \* from a majority within controller.quorum.fetch.timeout.ms.  Kafka resigns
-\* (Resigned + EndQuorumEpoch) and a later StartElection elects again.
-LeaderProgressTimeout(i) == StepDown(i)
+\* (Resigned + EndQuorumEpoch) and a later StartElection elects again.  The
+\* only voter is its own majority and never times out (Kafka's
+\* LeaderState.timeUntilCheckQuorumExpires).
+LeaderProgressTimeout(i) ==
+    /\ Voters # {i}
+    /\ StepDown(i)
 
 \* core: resign.  Graceful shutdown ("EndQuorumEpoch"); PreferredSuccessors
 \* only orders the successors' backoff, which the model leaves to timing.

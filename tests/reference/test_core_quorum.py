@@ -101,6 +101,19 @@ def test_observer_fetches_do_not_keep_the_leader_in_office() -> None:
     assert events(core.tick(FETCH_TIMEOUT)) == ["LeaderProgressTimeout"]
 
 
+def test_the_only_voter_never_resigns() -> None:
+    # Check quorum needs fetches from a majority of the *other* voters; a quorum of one voter has none,
+    # and its leader is its own majority (Kafka: LeaderState.timeUntilCheckQuorumExpires never expires
+    # with one voter). It keeps leading with no timer at all, and commits alone.
+    core = leader(voters=frozenset({1}))
+    ready = core.tick(10 * FETCH_TIMEOUT)
+    assert isinstance(core.role, Leader) and core.epoch == 1 and ready.trace == []
+    assert ready.next_deadline_ms is None
+    ready = core.step(ClientWrite((b"v",)), 10 * FETCH_TIMEOUT + 1)
+    assert ready.high_watermark == core.log.end_offset
+    assert core.tick(100 * FETCH_TIMEOUT).next_deadline_ms is None and isinstance(core.role, Leader)
+
+
 def test_never_resigning_is_an_injectable_fault() -> None:
     class Zombie(KRaftCore):
         def _should_resign(self) -> bool:

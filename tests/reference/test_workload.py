@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -124,3 +126,44 @@ def test_sigusr1_restarts_the_workload_statistics(tmp_path: Path) -> None:
     assert before.high_watermark > 100, "no warm-up to leave out"
     # Counted from the signal: about the writes between the two looks, never the warm-up before them.
     assert 0 < records < after.high_watermark - before.high_watermark + 200
+
+
+@pytest.mark.parametrize(("choice", "loop_class"), [
+    ("auto", "uvloop.Loop"),  # uvloop is a dependency on CPython/Linux: auto picks it
+    ("uvloop", "uvloop.Loop"),
+    ("asyncio", "asyncio.unix_events._UnixSelectorEventLoop"),
+])
+def test_the_node_runs_and_commits_on_the_event_loop_asked_for(tmp_path: Path, choice: str, loop_class: str) -> None:
+    """``--event-loop``: the same node code on uvloop or plain asyncio; either one elects, commits its
+    closed-loop writes and reports them."""
+    c = LocalCluster(tmp_path / "cluster", voters=1, base_port=free_base_port(1), settings=dict(SETTINGS))
+    c.prepare()
+    log_path = c.node_dir(1) / "node.log"
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kraft_tck.reference.cli", "-v", "node", "--config", str(c.config_path(1)),
+             "--closed-loop", "--no-fsync", "--event-loop", choice], stdout=log, stderr=subprocess.STDOUT)
+    c.procs[1] = proc
+    try:
+        info = asyncio.run(c.wait_for_leader(30, min_hw=50))
+        assert info.leader_id == 1
+        asyncio.run(asyncio.sleep(1.5))  # past the fetch timeout: the only voter keeps leading
+        later = asyncio.run(c.wait_for_leader(10, min_hw=info.high_watermark + 50))
+        assert later.leader_epoch == info.leader_epoch, "the only voter resigned (check quorum)"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    out = log_path.read_text(encoding="utf-8")
+    assert f"node 1 runs on {loop_class}" in out, out[-2000:]
+    m = list(REPORT.finditer(out))[-1]
+    assert int(m.group(1)) >= 48, out[-2000:]
+
+
+def test_an_event_loop_that_is_not_installed_is_refused_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now fails, as where it is not installed
+    c = LocalCluster(tmp_path / "cluster", voters=1, base_port=free_base_port(1))
+    c.prepare()
+    result = CliRunner().invoke(main, ["node", "--config", str(c.config_path(1)), "--event-loop", "uvloop"])
+    assert result.exit_code == 1
+    assert "uvloop is not installed" in result.output and "--event-loop asyncio" in result.output
