@@ -10,8 +10,10 @@ trip over loopback TCP with Fetch-sized frames:
   round's floor is the p50 of both halves' round trips); the goal is judged on the median of the rounds'
   ratios. This machine's speed drifts between runs (the echo p50 alone spans 0.09-0.18 ms), and the two
   halves of a pair share the drift. Each round also measures, for information, an echo whose ends read
-  as the node does (one reused buffer, ``asyncio.BufferedProtocol``): the issue's plain asyncio echo pays
-  a fresh 256 KiB ``bytes`` per read that the node does not;
+  as the node does (one reused buffer, ``asyncio.BufferedProtocol``) on the node processes' event loop
+  (uvloop when installed, see ``reference/workload.py``), both ends in child processes: the issue's
+  plain asyncio echo pays a fresh 256 KiB ``bytes`` per read that the node does not, and asyncio's
+  Python event loop where the node runs on libuv;
 * **in-process cluster** — three ``Node`` objects in this process's event loop on loopback ports. Used for
   what needs the nodes' memory: commit latency of one write at a time, a paced 1,000 writes/s run, and
   the machine-independent counts (messages = requests + responses seen by the nodes' servers, fsyncs
@@ -54,6 +56,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import re
 import shutil
@@ -67,14 +70,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node, WriteLost
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import METADATA_PARTITION_DIR, new_uuid
-from kraft_tck.reference.workload import percentile
+from kraft_tck.reference.workload import loop_factory, percentile
 from kraft_tck.spec import codec
 from kraft_tck.spec.framing import FrameSplitter, read_frame
 from kraft_tck.spec.records import ATTR_CONTROL, HEADER_SIZE, LOG_OVERHEAD, data_batch
@@ -207,6 +210,30 @@ async def echo_cross_process(request: bytes, n: int, buffered: bool = False) -> 
         await child.wait()
 
 
+def node_loop_name() -> str:
+    """The event loop ``kraft-tck node`` runs on here (its default, ``--event-loop auto``)."""
+    factory = loop_factory("auto")
+    return "asyncio" if factory is None else f"{factory.__module__.split('.')[0]} (--event-loop auto)"
+
+
+async def node_read_echo(n: int) -> list[float]:
+    """Round trips read as the node reads, both ends on the node's event loop: a child process runs the
+    client (``--node-read-echo``) against its own echo child, and prints the round trips."""
+    child = await asyncio.create_subprocess_exec(sys.executable, __file__, "--node-read-echo", str(n),
+                                                 stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(child.communicate(), 120)
+    if child.returncode != 0:
+        raise RuntimeError(f"--node-read-echo child exited with {child.returncode}")
+    rtts: list[float] = json.loads(out)
+    return rtts
+
+
+async def run_node_read_echo_client(n: int) -> None:
+    """Child-process mode, on the node's event loop: the buffered echo to a grandchild on that loop too."""
+    request, _ = fetch_frames()
+    print(json.dumps(await echo_cross_process(request, n, buffered=True)), flush=True)
+
+
 async def run_echo_server(buffered: bool = False) -> None:
     """Child-process mode: serve Fetch-sized echoes on an ephemeral port, print it, run until killed."""
     _, reply = fetch_frames()
@@ -228,8 +255,7 @@ class _BufferedEcho(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport subclass
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -675,8 +701,8 @@ async def run(plan: Plan, root: Path) -> None:
         # so a drift during the round weighs on both sides of the ratio alike.
         echo = await timed(f"echo, to a child process, before ({r}/{plan.paired_rounds})",
                            echo_cross_process(request, plan.echo_round_trips // 2))
-        buffered = await timed(f"echo reading as the node does, to a child process ({r}/{plan.paired_rounds})",
-                               echo_cross_process(request, plan.echo_round_trips, buffered=True))
+        buffered = await timed(f"echo reading as the node does, on its event loop ({r}/{plan.paired_rounds})",
+                               node_read_echo(plan.echo_round_trips))
         run_r = await timed(f"process cluster, one write at a time, fsync off ({r}/{plan.paired_rounds})",
                             process_workload(root, f"closed{r}", False, 0, 0, plan))
         echo += await timed(f"echo, to a child process, after ({r}/{plan.paired_rounds})",
@@ -701,6 +727,7 @@ async def run(plan: Plan, root: Path) -> None:
     print(f"reference cluster benchmark: 3 voters on 127.0.0.1, {len(RECORD)}-byte records, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, data in {root}")
     print("timeouts: " + ", ".join(f"{k.removeprefix('controller.quorum.')}={v}" for k, v in SETTINGS.items()))
+    print(f"node processes' event loop: {node_loop_name()}; the echo floor's: asyncio")
     table(f"echo floor (asyncio, loopback TCP, {len(request)} B Fetch request out, {len(reply)} B Fetch response back)",
           ["where", "p50 ms", "p99 ms"],
           [["one event loop", f"{loop_p50:.3f}", f"{pct(echo_loop, 99):.3f}"],
@@ -718,7 +745,8 @@ async def run(plan: Plan, root: Path) -> None:
                  f"{ratio:.2f}× (goal ≤ {GOAL_P50_X_ECHO:g}×: {verdict(ratio <= GOAL_P50_X_ECHO)}; {within})",
                  f"{statistics.median(buffered_p50):.3f}", f"{strict:.2f}× (information)"])
     table("p50 commit latency against the echo, 3 node processes, one write at a time, fsync off (each round: the "
-          "echo to a new child process, the echo reading as the node does, a new cluster, the echo again)",
+          "echo to a new child process, the echo reading as the node does on its event loop, a new cluster, the echo "
+          "again)",
           ["round", "echo p50 ms", "commit p50 ms", "commit p99 ms", "writes", "commit / echo",
            "node-read echo p50 ms", "commit / node-read echo"], rows)
 
@@ -811,10 +839,16 @@ def main() -> None:
                         help="only run N one-at-a-time in-process commits (for callgrind, see above)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--node-read-echo", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.echo_server or args.echo_server_buffered:
+    if args.echo_server:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_echo_server(buffered=args.echo_server_buffered))
+            asyncio.run(run_echo_server())
+        return
+    if args.echo_server_buffered or args.node_read_echo:  # the node-read echo: on the node's event loop
+        with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory("auto")) as runner:
+            runner.run(run_node_read_echo_client(args.node_read_echo) if args.node_read_echo
+                       else run_echo_server(buffered=True))
         return
     parent = args.dir.resolve() if args.dir else None
     if parent:
