@@ -152,7 +152,12 @@ def test_the_node_runs_and_commits_on_the_event_loop_asked_for(tmp_path: Path, c
         assert later.leader_epoch == info.leader_epoch, "the only voter resigned (check quorum)"
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(20)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a node behind, even one that stopped answering
+            proc.wait(10)
+            raise
     out = log_path.read_text(encoding="utf-8")
     assert f"node 1 runs on {loop_class}" in out, out[-2000:]
     m = list(REPORT.finditer(out))[-1]
