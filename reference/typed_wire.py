@@ -120,13 +120,14 @@ class TypedCodec:
         self._response_decoders: dict[int, Callable[[Any], tuple[Any, Any]]] = {}
         self._request_encoders: dict[int, Callable[..., bytes]] = {}
         self._response_encoders: dict[int, Callable[..., bytes]] = {}
-        #: Frames the bound code read or wrote, and those it left to the dict path, per direction.
+        #: Frames the bound code read or wrote, and those it left to the dict path.
         self.bound = 0
         self.fallbacks = 0
+        lo, hi = codec.supported_versions(FETCH)
+        self._versions = range(max(lo, MIN_FETCH_VERSION), hi + 1)  # the Fetch versions bound
 
     def precompile(self, versions: range | None = None) -> None:
-        lo, hi = codec.supported_versions(FETCH)
-        for version in versions or range(max(lo, MIN_FETCH_VERSION), hi + 1):
+        for version in versions or self._versions:
             self._request_decoder(version)
             self._response_decoder(version)
             self._request_encoder(version)
@@ -173,9 +174,8 @@ class TypedCodec:
                 self._label(version, "response encoder"))
         return fn
 
-    @staticmethod
-    def _bound_version(api_key: int, version: int) -> bool:
-        return api_key == FETCH and MIN_FETCH_VERSION <= version <= codec.supported_versions(FETCH)[1]
+    def _bound_version(self, api_key: int, version: int) -> bool:
+        return api_key == FETCH and version in self._versions
 
     # ---------------------------------------------------------------- net.py's codec
 

@@ -22,7 +22,8 @@ represent (two partitions, another topic, a null where a struct is bound, an exc
 raises, and the caller takes the dict path, which answers or fails precisely. A bound frame reads the
 same fields the dict path reads, unbound ones included, so it fails wherever the dict path fails.
 Unknown tagged fields are skipped (the dict path keeps them for a body nobody here reads).
-``tests/spec/test_binding.py`` checks, on every version, that both paths give the same bytes and values.
+``tests/spec/test_binding.py`` (Vote) and ``tests/reference/test_typed_wire.py`` (the node's Fetch)
+check, on every version, that both paths give the same bytes and values.
 """
 
 from __future__ import annotations
