@@ -192,22 +192,7 @@ class _BoundDecoder(_Decoder):
                 for leaf_f, leaf in _leaves(sub, f.fields, version):
                     assert isinstance(leaf, str)
                     s.emit(ind, f"{self.slot(leaf)} = {s.literal(leaf_f.default_value(version))}")
-        s.emit(ind, "if buf[pos] == 0:")
-        s.emit(ind + 1, "pos += 1")
-        s.emit(ind, "else:")
-        n = self.uvarint(ind + 1)
-        s.emit(ind + 1, f"if {n} * 2 > L - pos:")
-        s.emit(ind + 2, "raise Fallback")
-        last = s.var("last")
-        s.emit(ind + 1, f"{last} = -1")
-        s.emit(ind + 1, f"for _ in range({n}):")
-        tag = self.uvarint(ind + 2)
-        size = self.uvarint(ind + 2)
-        end = s.var("end")
-        s.emit(ind + 2, f"{end} = pos + {size}")
-        s.emit(ind + 2, f"if {end} > L or {tag} <= {last}:")
-        s.emit(ind + 3, "raise Fallback")
-        s.emit(ind + 2, f"{last} = {tag}")
+        tag, end = self.tag_loop(ind)
         kw = "if"
         for f in tagged:
             s.emit(ind + 2, f"{kw} {tag} == {f.tag}:")

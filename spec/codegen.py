@@ -372,22 +372,7 @@ class _Decoder:
             locals_.append((f.name, v))
         unknown = s.var("unknown")
         s.emit(ind, f"{unknown} = None")
-        s.emit(ind, "if buf[pos] == 0:")
-        s.emit(ind + 1, "pos += 1")
-        s.emit(ind, "else:")
-        n = self.uvarint(ind + 1)
-        s.emit(ind + 1, f"if {n} * 2 > L - pos:")
-        s.emit(ind + 2, "raise Fallback")
-        last = s.var("last")
-        s.emit(ind + 1, f"{last} = -1")
-        s.emit(ind + 1, f"for _ in range({n}):")
-        tag = self.uvarint(ind + 2)
-        size = self.uvarint(ind + 2)
-        end = s.var("end")
-        s.emit(ind + 2, f"{end} = pos + {size}")
-        s.emit(ind + 2, f"if {end} > L or {tag} <= {last}:")
-        s.emit(ind + 3, "raise Fallback")
-        s.emit(ind + 2, f"{last} = {tag}")
+        tag, end = self.tag_loop(ind)
         kw = "if"
         for f, (_, local) in zip(tagged, locals_, strict=True):
             s.emit(ind + 2, f"{kw} {tag} == {f.tag}:")
@@ -405,6 +390,29 @@ class _Decoder:
         s.emit(body_ind, f"{unknown}[{tag}] = bytes(buf[pos:{end}])")
         s.emit(ind + 2, f"pos = {end}")
         return locals_, unknown
+
+    def tag_loop(self, ind: int) -> tuple[str, str]:
+        """Opens a tagged-field section: unless its count is 0, a loop over its (tag, size) pairs, each
+        checked (inside the buffer, tags ascending). Returns the locals holding the tag and the end of its
+        value; the caller emits the loop's body at ``ind + 2`` and leaves ``pos`` at that end."""
+        s = self.s
+        s.emit(ind, "if buf[pos] == 0:")
+        s.emit(ind + 1, "pos += 1")
+        s.emit(ind, "else:")
+        n = self.uvarint(ind + 1)
+        s.emit(ind + 1, f"if {n} * 2 > L - pos:")
+        s.emit(ind + 2, "raise Fallback")
+        last = s.var("last")
+        s.emit(ind + 1, f"{last} = -1")
+        s.emit(ind + 1, f"for _ in range({n}):")
+        tag = self.uvarint(ind + 2)
+        size = self.uvarint(ind + 2)
+        end = s.var("end")
+        s.emit(ind + 2, f"{end} = pos + {size}")
+        s.emit(ind + 2, f"if {end} > L or {tag} <= {last}:")
+        s.emit(ind + 3, "raise Fallback")
+        s.emit(ind + 2, f"{last} = {tag}")
+        return tag, end
 
     def count(self, compact: bool, ind: int) -> str:
         """A length/count prefix as the signed value (-1 = null)."""

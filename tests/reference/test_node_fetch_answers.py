@@ -19,6 +19,30 @@ from kraft_tck.spec import codec
 pytestmark = pytest.mark.timeout(60)
 
 FETCH_VERSION = codec.supported_versions(wire.FETCH)[1]
+FAST = {"controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.timeout.ms": 2000,
+        "controller.quorum.fetch.max.wait.ms": 100}
+
+
+async def start_nodes(root: Path, traced: frozenset[int] = frozenset()) -> tuple[LocalCluster, list[Node]]:
+    """Three started ``Node``s in this event loop on loopback ports (those in ``traced`` write a trace);
+    then ``leading`` waits for their leader. Also used by test_typed_wire.py."""
+    cluster = LocalCluster(root, base_port=free_base_port(3), settings=dict(FAST))
+    nodes = [Node(cfg, fsync=False, seed=cfg.node_id,
+                  trace_file=root / f"node-{cfg.node_id}.ndjson" if cfg.node_id in traced else None)
+             for cfg in cluster.node_configs()]
+    for n in nodes:
+        await n.start()
+    return cluster, nodes
+
+
+async def leading(nodes: list[Node], timeout_s: float = 20) -> Node:
+    """The leader, once it has committed its epoch's first record."""
+    deadline = time.monotonic() + timeout_s
+    while (leader := next((n for n in nodes if n.core is not None and n.core.role.name == "Leader"),
+                          None)) is None or leader.high_watermark == 0:
+        assert time.monotonic() < deadline, f"no leader within {timeout_s} s"
+        await asyncio.sleep(0.01)
+    return leader
 
 
 def _fetch(leader: Node, replica: int, offset: int, last_epoch: int, corr: int) -> Request:
@@ -30,19 +54,9 @@ def _fetch(leader: Node, replica: int, offset: int, last_epoch: int, corr: int) 
 
 def test_followers_fetching_the_same_records_share_one_encoding(tmp_path: Path) -> None:
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings={
-            "controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.timeout.ms": 2000,
-            "controller.quorum.fetch.max.wait.ms": 100,
-        })
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        _, nodes = await start_nodes(tmp_path / "c")
         try:
-            deadline = time.monotonic() + 20
-            while (leader := next((n for n in nodes if n.core is not None and n.core.role.name == "Leader"),
-                                  None)) is None or leader.high_watermark == 0:
-                assert time.monotonic() < deadline, "no leader within 20 s"
-                await asyncio.sleep(0.01)
+            leader = await leading(nodes)
             for k in range(3):
                 await leader.write([b"v%d" % k])
             # Two followers' fetches from the log start, answered at once in two separate steps.

@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.net import KafkaClient
-from kraft_tck.reference.node import Node
-from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import data_batch, encode_batches
 from kraft_tck.spec.strategies import body_strategy
+
+from tests.reference.test_node_fetch_answers import leading, start_nodes
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 FETCH = wire.FETCH
@@ -209,26 +209,15 @@ def test_a_cluster_commits_through_typed_fetches_beside_a_node_that_traces_frame
     Whoever leads, both paths meet on the wire, and every record commits identically on every log."""
 
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings={
-            "controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.timeout.ms": 2000,
-            "controller.quorum.fetch.max.wait.ms": 100,
-        })
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id,
-                      trace_file=tmp_path / "node-1.ndjson" if cfg.node_id == 1 else None)
-                 for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        cluster, nodes = await start_nodes(tmp_path / "c", traced=frozenset({1}))
         try:
+            leader = await leading(nodes)
             deadline = time.monotonic() + 20
-            while (leader := next((n for n in nodes if n.core is not None and n.core.role.name == "Leader"),
-                                  None)) is None or leader.high_watermark == 0:
-                assert time.monotonic() < deadline, "no leader within 20 s"
-                await asyncio.sleep(0.01)
             for k in range(30):
                 await leader.write([b"record-%d" % k])
             end = leader.high_watermark
             while any(n.high_watermark < end for n in nodes):
-                assert time.monotonic() < deadline + 20, [n.high_watermark for n in nodes]
+                assert time.monotonic() < deadline, [n.high_watermark for n in nodes]
                 await asyncio.sleep(0.01)
             logs = [[b.records for b in n.core.log.batches if b.base_offset < end] for n in nodes if n.core]
             assert logs[0] == logs[1] == logs[2]
