@@ -35,7 +35,7 @@ from typing import Any, Union
 
 from kraft_tck.spec.codegen import Fallback, _compact, _Decoder, _Encoder, _runs, _Source, _split
 from kraft_tck.spec.schema import FieldDef
-from kraft_tck.spec.wire import FIXED_FORMAT, uvarint_bytes
+from kraft_tck.spec.wire import FIXED_FORMAT
 
 
 @dataclass(frozen=True)
@@ -337,13 +337,7 @@ class _BoundEncoder(_Encoder):
                 self.bound_struct(f, version, True, sub, tmp, ind + 1)
             else:
                 self.value(f, version, True, sub, tmp, ind + 1)
-        s.emit(ind, f"{o}.append({' + '.join(f'({t} is not None)' for t in tmps)})")
-        for f, tmp in zip(bound, tmps, strict=True):
-            assert f.tag is not None
-            s.emit(ind, f"if {tmp} is not None:")
-            s.emit(ind + 1, f"{o} += {uvarint_bytes(f.tag)!r}")
-            self.length(f"len({tmp})", False, o, ind + 1, varint=True)
-            s.emit(ind + 1, f"{o} += {tmp}")
+        self.write_tags(bound, tmps, o, ind)
 
 
 def request_encoder(header: Struct, body: Struct, api_key: int, binding: Binding, params: Params,

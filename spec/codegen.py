@@ -220,6 +220,12 @@ class _Encoder:
             s.emit(ind, "else:")
             s.emit(ind + 1, f"{tmp} = bytearray()")
             self.value(f, version, True, v, tmp, ind + 1)
+        self.write_tags(tagged, tmps, o, ind)
+
+    def write_tags(self, tagged: list[FieldDef], tmps: list[str], o: str, ind: int) -> None:
+        """The tagged-field section from each field's encoded value (``tmps``: locals holding a bytearray,
+        or None for a field not written): the count, then tag, size and value of each, in tag order."""
+        s = self.s
         s.emit(ind, f"{o}.append({' + '.join(f'({t} is not None)' for t in tmps)})")
         for f, tmp in zip(tagged, tmps, strict=True):
             assert f.tag is not None
