@@ -206,34 +206,44 @@ class TypedCodec:
     def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                        body: Any) -> bytes:
         """A request frame from a body dict, or from one of the core's requests: a ``FetchRequest`` by the
-        bound code (``wire.request_to_body``'s fields), any other through its body."""
+        bound code (``wire.request_to_body``'s fields), any other, or one it cannot write (a value that
+        does not fit: the dict path names it), through its body."""
         if type(body) is not dict:
             if type(body) is FetchRequest and self._bound_version(api_key, version):
-                self.bound += 1
-                return self._request_encoder(version)(
-                    correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
-                    body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
-                    body.last_fetched_epoch, 0, body.max_bytes)
+                try:
+                    frame = self._request_encoder(version)(
+                        correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
+                        body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
+                        body.last_fetched_epoch, 0, body.max_bytes)
+                    self.bound += 1
+                    return frame
+                except Exception:
+                    self.fallbacks += 1
             body = wire.request_to_body(body, version)
         return codec.encode_request(api_key, version, correlation_id, client_id, body)
 
     def encode_response_body(self, version: int, resp: FetchResponse,
                              endpoints: Mapping[int, NodeEndpoint]) -> bytes | None:
         """The body bytes of a Fetch answer (``wire.response_to_body``'s fields), or None where the dict
-        path must write it: a version the binding lacks, or v16+ error answers naming the leader's
-        endpoint (NodeEndpoints, KIP-951)."""
+        path must write it (and report what it cannot write): a version the binding lacks, v16+ error
+        answers naming the leader's endpoint (NodeEndpoints, KIP-951), a value that does not fit."""
         if not self._bound_version(FETCH, version) or (
                 version >= 16 and resp.partition_error in _REDIRECTING_ERRORS
                 and resp.current_leader.leader_id in endpoints):
             self.fallbacks += 1
             return None
-        self.bound += 1
         div = resp.diverging_epoch or (-1, -1)
         leader = resp.current_leader
-        records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
-        return self._response_encoder(version)(
-            resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
-            leader.leader_id, leader.leader_epoch, records)
+        try:
+            records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
+            out = self._response_encoder(version)(
+                resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
+                leader.leader_id, leader.leader_epoch, records)
+        except Exception:
+            self.fallbacks += 1
+            return None
+        self.bound += 1
+        return out
 
 
 __all__ = ["FETCH_REQUEST", "FETCH_RESPONSE", "TypedCodec"]

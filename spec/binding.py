@@ -8,7 +8,8 @@ application's type. Here an application *binds* the fields it carries to paramet
 
 * a **binding** maps field paths to parameter names, e.g. ``"Topics[0].Partitions[0].FetchOffset":
   "fetch_offset"``, or to an :class:`Expect`\\ ed value the application does not carry (the one topic a
-  KRaft RPC names). ``[0]`` marks an array that must hold exactly one element;
+  KRaft RPC names). ``[0]`` marks an array of structs that must hold exactly one element; an array of
+  primitives binds whole, as a list;
 * the **decoder** reads the frame and calls ``build(p1, p2, ...)`` with the parameters in the order
   given (a parameter whose field this version lacks gets its declared default);
 * the **encoder** takes the parameters positionally and writes every field: bound ones from them,
@@ -68,10 +69,14 @@ def _tree(binding: Binding, fields: list[FieldDef], label: str) -> _Tree:
             fd = next((f for f in where if f.name == name), None)
             if fd is None:
                 raise ValueError(f"{label}: binding path {path!r}: no field {name!r} here")
-            if one != fd.is_array:
+            last = i == len(steps) - 1
+            if fd.is_array and not fd.is_struct:  # a list of primitives binds whole, as a list
+                if one or not last:
+                    raise ValueError(f"{label}: binding path {path!r}: {name!r} is {fd.type}; "
+                                     "bind the whole list (no [0], nothing after it)")
+            elif one != fd.is_array:
                 raise ValueError(f"{label}: binding path {path!r}: {name!r} is {fd.type}; "
                                  f"{'drop' if not fd.is_array else 'add'} the [0]")
-            last = i == len(steps) - 1
             if last:
                 if fd.is_struct:
                     raise ValueError(f"{label}: binding path {path!r} ends at a struct; bind its fields")

@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
-from kraft_tck.reference.net import KafkaClient
+from kraft_tck.reference.net import Encoded, KafkaClient
+from kraft_tck.reference.node import Node
+from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
@@ -245,3 +247,26 @@ def test_a_cluster_commits_through_typed_fetches_beside_a_node_that_traces_frame
                 await n.stop(graceful=True, grace_s=0.2)
 
     asyncio.run(main())
+
+
+def test_an_answer_the_bound_code_cannot_write_goes_to_the_dict_path(tmp_path: Path) -> None:
+    # A high watermark past int64 (no core sends one): the bound encoder raises, and the node answers
+    # with the body instead, which net's encoder then refuses and reports (closing that connection), as
+    # for any answer the dict path cannot encode, rather than the step failing inside the shell.
+    cfg = LocalCluster(tmp_path / "c", voters=1, base_port=free_base_port(1)).node_configs()[0]
+    node = Node(cfg, fsync=False)
+    node.typed = TypedCodec()
+    answer = node._answer_body(FetchResponse(2**63), codec.supported_versions(FETCH)[1], several=False)
+    assert isinstance(answer, dict) and answer["Responses"][0]["Partitions"][0]["HighWatermark"] == 2**63
+    assert (node.typed.bound, node.typed.fallbacks) == (0, 1)
+    ok = FetchResponse(5)
+    assert isinstance(node._answer_body(ok, codec.supported_versions(FETCH)[1], several=False), Encoded)
+
+
+def test_a_request_the_bound_code_cannot_write_fails_as_on_the_dict_path() -> None:
+    tc, version = TypedCodec(), codec.supported_versions(FETCH)[1]
+    bad = FetchRequest("c", 2, 1, 2**63, 0)  # FetchOffset past int64
+    typed, plain = (outcome(tc.encode_request, FETCH, version, 1, "c", bad),
+                    outcome(codec.encode_request, FETCH, version, 1, "c", wire.request_to_body(bad, version)))
+    assert typed == plain and not typed[0] and "FetchOffset" in typed[1][1]
+    assert (tc.bound, tc.fallbacks) == (0, 1)

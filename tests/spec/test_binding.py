@@ -98,6 +98,25 @@ def test_a_frame_the_binding_cannot_hold_is_left_to_the_dict_path(version: int) 
     assert decode(good)[1][2:] == (2, 3, 4, 5)
 
 
+@SETTINGS
+@given(successors=st.lists(int32, max_size=5), epoch=int32)
+def test_a_list_of_primitives_binds_whole(successors: list[int], epoch: int) -> None:
+    # EndQuorumEpoch v0 (KIP-595): PreferredSuccessors is an int32 array, bound as one list parameter.
+    end_quorum, part = 54, "Topics[0].Partitions[0]."
+    bind: binding.Binding = {"Topics[0].TopicName": Expect(TOPIC), part + "PartitionIndex": Expect(0),
+                             part + "LeaderEpoch": "epoch", part + "PreferredSuccessors": "successors"}
+    params: binding.Params = (("epoch", -1), ("successors", None))
+    header = codec.message_struct("RequestHeader", codec.request_header_version(end_quorum, 0))
+    body = codec.message_struct("EndQuorumEpochRequest", 0)
+    frame = binding.request_encoder(header, body, end_quorum, bind, params, "EndQuorumEpoch v0")(1, "c", epoch,
+                                                                                                successors)
+    want = {"ClusterId": None, "Topics": [{"TopicName": TOPIC, "Partitions": [
+        {"PartitionIndex": 0, "LeaderId": 0, "LeaderEpoch": epoch, "PreferredSuccessors": successors}]}]}
+    assert frame == codec.encode_request(end_quorum, 0, 1, "c", want)
+    decode = binding.frame_decoder(header, body, bind, params, lambda *a: a, "EndQuorumEpoch v0", response=False)
+    assert decode(frame[4:])[1] == (epoch, successors)
+
+
 @pytest.mark.parametrize(("patch", "message"), [
     ({"Topics[0].Partitions[0].CandidateEpok": "candidate_epoch"}, "no field 'CandidateEpok'"),
     ({"Topics.TopicName": Expect(TOPIC)}, "add the [0]"),
@@ -109,6 +128,13 @@ def test_a_binding_that_does_not_fit_the_definition_is_refused(patch: dict[str, 
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         binding.request_encoder(_header(1), codec.message_struct("VoteRequest", 1), VOTE,
                                 {**VOTE_BINDING, **patch}, VOTE_PARAMS, "Vote v1")
+
+
+def test_a_list_of_primitives_cannot_be_indexed() -> None:
+    with pytest.raises(ValueError, match=r"is \[\]int32; bind the whole list"):
+        binding.body_encoder(codec.message_struct("EndQuorumEpochRequest", 0),
+                             {"Topics[0].Partitions[0].PreferredSuccessors[0]": "first"}, (("first", -1),),
+                             "EndQuorumEpoch v0")
 
 
 def test_an_expected_value_on_a_tagged_field_is_refused() -> None:
