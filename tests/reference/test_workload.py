@@ -136,6 +136,9 @@ def test_sigusr1_restarts_the_workload_statistics(tmp_path: Path) -> None:
 def test_the_node_runs_and_commits_on_the_event_loop_asked_for(tmp_path: Path, choice: str, loop_class: str) -> None:
     """``--event-loop``: the same node code on uvloop or plain asyncio; either one elects, commits its
     closed-loop writes and reports them."""
+    if choice != "asyncio":
+        pytest.importorskip("uvloop", reason="uvloop is not installed here (a dependency on CPython outside "
+                                             "Windows): pip install uvloop")
     c = LocalCluster(tmp_path / "cluster", voters=1, base_port=free_base_port(1), settings=dict(SETTINGS))
     c.prepare()
     log_path = c.node_dir(1) / "node.log"
