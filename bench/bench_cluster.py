@@ -38,7 +38,7 @@ counts are checked against what the protocol needs: per committed batch, one Fet
 response per follower (4 messages for 3 voters) and one fsync per node (3) with fsync on, 0 without.
 100-byte records throughout.
 
-    .venv/bin/python bench/bench_cluster.py [--quick] [--dir D]
+    .venv/bin/python bench/bench_cluster.py [--quick] [--dir D] [--event-loop auto|uvloop|asyncio]
 
 ``--commits N`` instead runs N single-record commits on an in-process cluster (no fsync, linger 0) and
 prints event-loop rounds per commit. The N commits run inside ``functools.reduce`` (a C function the
@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -121,6 +122,7 @@ class Plan:
     in_process_fsync_modes: tuple[bool, ...]
     max_batches: int  # in-process capacity run: this many batches of MAX_BATCH records
     process_fsync_modes: tuple[bool, ...]
+    event_loop: str = "auto"  # the node processes' --event-loop, and the node-read echo's loop
 
 
 MAX_BATCH = 1000
@@ -197,10 +199,13 @@ async def echo_in_loop(request: bytes, reply: bytes, n: int) -> list[float]:
         server.close()
 
 
-async def echo_cross_process(request: bytes, n: int, buffered: bool = False) -> list[float]:
-    """Round trips to an echo child process; ``buffered``: both ends read as the node does."""
+async def echo_cross_process(request: bytes, n: int, buffered: bool = False,
+                             event_loop: str = "asyncio") -> list[float]:
+    """Round trips to an echo child process; ``buffered``: both ends read as the node does (the child on
+    ``event_loop``)."""
     flag = "--echo-server-buffered" if buffered else "--echo-server"
-    child = await asyncio.create_subprocess_exec(sys.executable, __file__, flag, stdout=asyncio.subprocess.PIPE)
+    child = await asyncio.create_subprocess_exec(sys.executable, __file__, flag, "--event-loop", event_loop,
+                                                 stdout=asyncio.subprocess.PIPE)
     try:
         assert child.stdout is not None
         port = int((await asyncio.wait_for(child.stdout.readline(), 20)).decode())
@@ -210,17 +215,17 @@ async def echo_cross_process(request: bytes, n: int, buffered: bool = False) -> 
         await child.wait()
 
 
-def node_loop_name() -> str:
-    """The event loop ``kraft-tck node`` runs on here (its default, ``--event-loop auto``)."""
-    factory = loop_factory("auto")
-    return "asyncio" if factory is None else f"{factory.__module__.split('.')[0]} (--event-loop auto)"
+def node_loop_name(event_loop: str) -> str:
+    """The event loop ``kraft-tck node --event-loop event_loop`` runs on here."""
+    factory = loop_factory(event_loop)
+    return f"{'asyncio' if factory is None else factory.__module__.split('.')[0]} (--event-loop {event_loop})"
 
 
-async def node_read_echo(n: int) -> list[float]:
+async def node_read_echo(n: int, event_loop: str) -> list[float]:
     """Round trips read as the node reads, both ends on the node's event loop: a child process runs the
     client (``--node-read-echo``) against its own echo child, and prints the round trips."""
     child = await asyncio.create_subprocess_exec(sys.executable, __file__, "--node-read-echo", str(n),
-                                                 stdout=asyncio.subprocess.PIPE)
+                                                 "--event-loop", event_loop, stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(child.communicate(), 120)
     if child.returncode != 0:
         raise RuntimeError(f"--node-read-echo child exited with {child.returncode}")
@@ -228,10 +233,10 @@ async def node_read_echo(n: int) -> list[float]:
     return rtts
 
 
-async def run_node_read_echo_client(n: int) -> None:
+async def run_node_read_echo_client(n: int, event_loop: str) -> None:
     """Child-process mode, on the node's event loop: the buffered echo to a grandchild on that loop too."""
     request, _ = fetch_frames()
-    print(json.dumps(await echo_cross_process(request, n, buffered=True)), flush=True)
+    print(json.dumps(await echo_cross_process(request, n, buffered=True, event_loop=event_loop)), flush=True)
 
 
 async def run_echo_server(buffered: bool = False) -> None:
@@ -580,7 +585,8 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
     c = LocalCluster(root / f"proc-{label}-linger{linger_ms}-{'fsync' if fsync else 'nofsync'}", voters=3,
                      base_port=free_base_port(3),
                      settings={**SETTINGS, "controller.quorum.append.linger.ms": linger_ms},
-                     extra_args=[*workload, "--record-size", str(len(RECORD)), *([] if fsync else ["--no-fsync"])])
+                     extra_args=[*workload, "--record-size", str(len(RECORD)), *([] if fsync else ["--no-fsync"]),
+                                 "--event-loop", plan.event_loop])
     c.prepare()
     c.start_all()
     leader_id = -1
@@ -650,7 +656,8 @@ async def failover(root: Path, plan: Plan) -> list[Failover]:
     # after the new leader, without the traces' cost distorting the timing.
     c = LocalCluster(root / "failover", voters=3, base_port=free_base_port(3), trace=True,
                      settings={**SETTINGS, "controller.quorum.append.linger.ms": 5},
-                     extra_args=["--throughput", "200", "--record-size", str(len(RECORD))])
+                     extra_args=["--throughput", "200", "--record-size", str(len(RECORD)),
+                                 "--event-loop", plan.event_loop])
     c.prepare()
     c.start_all()
     results = []
@@ -702,7 +709,7 @@ async def run(plan: Plan, root: Path) -> None:
         echo = await timed(f"echo, to a child process, before ({r}/{plan.paired_rounds})",
                            echo_cross_process(request, plan.echo_round_trips // 2))
         buffered = await timed(f"echo reading as the node does, on its event loop ({r}/{plan.paired_rounds})",
-                               node_read_echo(plan.echo_round_trips))
+                               node_read_echo(plan.echo_round_trips, plan.event_loop))
         run_r = await timed(f"process cluster, one write at a time, fsync off ({r}/{plan.paired_rounds})",
                             process_workload(root, f"closed{r}", False, 0, 0, plan))
         echo += await timed(f"echo, to a child process, after ({r}/{plan.paired_rounds})",
@@ -727,7 +734,7 @@ async def run(plan: Plan, root: Path) -> None:
     print(f"reference cluster benchmark: 3 voters on 127.0.0.1, {len(RECORD)}-byte records, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, data in {root}")
     print("timeouts: " + ", ".join(f"{k.removeprefix('controller.quorum.')}={v}" for k, v in SETTINGS.items()))
-    print(f"node processes' event loop: {node_loop_name()}; the echo floor's: asyncio")
+    print(f"node processes' event loop: {node_loop_name(plan.event_loop)}; the echo floor's: asyncio")
     table(f"echo floor (asyncio, loopback TCP, {len(request)} B Fetch request out, {len(reply)} B Fetch response back)",
           ["where", "p50 ms", "p99 ms"],
           [["one event loop", f"{loop_p50:.3f}", f"{pct(echo_loop, 99):.3f}"],
@@ -839,6 +846,8 @@ def main() -> None:
                         help="only run N one-at-a-time in-process commits (for callgrind, see above)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                        help="the node processes' event loop (kraft-tck node --event-loop); default auto")
     parser.add_argument("--node-read-echo", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
@@ -846,9 +855,9 @@ def main() -> None:
             asyncio.run(run_echo_server())
         return
     if args.echo_server_buffered or args.node_read_echo:  # the node-read echo: on the node's event loop
-        with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory("auto")) as runner:
-            runner.run(run_node_read_echo_client(args.node_read_echo) if args.node_read_echo
-                       else run_echo_server(buffered=True))
+        with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as r:
+            r.run(run_node_read_echo_client(args.node_read_echo, args.event_loop) if args.node_read_echo
+                  else run_echo_server(buffered=True))
         return
     parent = args.dir.resolve() if args.dir else None
     if parent:
@@ -858,7 +867,7 @@ def main() -> None:
         if args.commits:
             commit_profile(root, args.commits)
         else:
-            asyncio.run(run(QUICK if args.quick else FULL, root))
+            asyncio.run(run(dataclasses.replace(QUICK if args.quick else FULL, event_loop=args.event_loop), root))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
