@@ -78,7 +78,7 @@ from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAn
 from kraft_tck.reference.node import Node, WriteLost
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import METADATA_PARTITION_DIR, new_uuid
-from kraft_tck.reference.workload import loop_factory, percentile
+from kraft_tck.reference.workload import EVENT_LOOPS, loop_factory, percentile
 from kraft_tck.spec import codec
 from kraft_tck.spec.framing import FrameSplitter, read_frame
 from kraft_tck.spec.records import ATTR_CONTROL, HEADER_SIZE, LOG_OVERHEAD, data_batch
@@ -846,7 +846,7 @@ def main() -> None:
                         help="only run N one-at-a-time in-process commits (for callgrind, see above)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="the node processes' event loop (kraft-tck node --event-loop); default auto")
     parser.add_argument("--node-read-echo", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()

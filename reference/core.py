@@ -1020,9 +1020,10 @@ class KRaftCore:
         self._persist()
 
     def _should_resign(self) -> bool:
-        """Check quorum: has the leader gone ``fetch_timeout_ms`` without fetches from a majority? Never
-        for the only voter: it is its own majority, and no voter will ever fetch from it (Kafka's
-        ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one voter never expires)."""
+        """Check quorum (KIP-595 "Leader Progress Timeout"): has the leader gone ``fetch_timeout_ms``
+        without fetches from a majority? Never for the only voter: it is its own majority, and no voter
+        will ever fetch from it (Kafka's ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one
+        voter never expires)."""
         return (isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
                 and not self._sole_voter())
 

@@ -142,10 +142,10 @@ class KafkaServer:
         port: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME,
         observer: FrameObserver | None = None,
-        bodies: BodyCodec | None = None,
+        bodies: BodyCodec = codec,
     ) -> None:
         self._handler = handler
-        self._bodies: BodyCodec = codec if bodies is None else bodies
+        self._bodies = bodies
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
         self._host = host
         self._port = port

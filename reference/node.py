@@ -236,7 +236,7 @@ class Node:
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
             observer=self._observe_server if self._wants_frames() else None,
-            bodies=self.typed,
+            bodies=codec if self.typed is None else self.typed,
         )
         await self.server.start()
         self._apply(first)

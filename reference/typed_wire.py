@@ -17,6 +17,7 @@ this one builds the two dataclasses (``bench/bench_commit_path.py``, the codec a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 from kraft_tck.reference import wire
@@ -109,73 +110,52 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                          _error(partition_error), _error(error), log_start_offset, encoded)
 
 
+#: The Fetch versions the bindings serve: every version the node serves (KRaft's fields start at v12).
+BOUND_VERSIONS = range(max(codec.supported_versions(FETCH)[0], MIN_FETCH_VERSION),
+                       codec.supported_versions(FETCH)[1] + 1)
+#: The four generated functions per version.
+GENERATED = ("request decoder", "request encoder", "response decoder", "response encoder")
+
+
+@cache
+def _generated(which: str, version: int) -> Callable[..., Any]:
+    """One of the ``GENERATED`` functions of Fetch ``version``, made once per process at first use (a node
+    makes them all before it listens: ``TypedCodec.precompile``)."""
+    label = f"Fetch v{version} bound {which}"
+    if which.startswith("request"):
+        header = codec.message_struct("RequestHeader", codec.request_header_version(FETCH, version))
+        body = codec.message_struct("FetchRequest", version)
+        if which == "request decoder":
+            return binding.frame_decoder(header, body, FETCH_REQUEST, FETCH_REQUEST_PARAMS, _fetch_request, label,
+                                         response=False)
+        return binding.request_encoder(header, body, FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS, label)
+    body = codec.message_struct("FetchResponse", version)
+    if which == "response decoder":
+        header = codec.message_struct("ResponseHeader", codec.response_header_version(FETCH, version))
+        return binding.frame_decoder(header, body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, _fetch_response, label,
+                                     response=True)
+    return binding.body_encoder(body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, label)
+
+
 class TypedCodec:
     """What ``net.KafkaServer``/``KafkaClient`` call to read and write frames (``spec.codec``'s names):
     bodies are the core's Fetch messages where the bound code applies, the codec's dicts elsewhere.
     ``wire.request_from_kafka``/``response_from_kafka`` take either."""
 
     def __init__(self) -> None:
-        # Generated per version at first use (``precompile`` does it before a node listens).
-        self._request_decoders: dict[int, Callable[[Any], tuple[Any, Any]]] = {}
-        self._response_decoders: dict[int, Callable[[Any], tuple[Any, Any]]] = {}
-        self._request_encoders: dict[int, Callable[..., bytes]] = {}
-        self._response_encoders: dict[int, Callable[..., bytes]] = {}
         #: Frames the bound code read or wrote, and those it left to the dict path.
         self.bound = 0
         self.fallbacks = 0
-        lo, hi = codec.supported_versions(FETCH)
-        self._versions = range(max(lo, MIN_FETCH_VERSION), hi + 1)  # the Fetch versions bound
-
-    def precompile(self, versions: range | None = None) -> None:
-        for version in versions or self._versions:
-            self._request_decoder(version)
-            self._response_decoder(version)
-            self._request_encoder(version)
-            self._response_encoder(version)
-
-    # ---------------------------------------------------------------- generated, per version
 
     @staticmethod
-    def _label(version: int, which: str) -> str:
-        return f"Fetch v{version} bound {which}"
+    def precompile(versions: range = BOUND_VERSIONS) -> None:
+        for version in versions:
+            for which in GENERATED:
+                _generated(which, version)
 
-    def _request_decoder(self, version: int) -> Callable[[Any], tuple[Any, Any]]:
-        fn = self._request_decoders.get(version)
-        if fn is None:
-            fn = self._request_decoders[version] = binding.frame_decoder(
-                codec.message_struct("RequestHeader", codec.request_header_version(FETCH, version)),
-                codec.message_struct("FetchRequest", version), FETCH_REQUEST, FETCH_REQUEST_PARAMS,
-                _fetch_request, self._label(version, "request decoder"), response=False)
-        return fn
-
-    def _response_decoder(self, version: int) -> Callable[[Any], tuple[Any, Any]]:
-        fn = self._response_decoders.get(version)
-        if fn is None:
-            fn = self._response_decoders[version] = binding.frame_decoder(
-                codec.message_struct("ResponseHeader", codec.response_header_version(FETCH, version)),
-                codec.message_struct("FetchResponse", version), FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
-                _fetch_response, self._label(version, "response decoder"), response=True)
-        return fn
-
-    def _request_encoder(self, version: int) -> Callable[..., bytes]:
-        fn = self._request_encoders.get(version)
-        if fn is None:
-            fn = self._request_encoders[version] = binding.request_encoder(
-                codec.message_struct("RequestHeader", codec.request_header_version(FETCH, version)),
-                codec.message_struct("FetchRequest", version), FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS,
-                self._label(version, "request encoder"))
-        return fn
-
-    def _response_encoder(self, version: int) -> Callable[..., bytes]:
-        fn = self._response_encoders.get(version)
-        if fn is None:
-            fn = self._response_encoders[version] = binding.body_encoder(
-                codec.message_struct("FetchResponse", version), FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
-                self._label(version, "response encoder"))
-        return fn
-
-    def _bound_version(self, api_key: int, version: int) -> bool:
-        return api_key == FETCH and version in self._versions
+    @staticmethod
+    def _bound_version(api_key: int, version: int) -> bool:
+        return api_key == FETCH and version in BOUND_VERSIONS
 
     # ---------------------------------------------------------------- net.py's codec
 
@@ -185,7 +165,7 @@ class TypedCodec:
             version = payload[2] << 8 | payload[3]
             if self._bound_version(FETCH, version):
                 try:
-                    out = self._request_decoder(version)(payload)
+                    out = _generated("request decoder", version)(payload)
                     self.bound += 1
                     return out
                 except Exception:
@@ -196,7 +176,7 @@ class TypedCodec:
         """(correlation id, body): a ``FetchResponse`` where the binding reads the frame."""
         if self._bound_version(api_key, version):
             try:
-                out = self._response_decoder(version)(payload)
+                out = _generated("response decoder", version)(payload)
                 self.bound += 1
                 return out
             except Exception:
@@ -211,7 +191,7 @@ class TypedCodec:
         if type(body) is not dict:
             if type(body) is FetchRequest and self._bound_version(api_key, version):
                 try:
-                    frame = self._request_encoder(version)(
+                    frame = _generated("request encoder", version)(
                         correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
                         body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
                         body.last_fetched_epoch, 0, body.max_bytes)
@@ -236,7 +216,7 @@ class TypedCodec:
         leader = resp.current_leader
         try:
             records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
-            out = self._response_encoder(version)(
+            out = _generated("response encoder", version)(
                 resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
                 leader.leader_id, leader.leader_epoch, records)
         except Exception:

@@ -58,8 +58,10 @@ _Tree = dict[str, Union[str, Expect, "_Tree"]]
 Struct = tuple[list[FieldDef], int, bool]
 
 
-def _tree(binding: Binding, fields: list[FieldDef], label: str) -> _Tree:
-    """The binding as a tree, checked against the definition at every version (a typo fails here)."""
+def _tree(binding: Binding, params: Params, fields: list[FieldDef], label: str) -> _Tree:
+    """The binding as a tree, checked against the definition at every version (a typo fails here) and
+    against ``params`` (every parameter it names is one)."""
+    names = {name for name, _ in params}
     root: _Tree = {}
     for path, leaf in binding.items():
         node, where = root, fields
@@ -80,6 +82,8 @@ def _tree(binding: Binding, fields: list[FieldDef], label: str) -> _Tree:
             if last:
                 if fd.is_struct:
                     raise ValueError(f"{label}: binding path {path!r} ends at a struct; bind its fields")
+                if isinstance(leaf, str) and leaf not in names:
+                    raise ValueError(f"{label}: binding names parameter {leaf!r}, not in {sorted(names)}")
                 node[name] = leaf
             else:
                 if not fd.is_struct:
@@ -223,25 +227,11 @@ class _BoundDecoder(_Decoder):
         return f"build({', '.join(args)})"
 
 
-def _unknown_params(tree: _Tree, params: Params, label: str) -> None:
-    names = {name for name, _ in params}
-
-    def walk(t: _Tree) -> None:
-        for sub in t.values():
-            if isinstance(sub, dict):
-                walk(sub)
-            elif isinstance(sub, str) and sub not in names:
-                raise ValueError(f"{label}: binding names parameter {sub!r}, not in {sorted(names)}")
-
-    walk(tree)
-
-
 def frame_decoder(header: Struct, body: Struct, binding: Binding, params: Params, build: Callable[..., Any],
                   label: str, response: bool) -> Callable[[Any], tuple[Any, Any]]:
     """``payload -> (header, value)`` for a request (``header`` the header dict, as ``codec`` gives it),
     or ``payload -> (correlation id, value)`` for a ``response``; ``value`` is ``build(*params)``."""
-    tree = _tree(binding, body[0], label)
-    _unknown_params(tree, params, label)
+    tree = _tree(binding, params, body[0], label)
     src = _Source()
     src.namespace["build"] = build
     src.emit(0, "def decode_frame(buf):")
@@ -348,8 +338,7 @@ class _BoundEncoder(_Encoder):
 def request_encoder(header: Struct, body: Struct, api_key: int, binding: Binding, params: Params,
                     label: str) -> Callable[..., bytes]:
     """``(correlation_id, client_id, *params) -> frame``: length prefix, request header, body."""
-    tree = _tree(binding, body[0], label)
-    _unknown_params(tree, params, label)
+    tree = _tree(binding, params, body[0], label)
     h_fields, h_version, h_flexible = header
     src = _Source()
     src.emit(0, f"def encode_request(correlation_id, client_id, {', '.join(name for name, _ in params)}):")
@@ -367,8 +356,7 @@ def request_encoder(header: Struct, body: Struct, api_key: int, binding: Binding
 
 def body_encoder(body: Struct, binding: Binding, params: Params, label: str) -> Callable[..., bytes]:
     """``(*params) -> body bytes``, to frame with ``codec.frame_response`` (or a request header)."""
-    tree = _tree(binding, body[0], label)
-    _unknown_params(tree, params, label)
+    tree = _tree(binding, params, body[0], label)
     src = _Source()
     src.emit(0, f"def encode_body({', '.join(name for name, _ in params)}):")
     src.emit(1, "out = bytearray()")

@@ -263,9 +263,10 @@ TraceStep ==
     /\ Record
 
 \* Black-box: how many records the target's next observed Fetch (row ev: an answer, or its own request)
-\* shows beyond the end of its log.  A leader's log grows by client appends the harness cannot see as KRaft messages (the
-\* records of KIP-631 broker RPCs, say); the answer that serves them says how many there are.  A leader
-\* deposed before any answer served them says it in its first Fetch as a follower: from its log end.
+\* shows beyond the end of its log.  A leader's log grows by client appends the harness cannot see as
+\* KRaft messages (the records of KIP-631 broker RPCs, say); the answer that serves them says how many
+\* there are.  A leader deposed before any answer served them says it in its first Fetch as a
+\* follower: from its log end.
 MissingRecords(ev) ==
     IF ev.event = "EnvironmentReceive" /\ "fetchOffset" \in DOMAIN ev.msg
     THEN ev.msg.fetchOffset

@@ -102,9 +102,10 @@ def test_observer_fetches_do_not_keep_the_leader_in_office() -> None:
 
 
 def test_the_only_voter_never_resigns() -> None:
-    # Check quorum needs fetches from a majority of the *other* voters; a quorum of one voter has none,
-    # and its leader is its own majority (Kafka: LeaderState.timeUntilCheckQuorumExpires never expires
-    # with one voter). It keeps leading with no timer at all, and commits alone.
+    # KIP-595 "Leader Progress Timeout": check quorum needs fetches from a majority of the *other*
+    # voters; a quorum of one voter has none, and its leader is its own majority (Kafka:
+    # LeaderState.timeUntilCheckQuorumExpires never expires with one voter). It keeps leading with no
+    # timer at all, and commits alone.
     core = leader(voters=frozenset({1}))
     ready = core.tick(10 * FETCH_TIMEOUT)
     assert isinstance(core.role, Leader) and core.epoch == 1 and ready.trace == []
