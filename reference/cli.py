@@ -97,12 +97,20 @@ def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_s
 @click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True)
 @click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True)
 @click.option("--trace", is_flag=True, help="Write node-i/trace-<incarnation>.ndjson for every node.")
-def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool) -> None:
+@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
+              help="Every node's event loop (as kraft-tck node --event-loop).")
+def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool, event_loop: str) -> None:
     """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly)."""
     from kraft_tck.reference.procs import LocalCluster
     from kraft_tck.reference.storage import StorageError
+    from kraft_tck.reference.workload import loop_factory
 
-    cluster = LocalCluster(Path(base_dir).resolve(), voters=voters, base_port=base_port, trace=trace)
+    try:
+        loop_factory(event_loop)  # refused here, by name, rather than by every node process
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    cluster = LocalCluster(Path(base_dir).resolve(), voters=voters, base_port=base_port, trace=trace,
+                           extra_args=["--event-loop", event_loop])
     try:
         cid = cluster.prepare()
     except StorageError as exc:

@@ -242,6 +242,10 @@ _INT_SETTINGS: tuple[tuple[str, str, int, int], ...] = (
     ("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", 500, 0),
     ("socket.request.max.bytes", "socket_request_max_bytes", 104857600, 1),
     ("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1),
+    # This node's own setting, not Kafka's (Kafka leaves old log data to the OS page cache): how many
+    # bytes of the newest batches the core's log keeps in memory; older ones are read back from the
+    # segment files when a follower lags (reference/log.py). Memory then stays bounded in long runs.
+    ("reference.log.cache.bytes", "log_cache_bytes", 8 * 1024 * 1024, 0),
 )
 _ROLES = ("broker", "controller")
 # Keys read by from_properties besides the integer settings above.
@@ -289,6 +293,7 @@ class NodeConfig:
     fetch_max_wait_ms: int = 500
     socket_request_max_bytes: int = 104857600
     broker_session_timeout_ms: int = 9000
+    log_cache_bytes: int = 8 * 1024 * 1024
     process_roles: tuple[str, ...] = ()
     # Keys this node does not interpret (Kafka configs carry many), kept verbatim.
     extra: Mapping[str, str] = field(default_factory=dict)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,7 +204,7 @@ class KRaftCore:
         self._hw = 0  # volatile, like Kafka's: a restarted node relearns it
         self._cluster_id = config.cluster_id
         self._pending_cluster_id: tuple[int, str] | None = None  # (offset, id) of the log's first id record
-        self._note_cluster_id_records(log.batches)
+        self._note_cluster_id_records(log.iter_batches())  # read only while the cluster id is unknown
         self._ready_at: dict[int, int] = {}  # destination -> when it may get the next request
         self._inflight: dict[int, int] = {}  # destination -> id of the one request awaiting its answer
         self._last_request_id = 0
@@ -637,21 +638,30 @@ class KRaftCore:
         if candidate > leader.epoch_start_offset:
             self._set_high_watermark(candidate)
 
-    def _answer_parked(self, parked: _ParkedFetch) -> None:
-        """Answer a long-poll with whatever is there now (or an error if we no longer lead)."""
-        error = self._validate_leader_only_request(parked.request.current_leader_epoch)
+    def _answer_parked_fetch(self, request: FetchRequest) -> FetchResponse:
+        """The answer to a long-poll now (tla/KRaft.tla AnswerParkedFetch): whatever is there, or an error
+        if we no longer lead."""
+        error = self._validate_leader_only_request(request.current_leader_epoch)
         if error is not None:
-            resp = self._fetch_error(error)
-        else:
-            batches, encoded = self.log.read_encoded(parked.request.fetch_offset, parked.request.max_bytes)
-            resp = FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
-        self._out.replies.append(Reply(parked.reply_to, resp))
+            return self._fetch_error(error)
+        batches, encoded = self.log.read_encoded(request.fetch_offset, request.max_bytes)
+        return FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
 
     def _complete_parked_fetches(self) -> None:
-        """New data, a new high watermark or a lost leadership: every parked fetch has an answer now."""
+        """New data, a new high watermark or a lost leadership: every parked fetch has an answer now.
+
+        Caught-up followers park identical fetches (same offset, size limit and epoch), so they get one
+        answer object: read once here, and encoded once by the shell, which sees the same object."""
         parked, self._parked = self._parked, []
+        answers: dict[tuple[int, int, int], FetchResponse] = {}
+        replies = self._out.replies
         for p in parked:
-            self._answer_parked(p)
+            req = p.request
+            key = (req.fetch_offset, req.max_bytes, req.current_leader_epoch)
+            resp = answers.get(key)
+            if resp is None:
+                resp = answers[key] = self._answer_parked_fetch(req)
+            replies.append(Reply(p.reply_to, resp))
 
     # ============================================================================ Fetch: follower side
 
@@ -756,6 +766,11 @@ class KRaftCore:
         if not isinstance(self.role, Leader) or self._shutting_down:
             return ClientAppendResult(False, leader_id=self.leader_id)
         acc = self._accumulator
+        if acc is None and self.config.append_linger_ms == 0:
+            # No linger: the write is its own batch at once (what holding it back and draining would do).
+            base, epoch = self.log.end_offset, self.epoch
+            self._append_client_batch(base, epoch, values, self._now)
+            return ClientAppendResult(True, base, base + len(values) - 1, epoch)
         if acc is not None and acc.size + size > self.config.append_max_batch_bytes:
             self._drain_accumulator()  # full: that batch goes now, this write starts the next one
             acc = None
@@ -783,8 +798,10 @@ class KRaftCore:
         if acc is None or not acc.values:
             return
         assert isinstance(self.role, Leader) and acc.epoch == self.epoch and acc.base_offset == self.log.end_offset
-        batch = data_batch(acc.base_offset, acc.epoch, acc.values, timestamp=acc.started_ms)
-        self._append_as_leader([batch])
+        self._append_client_batch(acc.base_offset, acc.epoch, acc.values, acc.started_ms)
+
+    def _append_client_batch(self, base_offset: int, epoch: int, values: Sequence[bytes], timestamp: int) -> None:
+        self._append_as_leader([data_batch(base_offset, epoch, values, timestamp=timestamp)])
         self._emit("ClientAppend")
 
     # ============================================================================ resigning
@@ -1047,7 +1064,7 @@ class KRaftCore:
         if self._parked:
             for parked in [p for p in self._parked if p.deadline_ms <= now]:
                 self._parked.remove(parked)
-                self._answer_parked(parked)
+                self._out.replies.append(Reply(parked.reply_to, self._answer_parked_fetch(parked.request)))
         # Sending changes no role, so these are still the due destinations when ``_finish`` asks.
         self._due = self._due_destinations()
         for dest in self._due:

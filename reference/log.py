@@ -1,4 +1,4 @@
-"""The core's view of the metadata log: an in-memory list of record batches plus its epoch cache.
+"""The core's view of the metadata log: its batches in offset order, plus its epoch cache.
 
 Pure and small on purpose. The shell owns the real segment files and mirrors every change the core
 makes here (the core reports each one as an ``AppendBatches`` / ``TruncateTo`` operation in its
@@ -7,7 +7,14 @@ makes here (the core reports each one as an ``AppendBatches`` / ``TruncateTo`` o
 Each batch's encoded bytes (RecordBatch v2, as on disk and on the wire) are kept next to it once known:
 a batch is encoded once on the leader — or kept as received by a follower — and the same bytes then go
 to the segment file, into every Fetch response that carries the batch, and into the trace's digest.
-Encoding is pure, so a batch appended without its bytes is encoded on first use.
+Encoding is pure, so a batch appended without its bytes is encoded on first use (at once, in a log with a
+cold store).
+
+Memory is bounded the way etcd-io/raft bounds it, with a storage the application provides: a log
+given a ``cold`` store (the node's segment files) lets the shell ``release`` the oldest batches once
+they are written there, and reads them back from it when a lagging follower asks. Of a released batch
+only its base offset stays in memory (8 bytes). Without a cold store (the core's tests, the simulator)
+everything stays in memory. Either way the answers are the same batches: the core stays deterministic.
 
 The epoch cache is Kafka's "leader epoch checkpoint": one ``(epoch, start_offset)`` entry per epoch that
 has records in the log, in increasing order. It answers the one question KIP-595's Fetch handling asks
@@ -17,8 +24,10 @@ of the log, ``epoch_end_offset`` ("Fetch Request Handling" step 3).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
 
@@ -43,15 +52,36 @@ class EpochStart:
     start_offset: int
 
 
-class Log:
-    """Batches in offset order, contiguous from offset 0 (this project takes no snapshots)."""
+class ColdStore(Protocol):
+    """Where a log reads the batches it released from memory: the node's segment files (``LogDir``)."""
 
-    def __init__(self, batches: Iterable[RecordBatch] = (), encoded: Sequence[bytes] | None = None) -> None:
-        self._batches: list[RecordBatch] = []
-        self._encoded: list[bytes | None] = []  # each batch's bytes, None until first needed
-        self._bases: list[int] = []  # base offsets, for bisect
+    def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[Sequence[RecordBatch], Sequence[bytes]]:
+        """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one)."""
+        ...
+
+
+class Log:
+    """Batches in offset order, contiguous from offset 0 (this project takes no snapshots).
+
+    Batches ``[0, held_from)`` have been released to the cold store; the rest are held in memory.
+    """
+
+    def __init__(
+        self,
+        batches: Iterable[RecordBatch] = (),
+        encoded: Sequence[bytes] | None = None,
+        *,
+        cold: ColdStore | None = None,
+    ) -> None:
+        self._bases = array("q")  # every batch's base offset, for bisect: all a released batch leaves here
+        self._first_held = 0  # the index of the first batch held in memory
+        self._batches: list[RecordBatch] = []  # the held batches, from index ``_first_held``
+        self._encoded: list[bytes | None] = []  # their bytes, None until first needed
+        self._held_bytes = 0  # the held bytes' total size (of those known)
+        self._cold = cold
         self._epochs: list[EpochStart] = []
         self._epoch_keys: list[int] = []  # each entry's epoch, for bisect (Fetch validation asks per fetch)
+        self._epoch_starts: list[int] = []  # each entry's start offset, for bisect (``epoch_of``)
         self._end = 0  # the log end offset, kept because the core asks for it on every step
         self.append(list(batches), encoded)
 
@@ -68,8 +98,28 @@ class Log:
         return self._epoch_keys[-1] if self._epoch_keys else NO_EPOCH
 
     @property
+    def held_from(self) -> int:
+        """The first offset held in memory (the log end offset when nothing is)."""
+        return self._bases[self._first_held] if self._batches else self._end
+
+    @property
+    def held_bytes(self) -> int:
+        """The encoded size of the batches held in memory (those encoded so far)."""
+        return self._held_bytes
+
+    @property
     def batches(self) -> Sequence[RecordBatch]:
-        return tuple(self._batches)
+        """Every batch, released ones read back from the cold store (for tests and small logs)."""
+        return tuple(self.iter_batches())
+
+    def iter_batches(self, from_offset: int = 0, chunk_bytes: int = 1 << 20) -> Iterator[RecordBatch]:
+        """The batches from the one holding ``from_offset`` to the end, released ones read from the cold
+        store ``chunk_bytes`` at a time: memory stays bounded however long the log is."""
+        offset = max(0, from_offset)
+        while offset < self._end:
+            batches = self.read(offset, chunk_bytes)
+            yield from batches
+            offset = batches[-1].last_offset + 1
 
     @property
     def epoch_cache(self) -> tuple[EpochStart, ...]:
@@ -94,34 +144,52 @@ class Log:
         return found.epoch, end
 
     def epoch_of(self, offset: int) -> int:
-        """The epoch of the record at ``offset`` (-1 if it is not in the log)."""
+        """The epoch of the record at ``offset`` (-1 if it is not in the log), from the epoch cache."""
         if not 0 <= offset < self._end:
             return NO_EPOCH
-        return self._batches[self._index_of(offset)].partition_leader_epoch
+        return self._epoch_keys[bisect.bisect_right(self._epoch_starts, offset) - 1]
 
     def read(self, from_offset: int, max_bytes: int) -> tuple[RecordBatch, ...]:
         """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one batch).
 
         Like Kafka, the first batch is returned even when it alone exceeds ``max_bytes`` (KIP-74), so a
         large batch cannot stall a follower. Sizes are the batches' encoded sizes, as Kafka counts them.
+        A read that starts among released batches stops where the held ones begin.
         """
-        if from_offset >= self._end:
-            return ()
-        start, stop = self._read_range(from_offset, max_bytes)
-        return tuple(self._batches[start:stop])
+        return self.read_encoded(from_offset, max_bytes)[0]
 
     def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
         """``read`` together with each batch's encoded bytes (what a Fetch response carries)."""
         if from_offset >= self._end:
             return (), ()
-        start, stop = self._read_range(from_offset, max_bytes)
-        return tuple(self._batches[start:stop]), tuple(self.encoded_at(i) for i in range(start, stop))
+        if from_offset < 0:
+            raise LogError(f"read from negative offset {from_offset}")
+        # Like Kafka, an offset inside a batch reads that whole batch.
+        first = self._first_held
+        if self._batches and from_offset >= self._bases[first]:
+            start = bisect.bisect_right(self._bases, from_offset, first) - 1
+        else:
+            start = bisect.bisect_right(self._bases, from_offset, 0, first) - 1
+            return self._read_cold(start, max_bytes)
+        stop, used = start + 1, len(self.encoded_at(start))
+        while stop < len(self._bases):
+            used += len(self.encoded_at(stop))
+            if used > max_bytes:
+                break
+            stop += 1
+        return tuple(self._batches[start - first : stop - first]), tuple(
+            [self.encoded_at(i) for i in range(start, stop)]
+        )
 
     def encoded_at(self, index: int) -> bytes:
         """The bytes of the ``index``-th batch (encoded now if it was appended without them)."""
-        data = self._encoded[index]
+        held = index - self._first_held
+        if held < 0:
+            return self._read_cold(index, 0)[1][0]
+        data = self._encoded[held]
         if data is None:
-            data = self._encoded[index] = encode_batch(self._batches[index])
+            data = self._encoded[held] = encode_batch(self._batches[held])
+            self._held_bytes += len(data)
         return data
 
     def digest_at(self, index: int) -> str:
@@ -130,7 +198,7 @@ class Log:
 
     def __len__(self) -> int:
         """The number of batches."""
-        return len(self._batches)
+        return len(self._bases)
 
     # ------------------------------------------------------------------------------------ changes
 
@@ -154,9 +222,15 @@ class Log:
             if epoch > last_epoch:
                 self._epochs.append(EpochStart(epoch, base))
                 self._epoch_keys.append(epoch)
+                self._epoch_starts.append(base)
                 last_epoch = epoch
             self._batches.append(batch)
-            self._encoded.append(None if encoded is None else encoded[i])
+            # With a cold store the bytes are needed at once (the shell writes them, ``release`` counts
+            # them); without one they may wait for their first use.
+            data = encoded[i] if encoded is not None else encode_batch(batch) if self._cold is not None else None
+            self._encoded.append(data)
+            if data is not None:
+                self._held_bytes += len(data)
             self._bases.append(base)
             self._end = base + records[-1].offset_delta + 1  # the batch's last offset + 1
 
@@ -172,31 +246,53 @@ class Log:
             raise LogError(f"truncate to negative offset {offset}")
         i = bisect.bisect_left(self._bases, offset)
         if i == len(self._bases) or self._bases[i] != offset:
-            prev = self._batches[i - 1]
-            raise LogError(
-                f"truncate_to({offset}) falls inside batch [{prev.base_offset}..{prev.last_offset}]"
-            )
-        del self._batches[i:]
-        del self._encoded[i:]
+            last = (self._bases[i] if i < len(self._bases) else self._end) - 1
+            raise LogError(f"truncate_to({offset}) falls inside batch [{self._bases[i - 1]}..{last}]")
+        held = max(0, i - self._first_held)
+        self._held_bytes -= sum(len(d) for d in self._encoded[held:] if d is not None)
+        del self._batches[held:]
+        del self._encoded[held:]
         del self._bases[i:]
+        self._first_held = min(self._first_held, i)
         self._end = offset
         while self._epochs and self._epochs[-1].start_offset >= offset:
             self._epochs.pop()
             self._epoch_keys.pop()
+            self._epoch_starts.pop()
+
+    def release(self, keep_bytes: int) -> int:
+        """Let the oldest held batches go from memory, down to ``keep_bytes`` held; return how many went.
+
+        The shell's call, between steps, once every batch of the log is in the cold store. It acts only
+        when more than twice ``keep_bytes`` are held, so a steady writer pays for it once per
+        ``keep_bytes`` written rather than on every step (the list shifts are then amortised).
+        """
+        if self._cold is None:
+            raise LogError("release: this log has no cold store to read released batches back from")
+        if self._held_bytes <= 2 * keep_bytes:
+            return 0
+        drop, freed, held = 0, 0, self._held_bytes
+        while drop < len(self._batches) and held - freed > keep_bytes:
+            data = self._encoded[drop]
+            freed += 0 if data is None else len(data)
+            drop += 1
+        del self._batches[:drop]
+        del self._encoded[:drop]
+        self._first_held += drop
+        self._held_bytes -= freed
+        return drop
 
     # ------------------------------------------------------------------------------------ helpers
 
-    def _read_range(self, from_offset: int, max_bytes: int) -> tuple[int, int]:
-        if from_offset < 0:
-            raise LogError(f"read from negative offset {from_offset}")
-        start = self._index_of(from_offset)  # like Kafka, an offset inside a batch returns that whole batch
-        stop, used = start + 1, len(self.encoded_at(start))
-        while stop < len(self._batches):
-            used += len(self.encoded_at(stop))
-            if used > max_bytes:
-                break
-            stop += 1
-        return start, stop
-
-    def _index_of(self, offset: int) -> int:
-        return bisect.bisect_right(self._bases, offset) - 1
+    def _read_cold(self, index: int, max_bytes: int) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
+        """Released batches from the ``index``-th one, up to ``max_bytes`` (at least one), read from the
+        cold store and cut where the held batches begin (the store may lag the log within a step)."""
+        if self._cold is None:
+            raise LogError(f"batch {index} was released but this log has no cold store")
+        base = self._bases[index]
+        batches, encoded = self._cold.read_encoded(base, max_bytes)
+        if not batches or batches[0].base_offset != base:
+            got = batches[0].base_offset if batches else "nothing"
+            raise LogError(f"the cold store returned {got} for the released batch at offset {base}")
+        n = min(len(batches), self._first_held - index)
+        return tuple(batches[:n]), tuple(encoded[:n])

@@ -61,7 +61,7 @@ from typing import Any
 
 from kraft_tck.reference.config import ConfigError, parse_properties, render_properties
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
-from kraft_tck.spec.records import LOG_OVERHEAD, RecordBatch, decode_batch, decode_batches, encode_batch
+from kraft_tck.spec.records import LOG_OVERHEAD, RecordBatch, decode_batch, encode_batch
 
 log = logging.getLogger("kraft_tck.reference.storage")
 
@@ -785,53 +785,65 @@ class LogDir:
             if last >= offset:
                 break
             start = pos
-        for pos, batch in self._iter_segment(seg, start):
+        for pos, batch, _data in self._batches_at(seg, start):
             if batch.last_offset >= offset:
                 return pos, batch.base_offset
         return seg.size, seg.end_offset
 
-    def _iter_segment(self, seg: _Segment, start: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+    def _batches_at(self, seg: _Segment, start: int = 0) -> Iterator[tuple[int, RecordBatch, bytes]]:
+        """``(position, batch, its bytes)`` for each batch of ``seg`` from ``start``, read one batch at a
+        time: a reader that stops early never reads the rest of the segment."""
         with open(seg.log_path, "rb") as fh:
             fh.seek(start)
-            data = fh.read(seg.size - start)
-        pos = 0
-        while pos < len(data):
-            batch, nxt = decode_batch(data, pos)
-            yield start + pos, batch
-            pos = nxt
+            pos = start
+            while pos < seg.size:
+                head = fh.read(LOG_OVERHEAD)
+                data = head + fh.read(_LENGTH_AT.unpack_from(head)[1])
+                batch, _end = decode_batch(data)
+                yield pos, batch, data
+                pos += len(data)
 
-    def read_all(self) -> list[RecordBatch]:
-        """Every batch in the log, in offset order."""
-        out: list[RecordBatch] = []
-        for seg in self._segments:
-            with open(seg.log_path, "rb") as fh:
-                out.extend(decode_batches(fh.read(seg.size)))
-        return out
-
-    def read_all_encoded(self) -> tuple[list[RecordBatch], list[bytes]]:
-        """Every batch in the log with its bytes as stored (the core's in-memory log at start-up)."""
-        batches: list[RecordBatch] = []
-        encoded: list[bytes] = []
-        for seg in self._segments:
-            with open(seg.log_path, "rb") as fh:
-                data = fh.read(seg.size)
-            pos = 0
-            while pos < len(data):
-                batch, end = decode_batch(data, pos)
-                batches.append(batch)
-                encoded.append(data[pos:end])
-                pos = end
-        return batches, encoded
-
-    def read_from(self, offset: int) -> list[RecordBatch]:
-        """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead)."""
-        out: list[RecordBatch] = []
+    def _encoded_from(self, offset: int) -> Iterator[tuple[RecordBatch, bytes]]:
+        """Every batch whose last offset is ≥ ``offset``, with its bytes (the offset index skips ahead)."""
         for seg in self._segments:
             if seg.end_offset <= offset:
                 continue
             start = 0 if seg.base_offset >= offset else self._locate(seg, offset)[0]
-            out.extend(batch for _pos, batch in self._iter_segment(seg, start))
-        return out
+            for _pos, batch, data in self._batches_at(seg, start):
+                yield batch, data
+
+    def read_all(self) -> list[RecordBatch]:
+        """Every batch in the log, in offset order."""
+        return self.read_from(0)
+
+    def read_all_encoded(self) -> tuple[list[RecordBatch], list[bytes]]:
+        """Every batch in the log with its bytes as stored."""
+        pairs = list(self._encoded_from(0))
+        return [b for b, _ in pairs], [d for _, d in pairs]
+
+    def iter_encoded(self) -> Iterator[tuple[RecordBatch, bytes]]:
+        """Every batch with its bytes as stored, one at a time (how a node rebuilds its core's log at
+        start-up without holding the whole log in memory)."""
+        return self._encoded_from(0)
+
+    def read_from(self, offset: int) -> list[RecordBatch]:
+        """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead)."""
+        return [batch for batch, _data in self._encoded_from(offset)]
+
+    def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[list[RecordBatch], list[bytes]]:
+        """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one, as in
+        Kafka), with their bytes: a Fetch's read of batches the core's log released from memory
+        (``reference/log.py``'s ``ColdStore``)."""
+        batches: list[RecordBatch] = []
+        encoded: list[bytes] = []
+        used = 0
+        for batch, data in self._encoded_from(from_offset):
+            used += len(data)
+            if batches and used > max_bytes:
+                break
+            batches.append(batch)
+            encoded.append(data)
+        return batches, encoded
 
     def read_quorum_state(self) -> QuorumState | None:
         return read_quorum_state_file(self.partition_dir / QUORUM_STATE)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.histogram import LatencyHistogram
 from kraft_tck.reference.node import Node, StartupError, WriteLost
 from kraft_tck.reference.roles import Leader
 
@@ -70,22 +71,22 @@ LEADERSHIP_POLL_S = 0.01
 class WorkloadStats:
     committed_records: int = 0
     lost_writes: int = 0  # accepted, then truncated by a leader change before committing
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies: LatencyHistogram = field(default_factory=LatencyHistogram)  # bounded, however long the run
     leader_since: float | None = None
 
     def reset(self) -> None:
         """Count afresh from now (SIGUSR1); a write in flight is counted when it commits."""
         self.committed_records = self.lost_writes = 0
-        self.latencies_ms = []
+        self.latencies = LatencyHistogram()
         if self.leader_since is not None:
             self.leader_since = time.monotonic()
 
     def report(self) -> str:
         elapsed = max(1e-9, time.monotonic() - (self.leader_since or time.monotonic()))
-        lat = sorted(self.latencies_ms)
-        ps = " ".join(f"p{q:g}={percentile(lat, q):.3f}ms" for q in (50, 75, 99, 99.9))
+        lat = self.latencies
+        ps = " ".join(f"p{q:g}={lat.percentile(q):.3f}ms" for q in (50, 75, 99, 99.9))
         return (f"committed {self.committed_records} records in {elapsed:.1f}s "
-                f"({self.committed_records / elapsed:,.0f} records/s); commit latency {ps} over {len(lat)} writes; "
+                f"({self.committed_records / elapsed:,.0f} records/s); commit latency {ps} over {lat.count} writes; "
                 f"{self.lost_writes} writes lost to leader changes")
 
 
@@ -106,7 +107,7 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
             stats.lost_writes += 1
             return True
         if result.accepted:
-            stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            stats.latencies.record((time.perf_counter() - t0) * 1000)
             stats.committed_records += per_write
         return result.accepted
 
@@ -162,7 +163,7 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), reporter_every)
-            if writing and stats.latencies_ms:
+            if writing and stats.latencies.count:
                 print(stats.report(), file=sys.stderr, flush=True)
     finally:
         if workload is not None:

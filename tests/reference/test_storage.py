@@ -152,6 +152,23 @@ def test_read_from_uses_index_and_returns_suffix(tmp_path: Path) -> None:
         assert log.read_from(90) == []
 
 
+def test_read_encoded_returns_whole_batches_up_to_max_bytes_across_segments(tmp_path: Path) -> None:
+    """The cold reads of reference/log.py: Kafka's Fetch read (the batch holding the offset, then whole
+    batches up to max_bytes, at least one), with the bytes as stored, across segment rolls."""
+    with LogDir.open(tmp_path, segment_bytes=4096, index_interval_bytes=300) as log:
+        written = fill(log, 30)
+        size = len(encode_batch(written[0]))  # every batch here has the same encoded size
+        assert log.segment_count == 3
+        for offset in (0, 1, 44, 45, 46, 89):
+            for n in (1, 2, 7, 30):
+                batches, encoded = log.read_encoded(offset, n * size)
+                first = offset // 3
+                assert batches == written[first : first + n]
+                assert encoded == [encode_batch(b) for b in batches]
+        assert log.read_encoded(0, 0)[0] == written[:1]  # at least one batch
+        assert log.read_encoded(90, 1 << 20) == ([], [])
+
+
 def test_flush_fsyncs_once_per_flush_and_not_when_disabled(tmp_path: Path) -> None:
     with LogDir.open(tmp_path / "a") as log:
         log.append([data_batch(0, 1, [b"x"])])  # first batch of epoch 1: checkpoint write (2 fsyncs)
