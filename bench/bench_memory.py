@@ -117,7 +117,10 @@ def main() -> None:
         row = (name, f"{med('rss_growth') / mib:,.1f}", f"{med('rss_growth') / mib / n * 1e5:,.2f}",
                f"{med('held_bytes') / mib:,.1f}", f"{n / med('write_s'):,.0f}", f"{n / med('catch_up_s'):,.0f}")
         print("  ".join(f"{c:>22}" for c in row))
-    print("(RSS counts both running nodes' logs; the cache bounds each to at most twice its size)")
+    print("(RSS counts both running nodes' logs: the cache bounds each node's held batches to twice its size in "
+          "encoded bytes, their decoded objects beside them come to about as much again. A follower further "
+          "behind than the cache is served batches the leader decodes from its segment files: the catch-up "
+          "column shows that cost)")
 
 
 if __name__ == "__main__":

@@ -171,15 +171,16 @@ class Log:
         else:
             start = bisect.bisect_right(self._bases, from_offset, 0, first) - 1
             return self._read_cold(start, max_bytes)
-        stop, used = start + 1, len(self.encoded_at(start))
+        encoded = [self.encoded_at(start)]
+        used, stop = len(encoded[0]), start + 1
         while stop < len(self._bases):
-            used += len(self.encoded_at(stop))
+            data = self.encoded_at(stop)
+            used += len(data)
             if used > max_bytes:
                 break
+            encoded.append(data)
             stop += 1
-        return tuple(self._batches[start - first : stop - first]), tuple(
-            [self.encoded_at(i) for i in range(start, stop)]
-        )
+        return tuple(self._batches[start - first : stop - first]), tuple(encoded)
 
     def encoded_at(self, index: int) -> bytes:
         """The bytes of the ``index``-th batch (encoded now if it was appended without them)."""

@@ -515,7 +515,7 @@ def data_batch(base_offset: int, epoch: int, values: Sequence[bytes], timestamp:
     return RecordBatch(
         base_offset=base_offset,
         partition_leader_epoch=epoch,
-        records=tuple(Record(i, bytes(v)) for i, v in enumerate(values)),
+        records=tuple([Record(i, bytes(v)) for i, v in enumerate(values)]),  # a list: cheaper than a generator
         base_timestamp=timestamp,
         max_timestamp=timestamp,
     )

@@ -42,8 +42,9 @@ LEADER_WAIT_S = 45
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path / "cluster", voters=3, base_port=free_base_port(3), settings=dict(SETTINGS),
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    settings = {**SETTINGS, **getattr(request, "param", {})}  # a test's own settings, if parametrized
+    c = LocalCluster(tmp_path / "cluster", voters=3, base_port=free_base_port(3), settings=settings,
                      trace=True, extra_args=["--throughput", "400", "--record-size", "100"])
     c.prepare()
     yield c
@@ -173,9 +174,13 @@ def test_restarted_voter_keeps_its_epoch_and_vote(cluster: LocalCluster) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("cluster", [{}, {"reference.log.cache.bytes": 0}], indirect=True,
+                         ids=["log held in memory", "log read back from the segment files"])
 def test_crash_safety_under_random_kill_9(cluster: LocalCluster) -> None:
     """Kill -9 random nodes at random moments during a write workload, many rounds: no committed record is
-    ever lost or changed, and no two leaders share an epoch."""
+    ever lost or changed, and no two leaders share an epoch. Run twice: with the default log cache (the
+    whole log of this test stays in memory) and with none, where every node releases each batch once it
+    is written and serves every Fetch, and rebuilds its log at restart, from its segment files."""
     rng = random.Random(20261121)
     cluster.start_all()
     run(cluster.wait_for_leader(15, min_hw=20))

@@ -1,5 +1,5 @@
 """``kraft-tck cluster`` (``make cluster``): N node processes in the foreground, one cluster id, stopped
-cleanly by SIGTERM; ``--event-loop`` reaches every node. Real processes, sockets and files."""
+cleanly by SIGTERM or Ctrl-C; ``--event-loop`` reaches every node. Real processes, sockets and files."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def node_commands(parent: int) -> list[list[str]]:
     return [Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0") for pid in out]
 
 
-def test_the_cluster_command_runs_n_voters_on_the_loop_asked_for_and_stops_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_the_cluster_command_runs_n_voters_on_the_loop_asked_for_and_stops_cleanly(
+        tmp_path: Path, stop_signal: signal.Signals) -> None:
     port = free_base_port(3)
     base = tmp_path / "c"
     proc = subprocess.Popen(
@@ -44,7 +46,7 @@ def test_the_cluster_command_runs_n_voters_on_the_loop_asked_for_and_stops_on_si
         assert all(c[c.index("--event-loop") + 1] == "asyncio" for c in commands), commands
         ids = {read_meta_file(view.data_dir(i) / "meta.properties").cluster_id for i in (1, 2, 3)}  # type: ignore[union-attr]
         assert len(ids) == 1
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop_signal)
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
