@@ -277,10 +277,17 @@ def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record,
         rec_end = p + length
         if length < MIN_RECORD_SIZE - 1 or rec_end > end:
             return _decode_record_checked(buf, pos, end, index)
-        ts, off = buf[p + 1], buf[p + 2]  # after the attributes byte
-        if ts >= 0x80 or off >= 0x80:
+        ts = buf[p + 1]  # after the attributes byte
+        if ts >= 0x80:
             return _decode_record_checked(buf, pos, end, index)
+        off = buf[p + 2]
         p += 3
+        if off >= 0x80:  # an offset delta of 64 or more: two bytes up to 8191 (a batch's 65th record on)
+            b2 = buf[p]
+            if b2 >= 0x80:
+                return _decode_record_checked(buf, pos, end, index)
+            off = (off & 0x7F) | (b2 << 7)
+            p += 1
         fields: list[bytes | None] = []
         for _ in range(2):  # key, value
             b = buf[p]

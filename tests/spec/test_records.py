@@ -219,10 +219,11 @@ def _record_outcome(fn: object, buf: bytes, end: int) -> tuple[str, object]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(record_st, st.integers(0, 300), st.data())
+@given(record_st, st.integers(0, 300) | st.sampled_from([63, 64, 8191, 8192, 1 << 20]), st.data())
 def test_record_fast_path_matches_the_checked_decoder(rec: tuple[object, ...], delta: int, data: st.DataObject) -> None:
     """_decode_record's inline path gives the same record, or the same error, as _decode_record_checked,
-    on well-formed records (short and long varints, keys, null values, headers) and on damaged ones."""
+    on well-formed records (short and long varints, keys, null values, headers, offset deltas across the
+    one- and two-byte boundaries) and on damaged ones."""
     key, value, ts, headers = rec
     raw = R._encode_record(R.Record(delta, value, key, ts, tuple(headers)))  # type: ignore[arg-type]
     cases = [raw, raw + b"\x00\x01"]  # exact, and followed by other bytes (the next record)
