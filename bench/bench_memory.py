@@ -11,6 +11,10 @@ that costs next to reading it from memory. Rounds alternate the variants.
 
 Columns: RSS growth of the process while writing (two running nodes), the bytes the leader's log holds
 in memory at the end, and the follower's catch-up rate.
+
+A second table soaks real node processes (``kraft-tck node --throughput``, fsync off) for
+``--soak-seconds`` per variant and samples the leader's resident memory as its log grows: flat with the
+cache, rising with the log without it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ KEEP_ALL = 2**31 - 1  # the largest cache the setting allows: the whole log of t
 VARIANTS = {"cache 8 MiB": 8 * 1024 * 1024, "keep all (baseline)": KEEP_ALL}
 PER_WRITE = 100  # records per write; linger batches a few writes together
 RECORD = b"m" * 100
+SOAK_RECORDS_S = 50_000
+SOAK_RECORD_ON_DISK = 108  # bytes a 100-byte record takes in a batch of many (for the log size column)
 
 
 def rss_bytes() -> int:
@@ -81,6 +87,36 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
             await n.stop(graceful=True, grace_s=0.2)
 
 
+def process_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def soak(root: Path, cache_bytes: int, seconds: float, samples: int) -> list[tuple[float, int, int]]:
+    """``(seconds, leader log end offset, leader RSS)`` at ``samples`` moments of a process soak."""
+    settings = {"controller.quorum.append.linger.ms": 5, "reference.log.cache.bytes": cache_bytes}
+    c = LocalCluster(root, voters=3, base_port=free_base_port(3), settings=settings,
+                     extra_args=["--throughput", str(SOAK_RECORDS_S), "--record-size", str(len(RECORD)),
+                                 "--no-fsync"])
+    c.prepare()
+    c.start_all()
+    try:
+        leader = (await c.wait_for_leader(30, min_hw=2)).leader_id
+        out = []
+        t0 = time.monotonic()
+        for k in range(1, samples + 1):
+            await asyncio.sleep(max(0.0, t0 + seconds * k / samples - time.monotonic()))
+            info = await c.describe()
+            if info is None or info.leader_id != leader:
+                raise RuntimeError("the leader changed during the soak: its memory is no longer one process's")
+            out.append((time.monotonic() - t0, info.high_watermark, process_rss(c.procs[leader].pid)))
+        return out
+    finally:
+        c.stop_all()
+
+
 def child(cache_bytes: int, records: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as d:
         print(json.dumps(asyncio.run(one_run(Path(d), cache_bytes, records))))
@@ -91,6 +127,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer records and one round (a smoke run)")
     ap.add_argument("--records", type=int, default=None, help="records written per run (default 400,000)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds of both variants (default 2)")
+    ap.add_argument("--soak-seconds", type=float, default=None,
+                    help="process soak per variant (default 30; none with --quick)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     records = args.records or (50_000 if args.quick else 400_000)
@@ -121,6 +159,27 @@ def main() -> None:
           "encoded bytes, their decoded objects beside them come to about as much again. A follower further "
           "behind than the cache is served batches the leader decodes from its segment files: the catch-up "
           "column shows that cost)")
+    soak_s = args.soak_seconds if args.soak_seconds is not None else (0 if args.quick else 30)
+    if soak_s > 0:
+        print_soak(soak_s)
+
+
+def print_soak(seconds: float, samples: int = 6) -> None:
+    series = {}
+    for name, cache in VARIANTS.items():
+        with tempfile.TemporaryDirectory(prefix="bench-memory-soak-") as d:
+            series[name] = asyncio.run(soak(Path(d), cache, seconds, samples))
+    mib = 1024 * 1024
+    print(f"\nprocess soak: 3 node processes, {SOAK_RECORDS_S:,} records/s offered (fsync off), the leader's RSS "
+          f"as its log grows")
+    print(f"{'':>6}  " + "  ".join(f"{name:>33}" for name in series))
+    print(f"{'s':>6}  " + "  ".join(f"{'log MiB':>16} {'leader RSS MiB':>16}" for _ in series))
+    for k in range(samples):
+        row = [f"{series[next(iter(series))][k][0]:6.0f}"]
+        for points in series.values():
+            _t, hw, rss = points[k]
+            row.append(f"{hw * SOAK_RECORD_ON_DISK / mib:>16,.0f} {rss / mib:>16,.0f}")
+        print("  ".join(row))
 
 
 if __name__ == "__main__":
