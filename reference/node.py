@@ -189,7 +189,7 @@ class Node:
             voted_id=qs.voted_id if qs else -1,
             voters=tuple(sorted(cfg.voter_ids)),
         )
-        # The core's log holds the newest log.cache.bytes in memory and reads older batches back from the
+        # The core's log holds the newest reference.log.cache.bytes in memory and reads older batches from the
         # segment files: start-up streams the log through it, so memory never holds all of it.
         core_log = Log(cold=self.storage)
         for batch, data in self.storage.iter_encoded():
