@@ -124,14 +124,14 @@ def child(cache_bytes: int, records: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer records and one round (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="fewer records, one round, no soak (a smoke run)")
     ap.add_argument("--records", type=int, default=None, help="records written per run (default 400,000)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds of both variants (default 2)")
     ap.add_argument("--soak-seconds", type=float, default=None,
                     help="process soak per variant (default 30; none with --quick)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    records = args.records or (50_000 if args.quick else 400_000)
+    records = args.records or (200_000 if args.quick else 400_000)  # quick: still past twice the cache
     if args.child is not None:
         child(args.child, records)
         return
