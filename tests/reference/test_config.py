@@ -132,6 +132,7 @@ def test_node_config_reads_kafka_keys_with_defaults() -> None:
         cfg.socket_request_max_bytes,
         cfg.broker_session_timeout_ms,
     ) == (1000, 2000, 1000, 2000, 20, 25, 500, 104857600, 9000)
+    assert cfg.log_cache_bytes == 8 * 1024 * 1024  # this node's own setting: one default segment's worth
     assert cfg.extra == {}
 
 
@@ -199,6 +200,7 @@ INT_KEYS = [
     ("controller.quorum.fetch.max.wait.ms", 0),
     ("socket.request.max.bytes", 1),
     ("broker.session.timeout.ms", 1),
+    ("reference.log.cache.bytes", 0),
 ]
 
 
