@@ -61,6 +61,11 @@ class WriteLost(Exception):
     """A client write was appended but truncated before it committed (its leader lost the epoch)."""
 
 
+class NodeHalted(Exception):
+    """The node stopped because its log directory failed (``Node.failure`` says how): it takes no more
+    writes."""
+
+
 def commit_outcome(
     log: Log, high_watermark: int, last_offset: int, epoch: int, held_back: tuple[int, int] | None = None
 ) -> str:
@@ -139,6 +144,10 @@ class Node:
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
         self.high_watermark = 0
         self.safety_refusals = 0  # inputs refused because they would have broken a safety property
+        # A log-directory failure that halted the node (see ``_halt``); ``halted`` is set with it.
+        self.failure: StorageError | OSError | None = None
+        self.halted = asyncio.Event()
+        self._halt_task: asyncio.Task[None] | None = None
         self.trace: TraceWriter | None = None
         self.storage: LogDir | None = None
         self.core: KRaftCore | None = None
@@ -251,6 +260,10 @@ class Node:
 
     async def stop(self, graceful: bool = True, grace_s: float = 1.0) -> None:
         """Graceful stop resigns leadership first (KIP-595 EndQuorumEpoch) and gives it a moment to leave."""
+        halt = self._halt_task
+        if halt is not None and halt is not asyncio.current_task():
+            await asyncio.shield(halt)  # a halt is under way: it is this node's stop
+            return
         if self._stopping:
             return
         if graceful and self.core is not None:
@@ -279,7 +292,7 @@ class Node:
                 await peer.client.close()
         for _, _, fut in self._commit_waiters:
             if not fut.done():
-                fut.set_exception(RuntimeError("node stopped"))
+                fut.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
         self._fail_controller_waiters()
         if self.trace is not None:
             self.trace.close()
@@ -290,8 +303,13 @@ class Node:
 
     def _step(self, inp: Input) -> Ready:
         assert self.core is not None
+        if self.failure is not None:
+            return Ready()  # halted: no more inputs
         try:
             ready = self.core.step(inp, self.clock.now_ms())
+        except (StorageError, OSError) as exc:  # a released batch read back from a damaged segment
+            self._halt(exc)
+            return Ready()
         except SafetyViolation as exc:
             # A peer asked for something that would break safety (e.g. a DivergingEpoch below our high
             # watermark). The core checks before it changes anything, so refusing the input keeps it
@@ -303,6 +321,29 @@ class Node:
         return ready
 
     def _apply(self, ready: Ready) -> None:
+        """``_apply_ready``, halting the node if its log directory fails on the way."""
+        try:
+            self._apply_ready(ready)
+        except (StorageError, OSError) as exc:
+            self._halt(exc)
+
+    def _halt(self, exc: StorageError | OSError) -> None:
+        """Fail-stop: a log directory that failed (a write refused, a segment that no longer reads) leaves
+        the core's log and the disk disagreeing, and an answer sent now could claim what the disk lacks.
+        Like Kafka, which halts when its metadata log directory fails, the node stops at once, without
+        resigning (that would write more), and leaves its files to the next start's recovery."""
+        if self.failure is not None:
+            return
+        self.failure = exc
+        self.halted.set()
+        log.critical("node %d halts: its log directory failed: %s", self.config.node_id, exc)
+        if self._loop is not None:
+            self._halt_task = self._loop.create_task(self.stop(graceful=False))
+
+    def _halted_error(self) -> NodeHalted:
+        return NodeHalted(f"node {self.config.node_id} halted: its log directory failed: {self.failure}")
+
+    def _apply_ready(self, ready: Ready) -> None:
         """Apply one bundle: its trace lines, durable state, then the messages (reference/io.py's order).
 
         The trace goes first, as a write-ahead record: after a kill -9 the disk never holds an effect the
@@ -399,7 +440,12 @@ class Node:
         if now < self._deadline:
             self._schedule_tick()  # the loop's clock and ours round differently: wait the rest
             return
-        self._apply(self.core.tick(now))
+        try:
+            ready = self.core.tick(now)
+        except (StorageError, OSError) as exc:
+            self._halt(exc)
+            return
+        self._apply(ready)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -523,6 +569,8 @@ class Node:
         """Append values on the leader (as one batch, possibly with other writes held back for
         ``controller.quorum.append.linger.ms``); with ``wait_commit`` return once the high watermark passes
         them."""
+        if self.failure is not None:
+            raise self._halted_error()
         ready = self._step(ClientWrite(tuple(values)))
         result = ready.client_append
         assert result is not None, "the core answers every ClientWrite"

@@ -47,6 +47,7 @@ A :class:`LogDir` has one owner and is not thread-safe.
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import json
 import logging
@@ -77,6 +78,9 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
 _INDEX_ENTRY = struct.Struct(">ii")  # relative (last) offset of a batch, file position of its start
 _LENGTH_AT = struct.Struct(">qi")  # baseOffset, batchLength
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta: enough to find a
+# batch by offset without decoding it
+_LOCATE_HEAD = struct.Struct(">qiibIhi")
 
 
 class StorageError(Exception):
@@ -84,7 +88,8 @@ class StorageError(Exception):
 
 
 class CorruptFileError(StorageError):
-    """``quorum-state``, ``meta.properties`` or ``leader-epoch-checkpoint`` with unreadable content."""
+    """``quorum-state``, ``meta.properties``, ``leader-epoch-checkpoint`` or a segment file with unreadable
+    content."""
 
     def __init__(self, path: Path, problem: str) -> None:
         super().__init__(f"{path}: {problem}")
@@ -779,38 +784,54 @@ class LogDir:
         return seg.size - (last_pos + LOG_OVERHEAD + length)
 
     def _locate(self, seg: _Segment, offset: int) -> tuple[int, int]:
-        """Position of the first batch in ``seg`` whose last offset is ≥ ``offset``, and its base offset."""
-        start = 0
-        for last, pos in seg.index:  # the sparse index narrows the scan to one index interval
-            if last >= offset:
-                break
-            start = pos
-        for pos, batch, _data in self._batches_at(seg, start):
-            if batch.last_offset >= offset:
-                return pos, batch.base_offset
+        """Position of the first batch in ``seg`` whose last offset is ≥ ``offset``, and its base offset.
+
+        The sparse index narrows the search to one index interval, whose batch headers are then read
+        (not the batches: the files were checked at open, and the caller decodes what it reads)."""
+        i = bisect.bisect_left(seg.index, offset, key=lambda entry: entry[0])  # entries before: last < offset
+        pos = seg.index[i - 1][1] if i else 0
+        with open(seg.log_path, "rb") as fh:
+            while pos < seg.size:
+                fh.seek(pos)
+                head = fh.read(_LOCATE_HEAD.size)
+                if len(head) < _LOCATE_HEAD.size:
+                    raise CorruptFileError(seg.log_path, f"the batch header at position {pos} is cut short")
+                base, length, *_rest, last_delta = _LOCATE_HEAD.unpack(head)
+                if length < _LOCATE_HEAD.size - LOG_OVERHEAD:  # never loop in place on a damaged length
+                    raise CorruptFileError(seg.log_path, f"the batch at position {pos} has length {length}")
+                if base + last_delta >= offset:
+                    return pos, base
+                pos += LOG_OVERHEAD + length
         return seg.size, seg.end_offset
 
-    def _batches_at(self, seg: _Segment, start: int = 0) -> Iterator[tuple[int, RecordBatch, bytes]]:
-        """``(position, batch, its bytes)`` for each batch of ``seg`` from ``start``, read one batch at a
-        time: a reader that stops early never reads the rest of the segment."""
-        with open(seg.log_path, "rb") as fh:
-            fh.seek(start)
-            pos = start
-            while pos < seg.size:
-                head = fh.read(LOG_OVERHEAD)
-                data = head + fh.read(_LENGTH_AT.unpack_from(head)[1])
-                batch, _end = decode_batch(data)
-                yield pos, batch, data
-                pos += len(data)
-
-    def _encoded_from(self, offset: int) -> Iterator[tuple[RecordBatch, bytes]]:
-        """Every batch whose last offset is ≥ ``offset``, with its bytes (the offset index skips ahead)."""
-        for seg in self._segments:
+    def _encoded_from(self, offset: int, max_bytes: int | None = None) -> Iterator[tuple[RecordBatch, bytes]]:
+        """Every batch whose last offset is ≥ ``offset``, with its bytes, read one batch at a time (the
+        offset index skips ahead). With ``max_bytes``, stop before the batch that would take the bytes read
+        past it, known from its header before it is read (the first batch always comes, as in Kafka)."""
+        first = max(0, bisect.bisect_right(self._segments, offset, key=lambda seg: seg.base_offset) - 1)
+        used = 0
+        for seg in self._segments[first:]:
             if seg.end_offset <= offset:
                 continue
-            start = 0 if seg.base_offset >= offset else self._locate(seg, offset)[0]
-            for _pos, batch, data in self._batches_at(seg, start):
-                yield batch, data
+            pos = 0 if seg.base_offset >= offset else self._locate(seg, offset)[0]
+            with open(seg.log_path, "rb") as fh:
+                fh.seek(pos)
+                while pos < seg.size:
+                    head = fh.read(LOG_OVERHEAD)
+                    try:
+                        size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(head)[1]
+                        if max_bytes is not None and used and used + size > max_bytes:
+                            return
+                        data = head + fh.read(size - LOG_OVERHEAD)
+                        batch, _end = decode_batch(data)
+                    except (DecodeError, struct.error) as exc:
+                        # Checked at open, so damaged since (the disk, another writer): say where, loudly.
+                        raise CorruptFileError(
+                            seg.log_path, f"the batch at position {pos} no longer reads: {exc}"
+                        ) from exc
+                    yield batch, data
+                    used += size
+                    pos += size
 
     def read_all(self) -> list[RecordBatch]:
         """Every batch in the log, in offset order."""
@@ -834,16 +855,8 @@ class LogDir:
         """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one, as in
         Kafka), with their bytes: a Fetch's read of batches the core's log released from memory
         (``reference/log.py``'s ``ColdStore``)."""
-        batches: list[RecordBatch] = []
-        encoded: list[bytes] = []
-        used = 0
-        for batch, data in self._encoded_from(from_offset):
-            used += len(data)
-            if batches and used > max_bytes:
-                break
-            batches.append(batch)
-            encoded.append(data)
-        return batches, encoded
+        pairs = list(self._encoded_from(from_offset, max_bytes))
+        return [b for b, _ in pairs], [d for _, d in pairs]
 
     def read_quorum_state(self) -> QuorumState | None:
         return read_quorum_state_file(self.partition_dir / QUORUM_STATE)

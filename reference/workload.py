@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.histogram import LatencyHistogram
-from kraft_tck.reference.node import Node, StartupError, WriteLost
+from kraft_tck.reference.node import Node, NodeHalted, StartupError, WriteLost
 from kraft_tck.reference.roles import Leader
 
 log = logging.getLogger("kraft_tck.reference.workload")
@@ -106,6 +106,8 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
         except WriteLost:
             stats.lost_writes += 1
             return True
+        except NodeHalted:
+            return False  # the process is stopping (run_node reports why)
         if result.accepted:
             stats.latencies.record((time.perf_counter() - t0) * 1000)
             stats.committed_records += per_write
@@ -152,6 +154,9 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
     log.info("node %d runs on %s", cfg.node_id, type(loop).__module__ + "." + type(loop).__name__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # A node that halts (its log directory failed) ends the process, with a non-zero exit naming why.
+    halted = asyncio.ensure_future(node.halted.wait())
+    halted.add_done_callback(lambda _: stop.set())
     stats = WorkloadStats()
     loop.add_signal_handler(signal.SIGUSR1, stats.reset)
     workload = None
@@ -172,4 +177,7 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
             with contextlib.suppress(asyncio.CancelledError):
                 await workload
             print(stats.report(), flush=True)
-        await node.stop(graceful=True)
+        halted.cancel()
+        await node.stop(graceful=node.failure is None)
+    if node.failure is not None:
+        raise SystemExit(f"kraft-tck node: node {cfg.node_id} halted: its log directory failed: {node.failure}")

@@ -169,6 +169,28 @@ def test_read_encoded_returns_whole_batches_up_to_max_bytes_across_segments(tmp_
         assert log.read_encoded(90, 1 << 20) == ([], [])
 
 
+def test_a_segment_damaged_after_open_is_named_with_the_position_when_read(tmp_path: Path) -> None:
+    """Open checks every batch; damage done later (the disk, another writer) surfaces at the next read of
+    those bytes (a lagging follower's Fetch served from the segment files) as an error naming file and
+    position, never as bytes sent on."""
+    with LogDir.open(tmp_path) as log:
+        written = fill(log, 10)
+        seg = part(tmp_path) / "00000000000000000000.log"
+        third = batch_positions(seg)[3]
+        with open(seg, "r+b") as fh:
+            fh.seek(third + 70)  # inside the records: the CRC no longer matches
+            fh.write(b"\xff")
+        assert log.read_encoded(0, len(encode_batch(written[0])) * 3)[0] == written[:3]  # before it: fine
+        with pytest.raises(storage.CorruptFileError, match=rf"{seg.name}: the batch at position {third} no longer"):
+            log.read_encoded(0, 1 << 20)
+        # A damaged length field: finding an offset past it stops with the position, never loops in place.
+        with open(seg, "r+b") as fh:
+            fh.seek(third + 8)
+            fh.write(struct.pack(">i", -12))
+        with pytest.raises(storage.CorruptFileError, match=rf"position {third} has length -12"):
+            log.read_encoded(written[5].base_offset, 1 << 20)
+
+
 def test_flush_fsyncs_once_per_flush_and_not_when_disabled(tmp_path: Path) -> None:
     with LogDir.open(tmp_path / "a") as log:
         log.append([data_batch(0, 1, [b"x"])])  # first batch of epoch 1: checkpoint write (2 fsyncs)
