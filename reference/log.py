@@ -287,7 +287,7 @@ class Log:
 
     def _read_cold(self, index: int, max_bytes: int) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
         """Released batches from the ``index``-th one, up to ``max_bytes`` (at least one), read from the
-        cold store and cut where the held batches begin (the store may lag the log within a step)."""
+        cold store and cut where the held batches begin: those are read from memory, by the next read."""
         if self._cold is None:
             raise LogError(f"batch {index} was released but this log has no cold store")
         base = self._bases[index]
