@@ -18,16 +18,12 @@ from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import METADATA_PARTITION_DIR, LogDir
 from kraft_tck.spec.records import decode_batch
 
+from tests.reference.test_workload import SETTINGS as FAST
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
-SETTINGS = {
-    "controller.quorum.election.timeout.ms": 300,
-    "controller.quorum.fetch.timeout.ms": 600,
-    "controller.quorum.election.backoff.max.ms": 200,
-    "controller.quorum.request.timeout.ms": 500,
-    "controller.quorum.fetch.max.wait.ms": 100,
-    "reference.log.cache.bytes": 0,
-}
+# Short timeouts (as the workload tests use) and no log cache.
+SETTINGS = {**FAST, "controller.quorum.append.linger.ms": 25, "reference.log.cache.bytes": 0}
 
 
 def run(coro):  # type: ignore[no-untyped-def]
