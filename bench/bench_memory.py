@@ -40,13 +40,6 @@ SOAK_RECORDS_S = 50_000
 SOAK_RECORD_ON_DISK = 108  # bytes a 100-byte record takes in a batch of many (for the log size column)
 
 
-def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float]:
     settings = {"controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.max.wait.ms": 100,
                 "controller.quorum.append.linger.ms": 5, "reference.log.cache.bytes": cache_bytes}
@@ -61,7 +54,7 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
         leader = next(n for n in nodes.values() if n.core and n.core.role.name == "Leader")
         lagging = next(i for i, n in nodes.items() if n is not leader)
         await nodes[lagging].stop(graceful=True, grace_s=0.2)
-        rss0 = rss_bytes()
+        rss0 = process_rss()
         t0 = time.perf_counter()
         inflight: set[asyncio.Task[object]] = set()
         for _ in range(records // PER_WRITE):
@@ -70,7 +63,7 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
             inflight.add(asyncio.create_task(leader.write([RECORD] * PER_WRITE)))
         await asyncio.gather(*inflight)
         write_s = time.perf_counter() - t0
-        rss1 = rss_bytes()
+        rss1 = process_rss()
         assert leader.core is not None
         log = leader.core.log
         behind = Node(configs[lagging], fsync=False, seed=lagging)
@@ -87,7 +80,8 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
             await n.stop(graceful=True, grace_s=0.2)
 
 
-def process_rss(pid: int) -> int:
+def process_rss(pid: int | str = "self") -> int:
+    """A process's resident memory (Linux /proc), this one's by default."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024

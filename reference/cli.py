@@ -12,8 +12,9 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties
@@ -33,6 +34,25 @@ def _load_config(path: str) -> NodeConfig:
         return NodeConfig.from_properties(load_properties(path), source=path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _event_loop_option(help_text: str) -> Callable[[F], F]:
+    # The choices of workload.EVENT_LOOPS (not imported here: it loads the whole node).
+    return click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto",
+                        show_default=True, help=help_text)
+
+
+def _loop_factory(event_loop: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """``workload.loop_factory``, its refusal (uvloop asked for but not installed) as a CLI error."""
+    from kraft_tck.reference.workload import loop_factory
+
+    try:
+        return loop_factory(event_loop)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------- format
@@ -69,22 +89,17 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
               help="Workload of one record at a time, each written once the last one committed "
                    "(instead of --throughput).")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync (benchmarks only: loses the durability guarantees).")
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
-              help="auto: uvloop when installed, else asyncio.")
+@_event_loop_option("auto: uvloop when installed, else asyncio.")
 def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_size: int, closed_loop: bool,
              no_fsync: bool, event_loop: str) -> None:
     """Run one reference KRaft node in the foreground until SIGTERM/SIGINT (SIGUSR1 restarts the workload's
     statistics)."""
-    from kraft_tck.reference.workload import loop_factory, run_node
+    from kraft_tck.reference.workload import run_node
 
     if closed_loop and throughput:
         raise click.UsageError("--closed-loop and --throughput are two workloads: give one of them")
     cfg = _load_config(config_path)
-    try:
-        factory = loop_factory(event_loop)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
-    with asyncio.Runner(loop_factory=factory) as runner:
+    with asyncio.Runner(loop_factory=_loop_factory(event_loop)) as runner:
         runner.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
                             fsync=not no_fsync, closed_loop=closed_loop))
 
@@ -97,18 +112,13 @@ def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_s
 @click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True)
 @click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True)
 @click.option("--trace", is_flag=True, help="Write node-i/trace-<incarnation>.ndjson for every node.")
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
-              help="Every node's event loop (as kraft-tck node --event-loop).")
+@_event_loop_option("Every node's event loop (as kraft-tck node --event-loop).")
 def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool, event_loop: str) -> None:
     """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly)."""
     from kraft_tck.reference.procs import LocalCluster
     from kraft_tck.reference.storage import StorageError
-    from kraft_tck.reference.workload import loop_factory
 
-    try:
-        loop_factory(event_loop)  # refused here, by name, rather than by every node process
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
+    _loop_factory(event_loop)  # refused here, by name, rather than by every node process
     cluster = LocalCluster(Path(base_dir).resolve(), voters=voters, base_port=base_port, trace=trace,
                            extra_args=["--event-loop", event_loop])
     try:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import base64
 import random
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -766,11 +765,6 @@ class KRaftCore:
         if not isinstance(self.role, Leader) or self._shutting_down:
             return ClientAppendResult(False, leader_id=self.leader_id)
         acc = self._accumulator
-        if acc is None and self.config.append_linger_ms == 0:
-            # No linger: the write is its own batch at once (what holding it back and draining would do).
-            base, epoch = self.log.end_offset, self.epoch
-            self._append_client_batch(base, epoch, values, self._now)
-            return ClientAppendResult(True, base, base + len(values) - 1, epoch)
         if acc is not None and acc.size + size > self.config.append_max_batch_bytes:
             self._drain_accumulator()  # full: that batch goes now, this write starts the next one
             acc = None
@@ -798,10 +792,8 @@ class KRaftCore:
         if acc is None or not acc.values:
             return
         assert isinstance(self.role, Leader) and acc.epoch == self.epoch and acc.base_offset == self.log.end_offset
-        self._append_client_batch(acc.base_offset, acc.epoch, acc.values, acc.started_ms)
-
-    def _append_client_batch(self, base_offset: int, epoch: int, values: Sequence[bytes], timestamp: int) -> None:
-        self._append_as_leader([data_batch(base_offset, epoch, values, timestamp=timestamp)])
+        batch = data_batch(acc.base_offset, acc.epoch, acc.values, timestamp=acc.started_ms)
+        self._append_as_leader([batch])
         self._emit("ClientAppend")
 
     # ============================================================================ resigning

@@ -837,11 +837,6 @@ class LogDir:
         """Every batch in the log, in offset order."""
         return self.read_from(0)
 
-    def read_all_encoded(self) -> tuple[list[RecordBatch], list[bytes]]:
-        """Every batch in the log with its bytes as stored."""
-        pairs = list(self._encoded_from(0))
-        return [b for b, _ in pairs], [d for _, d in pairs]
-
     def iter_encoded(self) -> Iterator[tuple[RecordBatch, bytes]]:
         """Every batch with its bytes as stored, one at a time (how a node rebuilds its core's log at
         start-up without holding the whole log in memory)."""

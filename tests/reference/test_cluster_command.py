@@ -64,3 +64,12 @@ def test_the_cluster_command_refuses_an_event_loop_that_is_not_installed(
     assert result.exit_code == 1
     assert "uvloop is not installed" in result.output
     assert not (tmp_path / "c").exists(), "nothing is prepared or started for a refused command"
+
+
+def test_node_and_cluster_offer_the_workload_s_event_loops() -> None:
+    """cli.py spells the choices out (importing workload there would load the whole node)."""
+    from kraft_tck.reference.workload import EVENT_LOOPS
+
+    for name in ("node", "cluster"):
+        option = next(p for p in main.commands[name].params if p.name == "event_loop")
+        assert tuple(option.type.choices) == EVENT_LOOPS, name  # type: ignore[attr-defined]

@@ -666,4 +666,4 @@ def test_append_writes_the_given_bytes_and_reads_them_back(tmp_path: Path) -> No
             log.append([data_batch(3, 1, [b"d"])], [])
     assert (part(tmp_path) / "00000000000000000000.log").read_bytes() == b"".join(given)
     with LogDir.open(tmp_path) as log:
-        assert log.read_all_encoded() == (stamped, given)
+        assert list(log.iter_encoded()) == list(zip(stamped, given, strict=True))
