@@ -8,6 +8,8 @@ its own trace file (`node-i/trace-<k>.ndjson`), so a restart never overwrites th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 import signal
 import socket
@@ -139,6 +141,17 @@ class LocalCluster:
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         for node_id in list(self.procs):
             self.kill(node_id, sig)
+
+    def pin(self, node_id: int, cpus: set[int]) -> None:
+        """Run node ``node_id``'s process on ``cpus`` only, every thread of it (Linux): a benchmark places
+        the leader and the followers on CPUs of its choosing rather than the scheduler's. Threads the
+        process starts later inherit the set."""
+        if not hasattr(os, "sched_setaffinity"):
+            raise OSError("pinning a process to CPUs needs os.sched_setaffinity (Linux)")
+        pid = self.procs[node_id].pid
+        for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.sched_setaffinity(tid, cpus)
 
     def alive(self) -> list[int]:
         return [i for i, p in self.procs.items() if p.poll() is None]

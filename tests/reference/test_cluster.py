@@ -7,6 +7,7 @@ each incarnation wrote, never the nodes' memory.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import signal
 import time
@@ -209,3 +210,37 @@ def test_crash_safety_under_random_kill_9(cluster: LocalCluster) -> None:
                 assert log.get(base) == entry, f"node {node_id}: committed batch at offset {base} lost or changed"
     assert_election_safety_and_vote_once(trace_events(cluster))
     assert_traces_validate(cluster)
+
+
+def allowed_cpus(pid: int) -> dict[int, set[int]]:
+    """Every thread of ``pid`` → the CPUs it may run on, as the kernel reports them."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        status = (task / "status").read_text()
+        ranges = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                      if line.startswith("Cpus_allowed_list:"))
+        cpus: set[int] = set()
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        out[int(task.name)] = cpus
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="pinning needs Linux (sched_setaffinity) and at least 2 CPUs allowed to this process")
+def test_pin_places_every_thread_of_a_node_process_and_the_cluster_still_commits(cluster: LocalCluster) -> None:
+    """bench_cluster's placements (the p50 goal's echo and cluster on the same CPUs) rest on this."""
+    first, last = min(os.sched_getaffinity(0)), max(os.sched_getaffinity(0))
+    cluster.start_all()
+    info = run(cluster.wait_for_leader(15, min_hw=20))
+    followers = [i for i in (1, 2, 3) if i != info.leader_id]
+    cluster.pin(info.leader_id, {first})
+    for i in followers:
+        cluster.pin(i, {last})
+    for i, want in [(info.leader_id, {first}), *((i, {last}) for i in followers)]:
+        threads = allowed_cpus(cluster.procs[i].pid)
+        assert len(threads) >= 1 and all(cpus == want for cpus in threads.values()), (i, threads)
+    # Pinned, the quorum keeps its leader and goes on committing.
+    after = run(cluster.wait_for_leader(15, min_hw=info.high_watermark + 200))
+    assert (after.leader_id, after.leader_epoch) == (info.leader_id, info.leader_epoch)
