@@ -235,20 +235,30 @@ class Log:
             self._bases.append(base)
             self._end = base + records[-1].offset_delta + 1  # the batch's last offset + 1
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every record at ``offset`` and beyond. ``offset`` must be a batch boundary.
+    def batch_start_at_or_below(self, offset: int) -> int:
+        """Where a truncation to ``offset`` cuts the log: ``offset`` itself at a batch boundary, at or
+        beyond the log end or below 0, else the base offset of the batch holding it."""
+        if offset >= self._end or offset <= 0 or not self._bases:
+            return offset
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self._bases[i] if i >= 0 else offset
 
-        A truncation point inside a batch cannot come from the protocol (epochs change only at batch
-        boundaries and followers copy the leader's batches as they are), so it is refused loudly.
+    def truncate_to(self, offset: int) -> int:
+        """Remove every record at ``offset`` and beyond; return the new log end offset.
+
+        Like Kafka's log (``UnifiedLog.truncateTo`` → ``LogSegment.truncateTo``, which cuts the segment
+        at the position of the first batch whose last offset is at or beyond the target), a truncation
+        point inside a batch removes that whole batch: the log ends at the batch's base offset, never
+        inside it.  Followers copy the leader's batches as they are and epochs change only at batch
+        boundaries, so a correct leader's DivergingEpoch never falls inside a batch; a faulty one's may,
+        and the follower then keeps only whole batches below it.
         """
         if offset >= self._end:
-            return
+            return self._end
         if offset < 0:
             raise LogError(f"truncate to negative offset {offset}")
+        offset = self.batch_start_at_or_below(offset)
         i = bisect.bisect_left(self._bases, offset)
-        if i == len(self._bases) or self._bases[i] != offset:
-            last = (self._bases[i] if i < len(self._bases) else self._end) - 1
-            raise LogError(f"truncate_to({offset}) falls inside batch [{self._bases[i - 1]}..{last}]")
         held = max(0, i - self._first_held)
         self._held_bytes -= sum(len(d) for d in self._encoded[held:] if d is not None)
         del self._batches[held:]
@@ -260,6 +270,7 @@ class Log:
             self._epochs.pop()
             self._epoch_keys.pop()
             self._epoch_starts.pop()
+        return offset
 
     def release(self, keep_bytes: int) -> int:
         """Let the oldest held batches go from memory, down to ``keep_bytes`` held; return how many went.

@@ -20,7 +20,8 @@
 (*    step 4), and only publishes it after that;                           *)
 (*  - DivergingEpoch = the largest epoch <= the fetcher's LastFetchedEpoch *)
 (*    with its end offset ("Fetch Request Handling" step 3) and follower   *)
-(*    truncation to min(local end of that epoch, leader's end offset);     *)
+(*    truncation to min(local end of that epoch, leader's end offset),     *)
+(*    refused below its HW (Kafka's follower throws and halts);            *)
 (*  - the leader progress timeout (Kafka behaviour: Leader -> Resigned,    *)
 (*    EndQuorumEpoch sent, a later StartElection), graceful Resign;        *)
 (*  - clusterId checks: a request stamped with a foreign cluster id        *)
@@ -486,16 +487,28 @@ AnswerParkedFetch(i, m) ==
 \* position (m.fetchOffset/m.lastFetchedEpoch are i's log end and last
 \* epoch): truncate on DivergingEpoch, else append the records and set
 \* HW = min(leader's HW, log end), never backwards.
+\* A DivergingEpoch that would cut the log below i's HW is refused: no step
+\* handles it.  Kafka's follower throws (KafkaRaftClient.handleFetchResponse:
+\* "The leader requested truncation to offset ..., which is below the current
+\* high watermark"; KafkaMetadataLog.truncateTo refuses any offset below the
+\* HW) and halts; the reference node refuses the answer (KRaftCore raises
+\* SafetyViolation, the node logs it and fetches on).  Committed entries are
+\* never removed and the HW never goes back (CommittedNeverTruncated,
+\* HighWatermarkMonotonic).
+\* A correct leader never sends one (LeaderCompleteness); only a faulty one,
+\* or a stale answer, could.
 FetchedAtPosition(i, m) ==
     /\ m.error = "NONE"
     /\ m.fetchOffset = LogEndOffset(log[i])
     /\ m.lastFetchedEpoch = LastEpoch(log[i])
+TruncationPoint(i, m) ==
+    Min(EndOffsetForEpoch(log[i], m.divergingEpoch).offset, m.divergingEndOffset)
 ApplyFetched(i, m) ==
     IF m.divergingEpoch # Nil
-    THEN LET local == EndOffsetForEpoch(log[i], m.divergingEpoch)
-             keep == Min(local.offset, m.divergingEndOffset)
-         IN /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
-            /\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]
+    THEN LET keep == TruncationPoint(i, m)
+         IN /\ keep >= highWatermark[i]
+            /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
+            /\ UNCHANGED highWatermark
     ELSE LET lg == log[i] \o m.records
              hw == IF m.highWatermark = Nil THEN highWatermark[i]
                    ELSE Max(highWatermark[i], Min(m.highWatermark, Len(lg)))

@@ -40,9 +40,22 @@ def test_truncation_drops_epochs_and_batches() -> None:
     assert log.end_offset == 3
 
 
-def test_truncation_inside_a_batch_is_refused() -> None:
-    with pytest.raises(LogError, match=r"falls inside batch \[0..2\]"):
-        Log(LOG).truncate_to(1)
+@pytest.mark.parametrize(("offset", "end"), [(1, 0), (2, 0), (3, 3), (4, 4), (5, 5)])
+def test_truncation_inside_a_batch_removes_the_whole_batch(offset: int, end: int) -> None:
+    """Kafka's ``LogSegment.truncateTo`` cuts at the first batch whose last offset is at or beyond the
+    target: a point inside a batch removes that whole batch (here [0..2]), never a part of it."""
+    log = Log(LOG)
+    assert log.batch_start_at_or_below(offset) == end
+    assert log.truncate_to(offset) == end
+    assert (log.end_offset, len(log)) == (end, sum(b.base_offset < end for b in LOG))
+    assert log.last_fetched_epoch == (log.batches[-1].partition_leader_epoch if end else -1)
+    log.append([data_batch(end, 5, [b"z"])])  # the log goes on from the batch boundary
+    assert log.end_offset == end + 1
+
+
+def test_truncation_to_a_negative_offset_is_refused() -> None:
+    with pytest.raises(LogError, match="negative offset"):
+        Log(LOG).truncate_to(-1)
 
 
 @pytest.mark.parametrize(

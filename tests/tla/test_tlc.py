@@ -110,12 +110,20 @@ def test_second_vote_in_an_epoch_violates_vote_once(tmp_path: Path) -> None:
 @needs_tlc
 def test_truncating_a_follower_below_its_hw_violates_committed_never_truncated(tmp_path: Path) -> None:
     # KIP-595 "Fetch Response Handling" 2: truncate to the DivergingEpoch end
-    # offset.  The broken variant truncates the whole log instead, which drops
-    # records the follower already knows are committed.
+    # offset, never below the HW.  The broken variant truncates the whole log
+    # instead (lowering its HW with it, past the guard), which drops records
+    # the follower already knows are committed.
     work = _variant(
         tmp_path,
         [
-            ("keep == Min(local.offset, m.divergingEndOffset)", "keep == 0"),
+            ("THEN LET keep == TruncationPoint(i, m)", "THEN LET keep == 0"),
+            (
+                "         IN /\\ keep >= highWatermark[i]\n"
+                "            /\\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]\n"
+                "            /\\ UNCHANGED highWatermark",
+                "         IN /\\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]\n"
+                "            /\\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]",
+            ),
             (
                 "divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil",
                 "divergingEpoch |-> IF diverging \\/ m.fetchOffset = Len(log[i]) THEN d.epoch ELSE Nil",
