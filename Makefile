@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance cluster tlc pipeline check-java clean
+.PHONY: setup test lint bench conformance cluster tlc gate-selfcheck pipeline check-java clean
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -19,7 +19,7 @@ check-java:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,pipeline,plots]"
 	@touch $(STAMP)
 
 setup: check-java $(STAMP)
@@ -43,6 +43,11 @@ pipeline: setup
 
 tlc: setup
 	$(BIN)/kraft-tck tlc --config MCKRaft.cfg
+
+# A node started by hand as conformance/README.md says, the harness D seconds later: 5 runs at each
+# D = 0, 5, 30 s (about 20-30 minutes); prints a table of runs and failures.
+gate-selfcheck: setup
+	$(BIN)/python tests/conformance/hand_started_runs.py --runs 5 --delays 0,5,30 $(SELFCHECK_ARGS)
 
 cluster: setup
 	$(BIN)/kraft-tck cluster --voters 3 --dir .cluster --base-port 19190

@@ -8,8 +8,10 @@ restart on a wiped directory starts the next life.  Its header lists the cases i
 id, firstSeq, lastSeq), so a failed event maps back to the case it came in.
 
 TLC checks a session trace in black-box mode (tla/trace_module.py): the target starts in KRaft's
-initial state and its steps are hidden.  Only the first case's own trace starts from a fresh target, so
-the session traces are what covers every later case.
+initial state (a ``--target host:port`` node, which ran before the harness listened, may also start as the
+Candidate of elections nobody heard: header ``targetStartedBeforeHarness``) and its steps are hidden.
+Only the first case's own trace starts from a fresh target, so the session traces are what covers every
+later case.
 """
 
 from __future__ import annotations

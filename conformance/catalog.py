@@ -118,3 +118,39 @@ def register(case_id: str, fn: Callable[..., Any]) -> None:
     if prev is not None and (prev.__code__.co_filename, prev.__name__) != (fn.__code__.co_filename, fn.__name__):
         raise CatalogError(f"{case_id} is implemented twice: {prev.__name__} and {fn.__name__}")
     IMPLEMENTATIONS[case_id] = fn
+
+
+def section_names(cases: dict[str, CaseSpec] | None = None) -> dict[str, str]:
+    """What ``--section`` accepts, lower-cased, mapped to the section title: each scenario file's
+    ``section`` ("Divergence truncation") and the middle part of its case ids ("Divergence")."""
+    out: dict[str, str] = {}
+    for spec in (cases if cases is not None else catalog()).values():
+        out[spec.section.lower()] = spec.section
+        out[spec.id.split("/")[1].lower()] = spec.section
+    return out
+
+
+def select_cases(patterns: list[str], sections: list[str], cases: dict[str, CaseSpec] | None = None) -> set[str]:
+    """The ids selected by ``--case`` patterns (fnmatch on the id, e.g. ``KIP-595/Vote/*``) and ``--section``
+    names: a case matching any of them. A pattern or section that selects nothing raises ``CatalogError``
+    naming it (a typo must not turn into a run that tests nothing)."""
+    from fnmatch import fnmatchcase
+
+    cases = cases if cases is not None else catalog()
+    chosen: set[str] = set()
+    for pat in patterns:
+        hits = {cid for cid in cases if fnmatchcase(cid, pat)}
+        if not hits:
+            raise CatalogError(
+                f"--case {pat!r} matches no case of the catalog (ids look like KIP-595/Vote/1; "
+                "`pytest conformance --collect-only -q` lists them)"
+            )
+        chosen |= hits
+    known = section_names(cases)
+    for name in sections:
+        title = known.get(name.lower())
+        if title is None:
+            names = sorted({s.id.split("/")[1] for s in cases.values()})
+            raise CatalogError(f"--section {name!r} is not a section of the catalog; sections: {', '.join(names)}")
+        chosen |= {cid for cid, spec in cases.items() if spec.section == title}
+    return chosen

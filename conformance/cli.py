@@ -1,10 +1,16 @@
-"""``kraft-tck profile``: the Kafka properties a node needs to be tested by the conformance harness."""
+"""``kraft-tck profile``: the Kafka properties a node needs to be tested by the conformance harness
+(``--kafka``: for an Apache Kafka controller, with the ``kafka-storage format`` command)."""
 
 from __future__ import annotations
 
 import click
-from kraft_tck.conformance.target import EMBEDDED_TIMEOUTS, QuorumLayout, Timeouts, target_properties
-from kraft_tck.reference.config import render_properties
+from kraft_tck.conformance.target import (
+    EMBEDDED_TIMEOUTS,
+    QuorumLayout,
+    Timeouts,
+    render_properties,
+    target_properties,
+)
 
 
 def _ports(value: str) -> tuple[int, ...]:
@@ -26,6 +32,11 @@ def _ports(value: str) -> tuple[int, ...]:
 @click.option("--data-dir", default="/var/lib/kraft/target", show_default=True, help="the target's log.dirs")
 @click.option("--election-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.election_ms, show_default=True)
 @click.option("--fetch-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.fetch_ms, show_default=True)
+@click.option(
+    "--kafka",
+    is_flag=True,
+    help="print server.properties for an Apache Kafka (3.9 / 4.0) controller under test, and how to format it",
+)
 def profile_cmd(
     target_id: int,
     harness_ports: str,
@@ -35,12 +46,14 @@ def profile_cmd(
     data_dir: str,
     election_timeout_ms: int,
     fetch_timeout_ms: int,
+    kafka: bool,
 ) -> None:
     """Print the properties a KRaft controller needs to join the harness's quorum as voter TARGET_ID.
 
     The other voters are the harness's virtual voters (ids TARGET_ID+1, TARGET_ID+2, ...) on
-    HARNESS_PORTS. Start your node with these settings, format its directory with the cluster id you
-    pass as --cluster-id, then: pytest conformance --target HOST:PORT --harness-ports ... .
+    HARNESS_PORTS. Start your node with these settings (its directory formatted with a cluster id), then:
+    pytest conformance --target HOST:PORT --harness-ports ... (the harness learns the cluster id from the
+    node's first request, or takes --cluster-id).
     """
     ports = _ports(harness_ports)
     if fetch_timeout_ms <= election_timeout_ms // 2:
@@ -56,14 +69,51 @@ def profile_cmd(
     )
     props = target_properties(layout, timeouts, data_dir)
     voters = ", ".join(f"{vid}@{harness_host}:{p}" for vid, p in zip(layout.virtual_ids, ports, strict=True))
-    header = (
-        f"kraft-tck conformance profile: node {target_id} with virtual voters {voters}\n"
-        f"then run: pytest conformance --target {target_host}:{target_port} --target-id {target_id} "
-        f"--harness-ports {harness_ports} --cluster-id <its cluster id> "
+    run = (
+        f"pytest conformance --target {target_host}:{target_port} --target-id {target_id} "
+        f"--harness-ports {harness_ports} "
         f"--target-election-timeout-ms {election_timeout_ms} --target-fetch-timeout-ms {fetch_timeout_ms} "
         f"--target-broker-session-timeout-ms {timeouts.broker_session_timeout_ms}"
     )
+    if kafka:
+        click.echo(render_properties(kafka_properties(props), header=_kafka_header(target_id, voters, run)), nl=False)
+        return
+    header = (
+        f"kraft-tck conformance profile: node {target_id} with virtual voters {voters}\n"
+        f"then run: {run}\n"
+        "(the cluster id is learnt from the node's first request, or pass --cluster-id; the target profile is "
+        "kafka unless --target-profile says otherwise: reference for this kit's node, or your YAML file)"
+    )
     click.echo(render_properties(props, header=header), nl=False)
+
+
+#: Properties of the harness's profile that are no Kafka setting (Kafka hard-codes its Fetch MaxWaitMs).
+_NOT_KAFKA = ("controller.quorum.fetch.max.wait.ms",)
+
+
+def kafka_properties(props: dict[str, str]) -> dict[str, str]:
+    """The harness's properties as an Apache Kafka controller takes them: its own settings only, and the
+    controller listener mapped to PLAINTEXT (Kafka's listener.security.protocol.map has no CONTROLLER)."""
+    out = {k: v for k, v in props.items() if k not in _NOT_KAFKA}
+    out["listener.security.protocol.map"] = "CONTROLLER:PLAINTEXT"
+    return out
+
+
+def _kafka_header(target_id: int, voters: str, run: str) -> str:
+    return "\n".join(
+        [
+            f"kraft-tck conformance profile for an Apache Kafka controller: node {target_id}, virtual voters {voters}",
+            "1. save this file as server.properties",
+            "2. format its log.dirs (Kafka 3.9 and 4.0):",
+            "     bin/kafka-storage.sh format -t $(bin/kafka-storage.sh random-uuid) -c server.properties",
+            "   A static controller.quorum.voters quorum (kraft.version 0) takes none of --standalone and",
+            "   --initial-controllers: those format a KIP-853 dynamic quorum (kraft.version 1). Kafka 4.0's",
+            "   --no-initial-controllers is accepted and changes nothing here.",
+            "3. start it: bin/kafka-server-start.sh server.properties",
+            f"4. run: {run}",
+            "   (the harness learns the cluster id from the node's first request; the profile is kafka by default)",
+        ]
+    )
 
 
 COMMANDS: list[click.Command] = [profile_cmd]

@@ -154,7 +154,8 @@ def write_report(
             anchor = r.case.id.replace("/", "_")
             parts.append(
                 f"<tr><td><a href='#{anchor}'>{html.escape(r.case.id)}</a></td>"
-                f"<td><span class='o' style='background:{_COLORS.get(r.outcome, '#555')}'>{r.outcome}</span></td>"
+                f"<td><span class='o' style='background:{_COLORS.get(r.outcome, '#555')}'>{r.outcome}</span>"
+                f"{' (differs from Kafka)' if getattr(r, 'kafka_differences', None) else ''}</td>"
                 f"<td>{html.escape(r.case.title)}</td><td>{html.escape(str(r.case.clause))}</td>"
                 f"<td>{r.duration_s:.2f}s</td></tr>"
             )
@@ -177,6 +178,7 @@ def write_report(
                 )
             elif r.message:
                 parts.append(f"<pre>{html.escape(r.message)}</pre>")
+            parts.append(_levels_html(r))
             if r.trace:
                 parts.append(f"<p>Trace: <code>{html.escape(r.trace)}</code></p>")
             if r.tlc:
@@ -186,6 +188,21 @@ def write_report(
     index = directory / "index.html"
     index.write_text("\n".join(parts), "utf-8")
     return index
+
+
+def difference_line(d: dict[str, Any]) -> str:
+    """One KAFKA/INFO outcome in one line: check, expected vs actual, the Kafka row it names."""
+    row = f" [{d['kafka']}]" if d.get("kafka") else ""
+    met = "info" if d.get("met") else "info (not met)"
+    head = "differs from Kafka" if d.get("level") == "KAFKA" else met
+    return f"{head}{row}: {d['check']}: expected {d['expected']}; actual {d['actual']}"
+
+
+def _levels_html(r: CaseResult) -> str:
+    items = [*getattr(r, "kafka_differences", []), *getattr(r, "observations", [])]
+    if not items:
+        return ""
+    return "<ul class='lv'>" + "".join(f"<li>{html.escape(difference_line(d))}</li>" for d in items) + "</ul>"
 
 
 def _target_id(r: CaseResult) -> int:
@@ -215,6 +232,12 @@ class ReportPlugin:
                 tr.write_line(f"  {mark}  {r.case.id:<34} {r.case.title}  [{r.case.clause}]  {r.duration_s:.2f}s")
                 if r.outcome == "skipped":
                     tr.write_line(f"        skipped: {r.message}")
+                for d in r.kafka_differences:
+                    tr.write_line(f"        {difference_line(d)}")
+        diffs = [r for r in self.session.results.values() if r.kafka_differences]
+        if diffs:
+            n = sum(len(r.kafka_differences) for r in diffs)
+            tr.write_line(f"differs from Kafka: {n} KAFKA-level check(s) in {len(diffs)} case(s) (not failures)")
         tr.write_line(tlc_line(self.session.tlc_result))
         tr.write_line(blackbox_line(self.session.blackbox_result))
         report_dir = self.config.getoption("--report", None)

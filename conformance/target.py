@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -27,13 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
-
-from kraft_tck.reference.config import render_properties
-from kraft_tck.reference.procs import free_base_port
 
 
 class TargetError(RuntimeError):
@@ -42,6 +40,100 @@ class TargetError(RuntimeError):
 
 class RestartUnsupported(TargetError):
     """This adapter cannot restart its target (an address-only target)."""
+
+
+class TargetUnreachable(TargetError):
+    """Nothing answers at the target's address as a Kafka controller does (the message is one line)."""
+
+
+# ---------------------------------------------------------------------------------------------- profiles
+
+#: The capabilities a target profile can state (spec/target-profiles/*.yaml, ``capabilities:``).
+CAPABILITIES: dict[str, str] = {
+    "restart": "the harness can kill -9 the target and launch it again on the same directory",
+    "unformatted-start": "the target starts without a cluster id and its first leader generates one "
+    '(KIP-595 "Cluster Bootstrapping"); Kafka refuses to start unformatted',
+    "broker-rpcs": "the target handles BrokerRegistration / BrokerHeartbeat (KIP-631)",
+}
+#: The shipped profiles (``--target-profile NAME``); any other value is a YAML file path.
+PROFILE_NAMES = ("kafka", "reference")
+
+
+class ProfileError(ValueError):
+    """A malformed target profile: the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class TargetProfile:
+    """What a target supports (capabilities) and the facts the harness needs about it: its timing
+    factors and the timeouts it runs with when nobody configured them (assumed for ``--target``)."""
+
+    name: str
+    source: str
+    description: str = ""
+    capabilities: frozenset[str] = frozenset()
+    facts: dict[str, float | int | str] = field(default_factory=dict)
+    timeouts: Timeouts | None = None
+
+    def supports(self, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ProfileError(f"unknown capability {capability!r}; known: {', '.join(CAPABILITIES)}")
+        return capability in self.capabilities
+
+    def fact(self, name: str, default: float) -> float:
+        value = self.facts.get(name, default)
+        return float(value)
+
+
+def profiles_dir() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("kraft_tck.spec").joinpath("target-profiles")))
+
+
+def load_profile(name_or_path: str) -> TargetProfile:
+    """A shipped profile by name (``kafka``, ``reference``) or a YAML file."""
+    import yaml
+
+    path = profiles_dir() / f"{name_or_path}.yaml" if name_or_path in PROFILE_NAMES else Path(name_or_path)
+    if not path.is_file():
+        raise ProfileError(
+            f"--target-profile {name_or_path!r}: no such file; pass {' or '.join(PROFILE_NAMES)} or a YAML file"
+        )
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{path}: expected a mapping with name, capabilities, facts, timeouts")
+    caps = doc.get("capabilities") or {}
+    if not isinstance(caps, dict) or not all(isinstance(v, bool) for v in caps.values()):
+        raise ProfileError(f"{path}: capabilities must map capability names to true/false, got {caps!r}")
+    unknown = sorted(set(caps) - set(CAPABILITIES))
+    if unknown:
+        raise ProfileError(f"{path}: unknown capability {unknown[0]!r}; known: {', '.join(CAPABILITIES)}")
+    facts = doc.get("facts") or {}
+    if not isinstance(facts, dict):
+        raise ProfileError(f"{path}: facts must be a mapping, got {facts!r}")
+    raw_t = doc.get("timeouts")
+    timeouts = None
+    if raw_t is not None:
+        names = set(Timeouts.__dataclass_fields__)
+        if (
+            not isinstance(raw_t, dict)
+            or not set(raw_t) <= names
+            or not all(isinstance(v, int) and v > 0 for v in raw_t.values())
+        ):
+            raise ProfileError(f"{path}: timeouts must map some of {sorted(names)} to positive integers (ms)")
+        timeouts = Timeouts(**raw_t)
+    return TargetProfile(
+        name=str(doc.get("name") or path.stem),
+        source=str(path) if name_or_path not in PROFILE_NAMES else name_or_path,
+        description=str(doc.get("description", "")),
+        capabilities=frozenset(k for k, v in caps.items() if v),
+        facts=dict(facts),
+        timeouts=timeouts,
+    )
 
 
 @dataclass(frozen=True)
@@ -104,6 +196,67 @@ def target_properties(layout: QuorumLayout, timeouts: Timeouts, data_dir: str | 
     }
 
 
+def render_properties(props: Mapping[str, object], header: str | None = None) -> str:
+    """Java ``.properties`` text (``java.util.Properties.load`` reads it back): one ``key=value`` line per
+    entry in order, ``header`` as leading ``#`` comment lines. Backslashes and line breaks are escaped in
+    keys and values; ``=``, ``:`` and blanks in keys; a value's leading blank (``load`` would strip it)."""
+    breaks = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
+
+    def escape(text: str, key: bool) -> str:
+        out = []
+        for i, ch in enumerate(text):
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch in breaks:
+                out.append(breaks[ch])
+            elif (key and ch in "=: ") or (i == 0 and (ch == " " or (key and ch in "#!"))):
+                out.append("\\" + ch)
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    def value(v: object) -> str:
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, list | tuple):
+            return ",".join(value(x) for x in v)
+        return str(v)
+
+    lines = [f"# {line}".rstrip() for line in header.splitlines()] if header else []
+    lines += [f"{escape(str(k), True)}={escape(value(v), False)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _ephemeral_floor() -> int:
+    """Where the kernel starts handing out ports to outgoing connections (Linux ``ip_local_port_range``)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_base_port(count: int, host: str = "127.0.0.1") -> int:
+    """The first of ``count`` consecutive ports free on ``host``, below the ephemeral range (a port found
+    free inside it can be taken by any outgoing connection's local end before a listener binds it)."""
+    top = _ephemeral_floor() - count
+    low, high = (10000, top) if top > 11000 else (20000, 60000 - count)
+    for _ in range(200):
+        base = random.randint(low, high)
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise TargetError(f"no {count} consecutive free ports on {host} between {low} and {high + count}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     # Not port 0: the kernel would pick from the ephemeral range, where the target's own outgoing
     # connections can take the port before the virtual voter listens on it.
@@ -134,6 +287,74 @@ def wait_listening(
     raise TargetError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s; is the target up?")
 
 
+#: Kafka's api key of Vote (KIP-595): a KRaft controller listener offers it, a broker listener does not.
+VOTE_API_KEY = 52
+
+
+def probe_kafka(host: str, port: int, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
+    """Ask ``host:port`` for its ApiVersions (v0: every Kafka version answers it, KIP-511) and return the
+    api key ranges; ``TargetUnreachable`` (one line) when nothing listens, the answer is not Kafka's, or
+    the listener does not offer Vote (a broker listener, say, rather than the controller listener)."""
+    import struct
+
+    from kraft_tck.spec import codec
+
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except ConnectionRefusedError:
+        raise TargetUnreachable(
+            f"nothing listens on {where} (connection refused): start the target, or fix --target "
+            "(its controller listener, listeners=CONTROLLER://host:port)"
+        ) from None
+    except TimeoutError:
+        raise TargetUnreachable(
+            f"no TCP answer from {where} within {timeout_s:.0f} s: is the host right and the port open?"
+        ) from None
+    except OSError as exc:
+        raise TargetUnreachable(f"cannot connect to {where}: {exc}; check --target") from None
+    not_kafka = (
+        f"{where} accepts connections but does not answer ApiVersions as Kafka does"
+        " (is it the controller listener of a KRaft node?)"
+    )
+    try:
+        with sock:
+            sock.settimeout(timeout_s)
+            sock.sendall(codec.encode_request(18, 0, 7331, "kraft-tck-probe", {}))
+            head = _recv_exactly(sock, 4)
+            (size,) = struct.unpack(">i", head)
+            if not 4 <= size <= 1 << 20:
+                raise TargetUnreachable(f"{not_kafka}: it answered a frame of {size} bytes")
+            corr, body = codec.decode_response(18, 0, _recv_exactly(sock, size))
+    except TargetUnreachable:
+        raise
+    except TimeoutError:
+        raise TargetUnreachable(f"{not_kafka}: no answer within {timeout_s:.0f} s") from None
+    except (OSError, EOFError) as exc:
+        raise TargetUnreachable(f"{not_kafka}: {exc or type(exc).__name__}") from None
+    except Exception as exc:  # a decode error: the bytes are not an ApiVersions response
+        raise TargetUnreachable(f"{not_kafka}: undecodable answer ({type(exc).__name__})") from None
+    if corr != 7331:
+        raise TargetUnreachable(f"{not_kafka}: the answer carries correlation id {corr}, not ours (7331)")
+    ranges = {int(k["ApiKey"]): (int(k["MinVersion"]), int(k["MaxVersion"])) for k in body.get("ApiKeys") or []}
+    if VOTE_API_KEY not in ranges:
+        raise TargetUnreachable(
+            f"{where} answers ApiVersions but does not offer Vote (api key 52): it is not a KRaft controller "
+            "listener (a broker listener?); point --target at the listener named in controller.listener.names"
+        )
+    return ranges
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("the connection was closed without an answer")
+        buf += chunk
+    return buf
+
+
 @dataclass
 class Target:
     layout: QuorumLayout
@@ -148,6 +369,24 @@ class Target:
     #: the directory was wiped (a new life of the target) or kept (kill -9: the same life goes on); the
     #: session marks its frame log there.
     on_restart: Callable[[bool], None] | None = None
+    #: What the target supports (``--target-profile``); None: the shipped ``reference`` profile.
+    profile: TargetProfile | None = None
+
+    def capability_missing(self, capability: str) -> str | None:
+        """Why this target lacks ``capability`` (naming the profile and what to pass), or None."""
+        profile = self.profile or load_profile("reference")
+        if not profile.supports(capability):
+            return (
+                f"the target profile {profile.name!r} ({profile.source}) says the target does not support it; "
+                f"if yours does, pass --target-profile FILE with '{capability}: true' under capabilities"
+            )
+        if capability == "restart" and not self.can_restart:
+            return (
+                f"{self.describe()} was given by address, so the harness cannot kill -9 and relaunch it "
+                f"(profile {profile.name!r}); pass --target-cmd or --target-image (or run without --target "
+                "for the embedded reference node)"
+            )
+        return None
 
     def restarted(self, wiped: bool) -> None:
         if self.on_restart is not None:
@@ -330,10 +569,18 @@ class EmbeddedTarget(CommandTarget):
         return f"embedded reference node {self.node_id} at {self.host}:{self.port} ({self.launcher})"
 
     def prepare(self, formatted: bool) -> None:
-        if formatted and self.cluster_id is not None:
-            from kraft_tck.reference.storage import format_dir
-
-            format_dir(self.data_dir, self.node_id, self.cluster_id)
+        """``kraft-tck format`` on the data directory, as a user formats theirs (a subprocess: the harness
+        does not call into the node it judges)."""
+        if not formatted or self.cluster_id is None:
+            return
+        cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "format",
+               "--config", str(self.config_path), "--cluster-id", self.cluster_id]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise TargetError(
+                f"kraft-tck format --config {self.config_path} --cluster-id {self.cluster_id} failed "
+                f"(exit {done.returncode}): {(done.stderr or done.stdout).strip()[-1000:]}"
+            )
 
 
 @dataclass

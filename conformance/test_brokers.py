@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft_tck.conformance.brokerstate import BrokerState, replay
 from kraft_tck.conformance.cases import case
 from kraft_tck.conformance.catalog import Clause
 from kraft_tck.conformance.scenario import Scenario
-from kraft_tck.reference.net import KafkaClient, RequestError
-from kraft_tck.reference.registry import BrokerRegistry, BrokerState
+from kraft_tck.conformance.transport import KafkaClient, RequestError
 from kraft_tck.spec.errors import Errors
 
 BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
@@ -229,11 +229,11 @@ def caught_up_offset(sc: Scenario) -> int:
 
 
 def history(sc: Scenario, broker_id: int) -> History:
-    """Every broker record for ``broker_id`` in the committed log the virtual followers mirrored."""
-    registry = BrokerRegistry()
+    """Every broker record for ``broker_id`` in the committed log the virtual followers mirrored (replayed by
+    the harness's own reader of the metadata records, conformance/brokerstate.py)."""
     log = sc.q.log
-    changes, _errors = registry.apply_committed(log.batches, log.committed)
-    return [(c.offset, c.record, c.state, c.broker_epoch) for c in changes if c.broker_id == broker_id]
+    events = replay(log.batches, log.committed).history(broker_id)
+    return [(e.offset, e.record, e.state, e.broker_epoch) for e in events]
 
 
 def show(h: History) -> str:
@@ -284,6 +284,7 @@ async def expect_log(
 
 async def elect(sc: Scenario) -> list[asyncio.Task[Any]]:
     """Make the target leader and keep a majority fetching from it, so what it appends commits."""
+    sc.require("broker-rpcs", "the case plays brokers speaking BrokerRegistration / BrokerHeartbeat (KIP-631)")
     epoch = await sc.make_leader()
     return [sc.keep_fetching(vid, epoch) for vid in sc.followers]
 

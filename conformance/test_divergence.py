@@ -7,8 +7,12 @@ from typing import Any
 
 from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.cases import case
-from kraft_tck.conformance.scenario import Scenario
+from kraft_tck.conformance.scenario import KAFKA, Scenario
+from kraft_tck.conformance.transport import KafkaClient, RequestError
 from kraft_tck.conformance.virtual import Frame
+
+#: spec/kafka-behaviour.yaml: a follower told to truncate below its high watermark halts.
+ROW_HALT_BELOW_HW = "fetch.truncate-below-hw-fails"
 
 
 def fetch_pos(f: Frame) -> tuple[int, int]:
@@ -75,7 +79,7 @@ async def test_follower_truncates_in_rounds(sc: Scenario) -> None:
     eb = await sc.make_follower(a)
     await sc.feed(a, eb, 2, commit=False)  # [b0+2, b0+4) of Eb, uncommitted
     log.truncate(b0)
-    log.append_values(ex, [b"x0", b"x1", b"x2"], commit=False)  # [b0, b0+3) of Ex
+    log.append_metadata(ex, 3, commit=False)  # [b0, b0+3) of Ex
     mark = sc.frames.mark()
     ec = await sc.make_follower(b)
     walk = [(b0 + 4, eb), (b0 + 2, ea), (b0, ea), (b0 + 3, ex)]
@@ -86,6 +90,11 @@ async def test_follower_truncates_in_rounds(sc: Scenario) -> None:
 
 @case("KIP-595/Divergence/3")
 async def test_never_below_high_watermark(sc: Scenario) -> None:
+    # Told to truncate below its high watermark, Kafka's follower throws before truncating
+    # (KafkaRaftClient.handleFetchResponse: "The leader requested truncation to offset ... below the
+    # current high watermark") and the fatal fault handler halts the process; a follower that refuses
+    # the answer and keeps fetching from its log end is as safe. The harness restarts a halted target.
+    sc.require("restart", "a follower may halt when told to truncate below its high watermark (Kafka does)")
     a = sc.virtual_ids[0]
     log = sc.q.log
     epoch = await sc.make_follower(a)
@@ -110,16 +119,62 @@ async def test_never_below_high_watermark(sc: Scenario) -> None:
         mark,
     )
     after = sc.frames.mark()
+    # a refused answer may leave the fetch to time out before the next one goes
+    bound = sc.bound_ms(2 * sc.timeouts.request_timeout_ms + sc.timeouts.fetch_max_wait_ms)
+    fr = await sc.frames.wait_for(sc.from_target("Fetch", dst=a), bound / 1000, after)
+    if fr is not None:
+        got = fetch_pos(fr)
+        sc.check(
+            got[0] >= hw,
+            "a follower never truncates committed records",
+            f"FetchOffset >= {hw} (its high watermark)",
+            f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})",
+        )
+        sc.check(
+            False,
+            "a follower told to truncate below its high watermark halts (Kafka's choice)",
+            "the node halts",
+            f"it refused the truncation and kept fetching: Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})",
+            level=KAFKA,
+            kafka=ROW_HALT_BELOW_HW,
+        )
+        return
+    if await answers_connections(sc):
+        sc.fail(
+            "a follower told to truncate below its high watermark refuses: it halts or keeps fetching",
+            f"another Fetch to v{a} (FetchOffset >= {hw}) or the node halted",
+            f"no Fetch within {bound:.0f} ms, and the node still accepts connections",
+        )
+    sc.frames.note(sc.target_id, "the target halted (refuses connections); restarting it on the same directory")
+    await sc.restart_target()
+    mark = sc.frames.mark()
+    again = await sc.make_follower(a)
     fr = await sc.expect_frame(
-        sc.from_target("Fetch", dst=a), sc.bound_ms(2000), "the follower fetches again", "another Fetch", after
+        sc.from_target("Fetch", dst=a),
+        sc.bound_ms(sc.timeouts.request_timeout_ms),
+        "the restarted follower fetches",
+        f"Fetch(epoch={again}) to v{a}",
+        mark,
     )
     got = fetch_pos(fr)
     sc.check(
         got[0] >= hw,
-        "a follower never truncates committed records",
-        f"FetchOffset >= {hw} (its high watermark)",
+        "a follower never truncates committed records (it halted before truncating)",
+        f"FetchOffset >= {hw} after the restart (its high watermark)",
         f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]})",
     )
+
+
+async def answers_connections(sc: Scenario) -> bool:
+    """Whether the target still accepts a connection and answers ApiVersions (a halted one does not)."""
+    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe")
+    try:
+        await probe.connect(timeout_s=2)
+    except (RequestError, OSError, TimeoutError):
+        return False
+    finally:
+        await probe.close()
+    return True
 
 
 async def leader_with_history(sc: Scenario) -> int:

@@ -23,11 +23,14 @@ def check_error(
 @case("KIP-595/FetchErrors/1")
 async def test_older_epoch_fenced(sc: Scenario) -> None:
     epoch = await sc.make_leader()
-    resp = await sc.call("Fetch is answered", sc.v(0).fetch(epoch - 1, 0, -1))
+    # A well-formed fetch of an older epoch: FetchOffset 0 with LastFetchedEpoch 0 (an empty log, as Kafka
+    # sends it). A negative LastFetchedEpoch, or one above CurrentLeaderEpoch, is INVALID_REQUEST before
+    # any epoch check (KafkaRaftClient.handleFetchRequest); the epoch check is validateLeaderOnlyRequest.
+    resp = await sc.call("Fetch is answered", sc.v(0).fetch(epoch - 1, 0, 0))
     check_error(
         sc,
         resp,
-        f"Fetch(CurrentLeaderEpoch={epoch - 1}, offset 0) to the leader of {epoch}",
+        f"Fetch(CurrentLeaderEpoch={epoch - 1}, offset 0, lastFetchedEpoch 0) to the leader of {epoch}",
         Errors.FENCED_LEADER_EPOCH,
         (sc.target_id, epoch),
     )

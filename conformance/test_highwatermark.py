@@ -6,7 +6,7 @@ from typing import Any
 
 from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.cases import case
-from kraft_tck.conformance.scenario import Scenario
+from kraft_tck.conformance.scenario import KAFKA, Scenario
 
 OBSERVER = 99
 
@@ -47,6 +47,26 @@ async def test_needs_entry_of_own_epoch(sc: Scenario) -> None:
         f"HighWatermark <= {h} (the old records are not committed by this leader yet)",
         B.describe("Fetch", "response", resp),
     )
+    # How "not known yet" is said is Kafka's choice: -1 (LeaderState.highWatermark() is empty until an
+    # entry of its epoch commits; KafkaRaftClient.handleDescribeQuorumRequest: orElse(-1)).
+    sc.check(
+        hw_of(resp) == -1,
+        "a new leader's high watermark is unknown (-1) until an entry of its epoch commits",
+        "HighWatermark -1",
+        B.describe("Fetch", "response", resp),
+        level=KAFKA,
+        kafka="fetch.new-leader-hw-unknown",
+    )
+    dq = await sc.call("DescribeQuorum is answered", sc.q.voters[sc.bystander].describe_quorum())
+    dq_part = B.partition_or_none(dq) or {}
+    sc.check(
+        dq_part.get("HighWatermark") == -1,
+        "DescribeQuorum of a new leader shows its high watermark unknown (-1)",
+        "HighWatermark -1",
+        B.describe("DescribeQuorum", "response", dq),
+        level=KAFKA,
+        kafka="describe.hw-unknown",
+    )
     if not others:
         await sc.call("Fetch is answered", sc.q.voters[first].follow_once(epoch))
     sc.check(log.end > lc, "setup: the leader served its LeaderChange record", f"records from {lc}", log.end)
@@ -82,17 +102,24 @@ async def test_never_goes_backwards(sc: Scenario) -> None:
     log = sc.q.log
     lagging = sc.q.voters[sc.bystander]
     for offset in range(min(log.end, 4)):
-        await sc.call("Fetch is answered", lagging.fetch(epoch, offset, log.epoch_at(offset - 1) if offset else -1))
+        # LastFetchedEpoch: the epoch of the record before FetchOffset, 0 at offset 0 (never negative:
+        # KafkaRaftClient.handleFetchRequest answers INVALID_REQUEST to that)
+        await sc.call("Fetch is answered", lagging.fetch(epoch, offset, log.epoch_at(offset - 1) if offset else 0))
     await sc.call("Fetch is answered", sc.v(0).follow_once(epoch))
+    # A HighWatermark of -1 is "unknown", not a value: a new leader's until an entry of its epoch
+    # commits, and every error answer's (KafkaRaftClient.buildEmptyFetchResponse). Only the known
+    # high watermarks of answers without error are compared.
     hws = [
         (f.seq, int(f.part.get("HighWatermark", -1)))
         for f in sc.frames.select(lambda f: f.src == sc.target_id and f.api == "Fetch" and f.kind == "response")
+        if not f.body.get("ErrorCode") and not f.part.get("ErrorCode") and int(f.part.get("HighWatermark", -1)) >= 0
     ]
+    sc.check(bool(hws), "setup: the leader answered fetches with a known high watermark", "some", hws)
     best = -1
     for seq, hw in hws:
         sc.check(
             hw >= best,
-            "the leader's high watermark in fetch responses",
+            "the leader's known high watermark in fetch responses",
             f"never below {best}",
             f"{hw} in response #{seq}; sequence {[h for _, h in hws]}",
         )

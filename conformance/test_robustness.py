@@ -8,7 +8,7 @@ import struct
 from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.cases import case
 from kraft_tck.conformance.scenario import Scenario
-from kraft_tck.reference.net import KafkaClient, RequestError
+from kraft_tck.conformance.transport import KafkaClient, RequestError
 
 
 def header(api_key: int, version: int, corr: int = 77, client: bytes = b"kraft-tck-fuzz") -> bytes:

@@ -29,19 +29,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraft_tck.conformance import bodies as B
-from kraft_tck.reference.net import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.conformance.transport import KafkaClient, KafkaServer, Request, RequestError
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import ControlType, Record, RecordBatch, control_batch, data_batch
+from kraft_tck.spec.records import ControlType, RecordBatch, control_batch, data_batch
 
 log = logging.getLogger("kraft_tck.conformance.virtual")
 
 #: A parked fetch (nothing new for the target) is answered after at most this long, even if the target
 #: asked for a longer MaxWaitMs: short parks keep scenario hand-overs fast.
 MAX_PARK_MS = 200
-#: The record key this kit's reference node uses for the bootstrap cluster id (KIP-595 "Cluster
-#: Bootstrapping" leaves the record's form to the implementation).
-CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
+#: The metadata.version a log the harness begins starts with: FeatureLevelRecord("metadata.version", 7),
+#: Kafka's MetadataVersion.IBP_3_3_IV3, the lowest level every KRaft controller from 3.3 on still reads
+#: (Kafka's own bootstrap writes the metadata.version record first: ActivationRecordsGenerator
+#: .recordsForEmptyLog).
+METADATA_VERSION_LEVEL = 7
+
+
+def metadata_value(name: str, body: dict[str, Any] | None = None, version: int = 0) -> bytes:
+    """A metadata record value as a Kafka controller writes and replays it: ApiMessageAndVersion framing
+    (unsigned varints frame version 1, api key, record version, then the record body), Kafka's
+    ``AbstractApiMessageSerde.write`` / ``MetadataRecordSerde``."""
+    return codec.encode_metadata_record(name, version, body or {})
+
+
+NOOP_VALUE = metadata_value("NoOpRecord")
+METADATA_VERSION_VALUE = metadata_value(
+    "FeatureLevelRecord", {"Name": "metadata.version", "FeatureLevel": METADATA_VERSION_LEVEL}
+)
 
 
 class HarnessError(RuntimeError):
@@ -191,7 +206,10 @@ class VLog:
 
     @property
     def last_epoch(self) -> int:
-        return self.batches[-1].partition_leader_epoch if self.batches else -1
+        """The epoch of the last record; 0 for an empty log, as Kafka sends it (KafkaMetadataLog
+        .lastFetchedEpoch; a negative LastFetchedEpoch or LastOffsetEpoch is INVALID_REQUEST in
+        KafkaRaftClient.handleFetchRequest / handleVoteRequest)."""
+        return self.batches[-1].partition_leader_epoch if self.batches else 0
 
     def epochs(self) -> list[tuple[int, int]]:
         """(epoch, start offset) per epoch, increasing."""
@@ -205,11 +223,12 @@ class VLog:
         """(largest epoch <= ``epoch``, the offset where it ends) — KIP-595 "Fetch Request Handling" 3.
 
         As in Kafka's leader-epoch cache: when every epoch is larger, ``(epoch, first start offset)``;
-        an empty log gives ``(-1, 0)``.
+        an empty log gives ``(0, 0)`` (KafkaMetadataLog.endOffsetForEpoch: the log end and its last
+        fetched epoch, 0).
         """
         eps = self.epochs()
         if not eps:
-            return -1, 0
+            return self.last_epoch, self.end
         keys = [e for e, _ in eps]
         i = bisect.bisect_right(keys, epoch)
         if i == 0:
@@ -218,23 +237,40 @@ class VLog:
         return eps[i - 1][0], end
 
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
-        """The DivergingEpoch a correct leader with this log answers, or None when the fetch is consistent."""
+        """The DivergingEpoch a correct leader with this log answers, or None when the fetch is consistent.
+        FetchOffset 0 agrees with every log (Kafka's ReplicatedLog.validateOffsetAndEpoch)."""
+        if fetch_offset == 0:
+            return None
         epoch, end = self.epoch_end_offset(last_fetched_epoch)
         if epoch == last_fetched_epoch and fetch_offset <= end:
             return None
         return epoch, end
 
     def epoch_at(self, offset: int) -> int:
+        """The epoch of the record at ``offset``; 0 before the first record (as an empty log's)."""
         for b in self.batches:
             if b.base_offset <= offset <= b.last_offset:
                 return b.partition_leader_epoch
-        return -1
+        return 0
 
     def read(self, offset: int, limit: int = 64) -> list[RecordBatch]:
         return [b for b in self.batches if b.last_offset >= offset][:limit]
 
+    def append_metadata(self, epoch: int, count: int, commit: bool = True) -> None:
+        """``count`` metadata records as a virtual leader writes them: a valid KRaft metadata log that a
+        Kafka controller replays (it treats a committed record it cannot read as fatal). A log that holds
+        no data batch yet starts with FeatureLevelRecord(metadata.version); every other record is a
+        NoOpRecord (KIP-835), each in a batch of its own as Kafka's controller appends them."""
+        if count <= 0:
+            return
+        values = [NOOP_VALUE] * count
+        if not any(not b.is_control for b in self.batches):
+            values[0] = METADATA_VERSION_VALUE
+        self.append_values(epoch, values, commit)
+
     def append_values(self, epoch: int, values: list[bytes], commit: bool = True) -> None:
-        """One single-record batch per value, so any offset is a batch boundary a follower can cut at."""
+        """One single-record batch per value, so any offset is a batch boundary a follower can cut at.
+        Scenarios use ``append_metadata``: a value here is replayed as a metadata record by the target."""
         if epoch < self.last_epoch:
             raise HarnessError(f"append in epoch {epoch} after epoch {self.last_epoch}")
         for v in values:
@@ -243,17 +279,16 @@ class VLog:
             self.committed = self.end
 
     def append_leader_change(self, epoch: int, leader_id: int, voters: list[int]) -> None:
+        """LeaderChange as Kafka writes it at the start of an epoch (KafkaRaftClient.onBecomeLeader ->
+        LeaderState.appendStartOfEpochControlRecords): a one-record control batch, LeaderChangeMessage v0."""
         body = {
             "Version": 0,
             "LeaderId": leader_id,
             "Voters": [{"VoterId": v} for v in voters],
             "GrantingVoters": [{"VoterId": v} for v in voters],
         }
-        self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body))
-
-    def append_cluster_id(self, epoch: int, cluster_id: str) -> None:
-        record = Record(0, cluster_id.encode(), CLUSTER_ID_KEY)
-        self.batches.append(RecordBatch(self.end, epoch, (record,)))
+        now = int(time.time() * 1000)
+        self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body, timestamp=now))
 
     def append_batches(self, batches: list[RecordBatch]) -> int:
         """Append fetched batches that continue the log; returns how many were taken."""
@@ -393,7 +428,7 @@ class VirtualVoter:
                 return scripted
         part = B.partition(body)
         cid = body.get("ClusterId")
-        if cid is not None and cid != q.cluster_id:
+        if cid is not None and q.cluster_id is not None and cid != q.cluster_id:  # None: the harness knows none
             return B.fetch_response(version, top_error=Errors.INCONSISTENT_CLUSTER_ID)
         deadline = time.monotonic() + min(int(body.get("MaxWaitMs", 0)), MAX_PARK_MS) / 1000
         while True:

@@ -87,7 +87,7 @@ class MetadataReader:
     cluster_id: str | None = None
     registry: BrokerRegistry = field(default_factory=BrokerRegistry)
     high_watermark: int = 0
-    _last_epoch: int = -1  # epoch of the record just before registry.next_offset
+    _last_epoch: int = 0  # epoch of the record before registry.next_offset (0: none yet, as Kafka)
     on_change: Callable[[BrokerRegistration | None, int], None] | None = None
 
     @property

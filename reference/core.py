@@ -63,6 +63,7 @@ from kraft_tck.reference.io import (
 )
 from kraft_tck.reference.log import Log, records_digest
 from kraft_tck.reference.messages import (
+    EPOCH_LIMIT,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -96,6 +97,10 @@ CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
 
 # Kafka's unit for the randomised exponential election backoff (KafkaRaftClient.RETRY_BACKOFF_BASE_MS).
 ELECTION_BACKOFF_BASE_MS = 100
+
+# Kafka's LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR: a leader resigns after 1.5 x the fetch timeout without
+# fetches from a majority of the voters (the KIP says the fetch timeout itself).
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 
 # A data record's bytes besides its value: length, attributes, timestamp and offset deltas, null key,
 # value length, header count — at most 3+1+1+3+1+3+1 for offsets and values below 2**20.
@@ -275,7 +280,7 @@ class KRaftCore:
             "votedId": voted,
             "leaderId": leader,
             "logEndOffset": log.end_offset,
-            "lastFetchedEpoch": log.last_fetched_epoch,
+            "lastFetchedEpoch": self.last_epoch,
             "highWatermark": self._hw,
             "clusterId": self._cluster_id,
         }
@@ -283,6 +288,18 @@ class KRaftCore:
     @property
     def epoch(self) -> int:
         return self.role.epoch
+
+    @property
+    def last_epoch(self) -> int:
+        """The epoch of the last record, 0 for an empty log: what Fetch's LastFetchedEpoch and Vote's
+        LastOffsetEpoch carry (Kafka's ``log.lastFetchedEpoch()``; it answers INVALID_REQUEST to -1)."""
+        epoch = self.log.last_fetched_epoch
+        return epoch if epoch > 0 else 0
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """How long a leader may go without fetches from a majority (Kafka: ``(int) (1.5 * fetch timeout)``)."""
+        return int(self.config.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
 
     # leader_id and voted_id are read for every trace event: the commonest roles are tested first.
 
@@ -369,6 +386,9 @@ class KRaftCore:
 
         ``cause``: ElectionTimeout, FetchTimeout, ElectionBackoff or EndQuorumEpoch.
         """
+        if self.epoch + 1 >= EPOCH_LIMIT:
+            self._rearm_exhausted_epoch()
+            return
         retries = self.role.retries + 1 if isinstance(self.role, Candidate) else 1
         me = self.config.node_id
         self._transition(
@@ -386,25 +406,46 @@ class KRaftCore:
             self.become_leader()  # a one-voter quorum: its own vote is the majority
 
     def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
-        """KIP-595 "Vote Request Handling"."""
+        """KIP-595 "Vote Request Handling", in Kafka's order (``KafkaRaftClient.handleVoteRequest``): cluster
+        id, topic/partition, the request's own fields, the epoch, the candidate id; only then may the
+        request change anything. Every refusal before the epoch step leaves the state as it was."""
         # Step 1: the cluster id, when given, must be ours (a null one is always accepted).
         if not self._cluster_id_ok(req.cluster_id):
             self._emit("HandleVoteRequest", note=f"refused: cluster id {req.cluster_id!r}")
             return VoteResponse(self.leader_id, self.epoch, False, error=Errors.INCONSISTENT_CLUSTER_ID)
-        # A candidate epoch below ours is fenced; only voters may ask, and only voters vote.
+        if not req.valid_partition:
+            self._emit("HandleVoteRequest", note="refused: not __cluster_metadata-0")
+            return VoteResponse(self.leader_id, self.epoch, False, error=Errors.INVALID_REQUEST)
+        # Kafka's sanity checks: an empty log is (LastOffsetEpoch 0, LastOffset 0), never negative, and the
+        # last epoch is below the candidate's. Plus the kit's own: no epoch that could never be followed.
+        if (
+            req.last_offset < 0
+            or req.last_offset_epoch < 0
+            or req.last_offset_epoch >= req.candidate_epoch
+            or req.candidate_epoch >= EPOCH_LIMIT
+        ):
+            return self._refuse_vote(Errors.INVALID_REQUEST, "invalid fields")
+        # A candidate epoch below ours is fenced; a negative candidate id is invalid (validateVoterOnlyRequest).
         error = self._validate_voter_only_request(req.candidate_id, req.candidate_epoch)
         if error is not None:
-            self._emit("HandleVoteRequest", note=f"refused: {error.name}")
-            return VoteResponse(self.leader_id, self.epoch, False, partition_error=error)
+            return self._refuse_vote(error, error.name)
         # A higher epoch: forget the old leader/vote first (persisted as Unattached in that epoch).
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch)
+        # v1: the candidate meant another replica (Kafka's isValidVoterKey, after the epoch step).
+        if req.voter_id >= 0 and req.voter_id != self.config.node_id:
+            return self._refuse_vote(Errors.INVALID_VOTER_KEY, f"meant for {req.voter_id}")
         granted = self._can_grant_vote(req.candidate_id, req.last_offset_epoch, req.last_offset)
         if granted and isinstance(self.role, Unattached):
-            self._transition(Voted(self.epoch, req.candidate_id, self._random_election_deadline()))
+            deadline = self._random_election_deadline() if self.config.is_voter else None
+            self._transition(Voted(self.epoch, req.candidate_id, deadline))
             self._persist_vote()  # persisted before the response leaves (the shell's ordering)
         self._emit("HandleVoteRequest", note=f"{'granted' if granted else 'refused'} {req.candidate_id}")
         return VoteResponse(self.leader_id, self.epoch, granted)
+
+    def _refuse_vote(self, error: Errors, why: str) -> VoteResponse:
+        self._emit("HandleVoteRequest", note=f"refused: {why}")
+        return VoteResponse(self.leader_id, self.epoch, False, partition_error=error)
 
     def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
         """At most one vote per epoch; only for a log at least as up-to-date as ours."""
@@ -412,8 +453,9 @@ class KRaftCore:
         if isinstance(role, Voted):
             return role.voted_id == candidate_id  # the same candidate may ask again (lost response)
         if isinstance(role, Unattached):
-            # Raft's election restriction: compare the last epoch first, then the log end offset.
-            return (last_epoch, end_offset) >= (self.log.last_fetched_epoch, self.log.end_offset)
+            # Raft's election restriction: compare the last epoch first, then the log end offset. Kafka
+            # 3.9+ (UnattachedState.canGrantVote) asks nothing of either side's voter-set membership.
+            return (last_epoch, end_offset) >= (self.last_epoch, self.log.end_offset)
         # A candidate voted for itself; a leader, follower or resigned leader of this epoch knows the
         # leader already (KIP-595: "leader and follower of the same epoch reject").
         return False
@@ -469,7 +511,7 @@ class KRaftCore:
                 granting_voters=cand.granted,
                 replicas={v: ReplicaProgress(v) for v in sorted(voters)},
                 awaiting_begin_epoch=voters - {me},
-                progress_deadline_ms=self._now + self.config.fetch_timeout_ms,
+                progress_deadline_ms=self._now + self.check_quorum_timeout_ms,
             )
         )
         self._persist()
@@ -489,15 +531,26 @@ class KRaftCore:
     # ============================================================================ BeginQuorumEpoch
 
     def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
-        """KIP-595 "BeginQuorumEpoch Request Handling": follow the announced leader."""
+        """KIP-595 "BeginQuorumEpoch Request Handling": follow the announced leader.
+
+        Kafka's order (``KafkaRaftClient.handleBeginQuorumEpochRequest``): cluster id, topic/partition,
+        the epoch and leader id; then follow; the voter key (v1) is checked only after that."""
         if not self._cluster_id_ok(req.cluster_id):
             self._emit("HandleBeginQuorumEpochRequest", note=f"refused: cluster id {req.cluster_id!r}")
             return BeginQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INCONSISTENT_CLUSTER_ID)
+        if not req.valid_partition:
+            self._emit("HandleBeginQuorumEpochRequest", note="refused: not __cluster_metadata-0")
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INVALID_REQUEST)
         error = self._validate_voter_only_request(req.leader_id, req.leader_epoch)
         if error is not None:
             self._emit("HandleBeginQuorumEpochRequest", note=f"refused: {error.name}")
             return BeginQuorumEpochResponse(self.leader_id, self.epoch, partition_error=error)
         self._maybe_transition(req.leader_id, req.leader_epoch)
+        if req.voter_id >= 0 and req.voter_id != self.config.node_id:
+            self._emit("HandleBeginQuorumEpochRequest", note=f"INVALID_VOTER_KEY: meant for {req.voter_id}")
+            return BeginQuorumEpochResponse(
+                self.leader_id, self.epoch, partition_error=Errors.INVALID_VOTER_KEY
+            )
         self._emit("HandleBeginQuorumEpochRequest")
         return BeginQuorumEpochResponse(self.leader_id, self.epoch)
 
@@ -528,12 +581,15 @@ class KRaftCore:
             return early
         leader = self.role
         assert isinstance(leader, Leader)
-        self._note_fetch_from(req.replica_id)
+        self._note_leader_known(req.replica_id)
         # Step 3: LastFetchedEpoch/FetchOffset must agree with our epoch cache.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
+            # Like Kafka (tryCompleteFetchRequest), a diverging fetch is neither replica progress nor a
+            # fetch that keeps the leader in office (check quorum): only a valid one is.
             self._emit("HandleFetchRequest", note=f"{req.replica_id} diverges: {diverging}")
-            return FetchResponse(self._hw, (), diverging, self._current_leader())
+            return FetchResponse(self._published_hw(), (), diverging, self._current_leader())
+        self._note_fetch_from(req.replica_id)
         # Step 4: the fetch offset is what the replica has; voters' offsets may move the high watermark.
         self._update_replica_progress(req.replica_id, req.fetch_offset)
         batches, encoded = self.log.read_encoded(req.fetch_offset, req.max_bytes)
@@ -543,17 +599,22 @@ class KRaftCore:
             self._emit("HandleFetchRequest", note=f"{req.replica_id} caught up: parked")
             return None
         self._emit("HandleFetchRequest", note=f"{req.replica_id} @{req.fetch_offset}: {len(batches)} batches")
-        return FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
+        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), encoded=encoded)
 
     def _validate_fetch_request(self, req: FetchRequest) -> FetchResponse | None:
-        """Steps 1-2 and the request's own sanity; an error response, or None when the fetch may proceed."""
+        """Kafka's order (``KafkaRaftClient.handleFetchRequest``): cluster id (step 1), topic/partition, the
+        request's own fields, then the epoch and leadership (step 2). An error response, or None."""
         # Step 1: cluster id (top-level error, like Kafka).
         if not self._cluster_id_ok(req.cluster_id):
-            return FetchResponse(error=Errors.INCONSISTENT_CLUSTER_ID, current_leader=self._current_leader())
+            return FetchResponse(error=Errors.INCONSISTENT_CLUSTER_ID)
+        if not req.valid_partition:
+            return FetchResponse(error=Errors.INVALID_REQUEST)
+        # An empty log fetches from (0, LastFetchedEpoch 0); nothing is negative, and nobody has fetched
+        # an epoch past the leader epoch it names.
         if (
-            req.fetch_offset < 0
-            or req.max_wait_ms < 0
-            or (req.last_fetched_epoch < 0 and req.fetch_offset > 0)
+            req.max_wait_ms < 0
+            or req.fetch_offset < 0
+            or req.last_fetched_epoch < 0
             or req.last_fetched_epoch > req.current_leader_epoch
         ):
             return self._fetch_error(Errors.INVALID_REQUEST)
@@ -562,7 +623,18 @@ class KRaftCore:
         return None if error is None else self._fetch_error(error)
 
     def _fetch_error(self, error: Errors) -> FetchResponse:
-        return FetchResponse(self._hw, partition_error=error, current_leader=self._current_leader())
+        """An error answer: no records, HighWatermark -1, the leader we know (Kafka's buildEmptyFetchResponse
+        with no high watermark)."""
+        return FetchResponse(-1, partition_error=error, current_leader=self._current_leader())
+
+    def _published_hw(self) -> int:
+        """The HighWatermark a leader's answers carry: -1 until an entry of its own epoch is committed
+        (Kafka's LeaderState starts each epoch with an unknown high watermark), then the high watermark.
+        ``_hw`` itself, the commit point this node knows, never goes back; this is only what it tells."""
+        leader = self.role
+        if isinstance(leader, Leader) and self._hw <= leader.epoch_start_offset:
+            return -1
+        return self._hw
 
     def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """KIP-595 "Fetch Request Handling" step 3, as a function.
@@ -572,8 +644,8 @@ class KRaftCore:
         largest epoch not greater than the follower's, with its end offset: everything the follower has
         past that point may diverge.
         """
-        if fetch_offset == 0 and last_fetched_epoch < 0:
-            return None  # an empty follower log agrees with every log
+        if fetch_offset == 0 and last_fetched_epoch <= 0:
+            return None  # an empty follower log (LastFetchedEpoch 0) agrees with every log
         epoch, end_offset = self.log.epoch_end_offset(last_fetched_epoch)
         if epoch != last_fetched_epoch or end_offset < fetch_offset:
             return epoch, end_offset
@@ -599,21 +671,26 @@ class KRaftCore:
         progress.last_fetch_leader_end_offset = leader_end
         self._maybe_advance_high_watermark()
 
+    def _note_leader_known(self, replica_id: int) -> None:
+        """A valid-epoch fetch from a voter: it knows the leader, so no more BeginQuorumEpoch to it."""
+        leader = self.role
+        if isinstance(leader, Leader) and replica_id in leader.awaiting_begin_epoch:
+            leader.awaiting_begin_epoch = leader.awaiting_begin_epoch - {replica_id}
+
     def _note_fetch_from(self, replica_id: int) -> None:
-        """A valid-epoch fetch from a voter: it knows the leader (no more BeginQuorumEpoch) and it is
-        alive for the leader's check-quorum timer (KIP-595 "Leader Progress Timeout")."""
+        """A valid fetch from a voter keeps the leader in office (Kafka's
+        ``LeaderState.updateCheckQuorumForFollowingVoter``; KIP-595 "Leader Progress Timeout"): once voters
+        that fetched and the leader make a majority, the check-quorum timer restarts. Observers never count."""
         leader = self.role
         if not isinstance(leader, Leader) or replica_id not in self.config.voters:
             return
         if replica_id == self.config.node_id:
             return
-        if replica_id in leader.awaiting_begin_epoch:
-            leader.awaiting_begin_epoch = leader.awaiting_begin_epoch - {replica_id}
         fetched = leader.fetched_voters
         if replica_id not in fetched:
             fetched = fetched | {replica_id}
         if len(fetched) + 1 >= self.config.majority:  # +1: the leader itself
-            fetched, leader.progress_deadline_ms = frozenset(), self._now + self.config.fetch_timeout_ms
+            fetched, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
         leader.fetched_voters = fetched
 
     def _maybe_advance_high_watermark(self) -> None:
@@ -644,7 +721,7 @@ class KRaftCore:
         if error is not None:
             return self._fetch_error(error)
         batches, encoded = self.log.read_encoded(request.fetch_offset, request.max_bytes)
-        return FetchResponse(self._hw, batches, None, self._current_leader(), encoded=encoded)
+        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), encoded=encoded)
 
     def _complete_parked_fetches(self) -> None:
         """New data, a new high watermark or a lost leadership: every parked fetch has an answer now.
@@ -671,7 +748,7 @@ class KRaftCore:
             replica_id=self.config.node_id,
             current_leader_epoch=self.epoch,
             fetch_offset=self.log.end_offset,
-            last_fetched_epoch=self.log.last_fetched_epoch,
+            last_fetched_epoch=self.last_epoch,
             max_wait_ms=self.config.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms,
             max_bytes=self.config.fetch_max_bytes,
         )
@@ -711,7 +788,8 @@ class KRaftCore:
             return
         if resp.batches:
             self._append(resp.batches, resp.encoded)
-        self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))
+        if resp.high_watermark >= 0:  # -1: the leader does not know it yet (KafkaRaftClient.handleFetchResponse)
+            self._set_high_watermark(min(resp.high_watermark, self.log.end_offset))
         self._emit("HandleFetchResponse", note=f"{len(resp.batches)} batches, HW {resp.high_watermark}")
 
     def _truncation_point(self, diverging_epoch: int, diverging_end_offset: int) -> int:
@@ -727,6 +805,9 @@ class KRaftCore:
         return local_end
 
     def _truncate(self, offset: int) -> None:
+        # A point inside a batch (only a faulty leader names one) cuts the whole batch, as Kafka's log
+        # does (LogSegment.truncateTo); the guard then judges where the log really ends.
+        offset = self.log.batch_start_at_or_below(offset)
         self._guard_truncation(offset)
         if offset >= self.log.end_offset:
             return
@@ -799,13 +880,13 @@ class KRaftCore:
     # ============================================================================ resigning
 
     def leader_progress_timeout(self) -> None:
-        """KIP-595 "Leader Progress Timeout": no fetches from a majority within the fetch timeout.
+        """KIP-595 "Leader Progress Timeout": no fetches from a majority within 1.5 x the fetch timeout.
 
-        The KIP says the leader begins a new election at once. Kafka (and this core) first resigns:
-        it becomes Resigned, tells the voters with EndQuorumEpoch, and becomes a candidate only after
-        its election timeout. A caught-up follower that still sees a quorum can then win without the
-        old leader's higher epoch disrupting it. (Kafka also waits 1.5x the fetch timeout; this core
-        uses the KIP's fetch timeout.)
+        The KIP says the leader begins a new election once the fetch timeout passes. Kafka (and this core)
+        waits ``check_quorum_timeout_ms`` (1.5 x the fetch timeout, ``LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR``)
+        and then resigns: it becomes Resigned, tells the voters with EndQuorumEpoch, and becomes a candidate
+        only after its election timeout. A caught-up follower that still sees a quorum can then win without
+        the old leader's higher epoch disrupting it.
         """
         self._become_resigned("LeaderProgressTimeout")
         self._emit("LeaderProgressTimeout")
@@ -833,15 +914,19 @@ class KRaftCore:
         )
 
     def handle_end_quorum_epoch_request(self, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
-        """KIP-595 "EndQuorumEpoch Request Handling".
+        """KIP-595 "EndQuorumEpoch Request Handling", with Kafka's order and backoffs.
 
-        A follower of the resigning leader named first in PreferredSuccessors starts its election at
-        once; the one at position p waits ``_successor_backoff_ms(p)``; a follower not named waits a
-        (randomised) election timeout instead of the longer fetch timeout.
+        Cluster id, topic/partition, epoch and leader id first (``KafkaRaftClient.handleEndQuorumEpochRequest``);
+        then follow. A follower of the resigning leader waits ``_end_epoch_backoff_ms`` before its election:
+        0 for the first successor (it starts at once), a strict exponential backoff for the others, and
+        ``election.backoff.max.ms`` for a voter not named.
         """
         if not self._cluster_id_ok(req.cluster_id):
             self._emit("HandleEndQuorumEpochRequest", note=f"refused: cluster id {req.cluster_id!r}")
             return EndQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INCONSISTENT_CLUSTER_ID)
+        if not req.valid_partition:
+            self._emit("HandleEndQuorumEpochRequest", note="refused: not __cluster_metadata-0")
+            return EndQuorumEpochResponse(self.leader_id, self.epoch, error=Errors.INVALID_REQUEST)
         error = self._validate_voter_only_request(req.leader_id, req.leader_epoch)
         if error is not None:
             self._emit("HandleEndQuorumEpochRequest", note=f"refused: {error.name}")
@@ -851,20 +936,20 @@ class KRaftCore:
         role = self.role
         start_now = False
         if isinstance(role, Follower) and role.leader_id == req.leader_id:
-            successors = req.preferred_successors
-            me = self.config.node_id
-            if successors[:1] == (me,):
-                start_now = True
-                deadline = self._now
-            elif me in successors:
-                deadline = self._now + self._successor_backoff_ms(successors.index(me), len(successors))
-            else:
-                deadline = self._random_election_deadline()
-            role.fetch_deadline_ms, role.deadline_cause = deadline, "EndQuorumEpoch"
+            backoff = self._end_epoch_backoff_ms(req.preferred_successors)
+            start_now = backoff == 0
+            role.fetch_deadline_ms, role.deadline_cause = self._now + backoff, "EndQuorumEpoch"
         self._emit("HandleEndQuorumEpochRequest")
-        if start_now and not self._shutting_down:
+        if start_now and self._may_elect():
             self.start_election("EndQuorumEpoch")
         return resp
+
+    def _end_epoch_backoff_ms(self, successors: tuple[int, ...]) -> int:
+        """Kafka's ``endEpochElectionBackoff``: our position p in the successors (p = their count when not
+        named; an empty list makes everyone first), then ``_successor_backoff_ms``."""
+        me = self.config.node_id
+        position = successors.index(me) if me in successors else len(successors)
+        return self._successor_backoff_ms(position, len(successors))
 
     def handle_end_quorum_epoch_response(self, sender_id: int, resp: EndQuorumEpochResponse) -> None:
         """KIP-595 "EndQuorumEpoch Response Handling": stop resending to a voter that acknowledged."""
@@ -886,13 +971,19 @@ class KRaftCore:
 
     def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
         """KIP-595 "DescribeQuorum Request Handling" with KIP-836's timestamps (v1+)."""
+        if req.unknown is not None:
+            # Not __cluster_metadata-0: each partition named gets UNKNOWN_TOPIC_OR_PARTITION (Kafka's
+            # DescribeQuorumRequest.getPartitionLevelErrorResponse).
+            self._emit("HandleDescribeQuorumRequest", note="unknown topic or partition")
+            return DescribeQuorumResponse(
+                0, 0, 0, partition_error=Errors.UNKNOWN_TOPIC_OR_PARTITION, unknown=req.unknown
+            )
         leader = self.role
         if not isinstance(leader, Leader):
-            # Step 1: not the leader: say so, and who is when we know.
+            # Step 1: not the leader. The KIP adds the leader when known; Kafka does not
+            # (DescribeQuorumResponse.singletonErrorResponse: LeaderId, LeaderEpoch, HighWatermark stay 0).
             self._emit("HandleDescribeQuorumRequest", note="not leader")
-            return DescribeQuorumResponse(
-                self.leader_id, self.epoch, partition_error=Errors.NOT_LEADER_OR_FOLLOWER
-            )
+            return DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER)
         me = self.config.node_id
         voters: list[ReplicaState] = []
         observers: list[ReplicaState] = []
@@ -905,18 +996,20 @@ class KRaftCore:
                 row = ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
             (voters if rid in self.config.voters else observers).append(row)
         self._emit("HandleDescribeQuorumRequest")
-        return DescribeQuorumResponse(me, self.epoch, self._hw, tuple(voters), tuple(observers))
+        return DescribeQuorumResponse(me, self.epoch, self._published_hw(), tuple(voters), tuple(observers))
 
     # ============================================================================ shared rules
 
     def _validate_voter_only_request(self, remote_id: int, remote_epoch: int) -> Errors | None:
-        """Vote, BeginQuorumEpoch, EndQuorumEpoch: fenced epochs, and voters only on both ends."""
+        """Vote, BeginQuorumEpoch, EndQuorumEpoch (Kafka's ``validateVoterOnlyRequest``): a fenced epoch, a
+        negative sender id, and (the kit's choice) an epoch that cannot be followed by another.
+
+        No voter-set check: KIP-595 answers INCONSISTENT_VOTER_SET when either end is not a voter, Kafka
+        3.9+ does not (the voter set may change, KIP-853), and the node follows Kafka."""
         if remote_epoch < self.epoch:
             return Errors.FENCED_LEADER_EPOCH
-        if remote_id < 0:
+        if remote_id < 0 or remote_epoch >= EPOCH_LIMIT:
             return Errors.INVALID_REQUEST
-        if not self.config.is_voter or remote_id not in self.config.voters:
-            return Errors.INCONSISTENT_VOTER_SET
         return None
 
     def _validate_leader_only_request(self, request_epoch: int) -> Errors | None:
@@ -932,6 +1025,8 @@ class KRaftCore:
     def _handle_common_response(self, sender_id: int, error: Errors, leader_id: int, epoch: int) -> bool:
         """What every response says about epochs. True when the response needs no further handling."""
         if epoch < self.epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
+            if error != Errors.NONE:
+                self._request_failed(sender_id)  # an error answer: do not ask again at once
             return True  # stale: we have moved on (or the responder has not caught up yet)
         if epoch > self.epoch or error in (Errors.FENCED_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER):
             before = self.role
@@ -1009,9 +1104,8 @@ class KRaftCore:
         if durable.leader_id < 0 and durable.voted_id == me and is_voter:
             assert election is not None
             return Candidate(epoch, frozenset({me}), frozenset(), 1, election)
-        if durable.leader_id < 0 and durable.voted_id >= 0 and is_voter:
-            assert election is not None
-            return Voted(epoch, durable.voted_id, election)
+        if durable.leader_id < 0 and durable.voted_id >= 0 and durable.voted_id != me:
+            return Voted(epoch, durable.voted_id, election)  # an observer may have voted too (Kafka 3.9+)
         if durable.leader_id >= 0 and durable.leader_id in voters:
             deadline = self._now + self.config.fetch_timeout_ms
             return Follower(epoch, durable.leader_id, deadline, durable.voted_id)
@@ -1029,10 +1123,10 @@ class KRaftCore:
         self._persist()
 
     def _should_resign(self) -> bool:
-        """Check quorum (KIP-595 "Leader Progress Timeout"): has the leader gone ``fetch_timeout_ms``
-        without fetches from a majority? Never for the only voter: it is its own majority, and no voter
-        will ever fetch from it (Kafka's ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one
-        voter never expires)."""
+        """Check quorum (KIP-595 "Leader Progress Timeout"): has the leader gone ``check_quorum_timeout_ms``
+        (1.5 x the fetch timeout, as Kafka) without fetches from a majority? Never for the only voter: it
+        is its own majority, and no voter will ever fetch from it (Kafka's
+        ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one voter never expires)."""
         return (isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
                 and not self._sole_voter())
 
@@ -1108,7 +1202,7 @@ class KRaftCore:
             return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
         if isinstance(role, Resigned):
             return sorted(role.awaiting_end_epoch)
-        if isinstance(role, Unattached) and not self.config.is_voter:
+        if isinstance(role, (Unattached, Voted)) and not self.config.is_voter:
             voters = sorted(self.config.voters)
             return [voters[self._probe_index % len(voters)]]
         return []
@@ -1119,7 +1213,7 @@ class KRaftCore:
             self._send(
                 dest,
                 VoteRequest(
-                    self._cluster_id, role.epoch, self.config.node_id, self.log.last_fetched_epoch,
+                    self._cluster_id, role.epoch, self.config.node_id, self.last_epoch,
                     self.log.end_offset, voter_id=dest,
                 ),
             )
@@ -1134,8 +1228,8 @@ class KRaftCore:
             )
         elif isinstance(role, Follower):
             self.send_fetch_request(dest)
-        elif isinstance(role, Unattached):
-            self.send_fetch_request(dest, max_wait_ms=0)  # a probe: who leads?
+        elif isinstance(role, (Unattached, Voted)):
+            self.send_fetch_request(dest, max_wait_ms=0)  # an observer's probe: who leads?
 
     def _send(self, dest: int, req: Request) -> None:
         # One request in flight per destination: a newer one supersedes any the shell never answered.
@@ -1146,7 +1240,7 @@ class KRaftCore:
 
     def _request_failed(self, dest: int) -> None:
         self._ready_at[dest] = self._now + self.config.retry_backoff_ms
-        if isinstance(self.role, Unattached) and not self.config.is_voter:
+        if isinstance(self.role, (Unattached, Voted)) and not self.config.is_voter:
             self._probe_index += 1  # an observer tries the next voter
 
     def _next_deadline(self) -> int | None:
@@ -1187,10 +1281,26 @@ class KRaftCore:
         return min(ELECTION_BACKOFF_BASE_MS * self._rng.randrange(span), self.config.election_backoff_max_ms)
 
     def _successor_backoff_ms(self, position: int, count: int) -> int:
-        """Kafka's strict exponential backoff for the successor at ``position`` (>= 1) of ``count``."""
+        """Kafka's ``strictExponentialElectionBackoffMs`` for the successor at ``position`` of ``count``:
+        0 for the first, ``election.backoff.max.ms`` for a position outside the list."""
         cap = self.config.election_backoff_max_ms
+        if position == 0:
+            return 0
+        if position < 0 or position >= count:
+            return cap
         base = cap >> (count - 1)
         return min(cap, base << (position - 1))
+
+    def _rearm_exhausted_epoch(self) -> None:
+        """The next election would need an epoch an int32 cannot hold: stay, and look again after another
+        election timeout (the kit's choice; Kafka has no such check)."""
+        role, deadline = self.role, self._random_election_deadline()
+        if isinstance(role, Follower):
+            role.fetch_deadline_ms = deadline
+        elif isinstance(role, Candidate):
+            role.backoff_until_ms, role.election_deadline_ms = None, deadline
+        elif isinstance(role, (Unattached, Voted, Resigned)):
+            role.election_deadline_ms = deadline
 
     # ============================================================================ log and state helpers
 

@@ -22,6 +22,10 @@ from kraft_tck.spec.records import RecordBatch
 
 NO_LEADER = -1
 
+#: The first epoch the kit never adopts: an epoch is an int32 on the wire, so a node at 2**31-1 could never
+#: start the next election. Requests naming it are refused (INVALID_REQUEST) and no election reaches it.
+EPOCH_LIMIT = 2**31 - 1
+
 
 @dataclass(frozen=True, slots=True)  # frozen: FetchResponse shares one instance as its default
 class LeaderIdAndEpoch:
@@ -41,7 +45,10 @@ class VoteRequest:
     candidate_id: int
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset (Kafka sends its LEO here)
-    voter_id: int = -1  # v1+: the receiver the candidate meant
+    voter_id: int = -1  # v1+: the receiver the candidate meant (-1: not named)
+    # False when the body did not name exactly __cluster_metadata-0 (the other fields are then defaults):
+    # Kafka answers that with a top-level INVALID_REQUEST, after the cluster id check (RaftUtil).
+    valid_partition: bool = True
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -62,6 +69,7 @@ class BeginQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     voter_id: int = -1
+    valid_partition: bool = True
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -81,6 +89,7 @@ class EndQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     preferred_successors: tuple[int, ...] = ()
+    valid_partition: bool = True
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -104,6 +113,7 @@ class FetchRequest:
     max_wait_ms: int = 0
     max_bytes: int = 0x7FFFFFFF
     replica_epoch: int = -1
+    valid_partition: bool = True
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -125,7 +135,11 @@ class FetchResponse:
 
 @dataclass(slots=True, unsafe_hash=True)
 class DescribeQuorumRequest:
-    """No fields of its own: the one partition is checked by ``wire.py`` before the core sees it."""
+    """No fields of its own but the partitions it named when they are not just ``__cluster_metadata-0``:
+    ``unknown`` lists them, (topic, partition indexes), for Kafka's per-partition
+    UNKNOWN_TOPIC_OR_PARTITION answer (``DescribeQuorumRequest.getPartitionLevelErrorResponse``)."""
+
+    unknown: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -147,6 +161,8 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = ()
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
+    # Set when answering a request for other partitions: each is echoed with ``partition_error``.
+    unknown: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
 Request = (

@@ -37,6 +37,9 @@ from kraft_tck.spec.framing import FrameSplitter
 log = logging.getLogger("kraft_tck.reference.net")
 
 API_VERSIONS = 18
+#: ApiVersions v3+ names the client (KIP-511). Kafka answers INVALID_REQUEST to an empty or ill-formed name
+#: (``ApiVersionsRequest.isValid``: letters, digits, '.', '-', and a letter or digit at each end).
+CLIENT_SOFTWARE: dict[str, Any] = {"ClientSoftwareName": "kraft-tck-reference", "ClientSoftwareVersion": "0.1.0"}
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _CORRELATION = struct.Struct(">i")
 
@@ -562,7 +565,8 @@ class KafkaClient:
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
         self._transport, self._protocol, self._loop = cast(asyncio.Transport, transport), protocol, loop
         if negotiate:
-            body = await self.request(API_VERSIONS, codec.supported_versions(API_VERSIONS)[1], {}, timeout_s)
+            version = codec.supported_versions(API_VERSIONS)[1]
+            body = await self.request(API_VERSIONS, version, dict(CLIENT_SOFTWARE), timeout_s)
             if body["ErrorCode"] != Errors.NONE:
                 raise RequestError(f"{self.peer}: ApiVersions failed with error {body['ErrorCode']}")
             self.versions = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}

@@ -62,8 +62,8 @@ class WriteLost(Exception):
 
 
 class NodeHalted(Exception):
-    """The node stopped because its log directory failed (``Node.failure`` says how): it takes no more
-    writes."""
+    """The node stopped because its log directory failed or it was about to break a safety property
+    (``Node.failure`` says which): it takes no more writes."""
 
 
 def commit_outcome(
@@ -145,7 +145,7 @@ class Node:
         self.high_watermark = 0
         self.safety_refusals = 0  # inputs refused because they would have broken a safety property
         # A log-directory failure that halted the node (see ``_halt``); ``halted`` is set with it.
-        self.failure: StorageError | OSError | None = None
+        self.failure: StorageError | OSError | SafetyViolation | None = None
         self.halted = asyncio.Event()
         self._halt_task: asyncio.Task[None] | None = None
         self.trace: TraceWriter | None = None
@@ -312,10 +312,12 @@ class Node:
             return Ready()
         except SafetyViolation as exc:
             # A peer asked for something that would break safety (e.g. a DivergingEpoch below our high
-            # watermark). The core checks before it changes anything, so refusing the input keeps it
-            # consistent; say so loudly, since one side of the exchange has a bug.
+            # watermark, a second leader for one epoch). The core checks before it changes anything, so
+            # nothing was applied; like Kafka, whose raft thread fails there (KafkaRaftClient.handleFetchResponse
+            # throws, the fault handler stops the process), the node then halts: one side has a bug.
             self.safety_refusals += 1
             log.error("SAFETY: refused %s from the network: %s", type(inp).__name__, exc)
+            self._halt(exc)
             return Ready()
         self._apply(ready)
         return ready
@@ -327,7 +329,7 @@ class Node:
         except (StorageError, OSError) as exc:
             self._halt(exc)
 
-    def _halt(self, exc: StorageError | OSError) -> None:
+    def _halt(self, exc: StorageError | OSError | SafetyViolation) -> None:
         """Fail-stop: a log directory that failed (a write refused, a segment that no longer reads) leaves
         the core's log and the disk disagreeing, and an answer sent now could claim what the disk lacks.
         Like Kafka, which halts when its metadata log directory fails, the node stops at once, without
@@ -336,12 +338,17 @@ class Node:
             return
         self.failure = exc
         self.halted.set()
-        log.critical("node %d halts: its log directory failed: %s", self.config.node_id, exc)
+        log.critical("node %d halts: %s: %s", self.config.node_id, self.halt_reason, exc)
         if self._loop is not None:
             self._halt_task = self._loop.create_task(self.stop(graceful=False))
 
+    @property
+    def halt_reason(self) -> str:
+        """Why the node halted, in words (meaningful once ``failure`` is set)."""
+        return "safety violation" if isinstance(self.failure, SafetyViolation) else "its log directory failed"
+
     def _halted_error(self) -> NodeHalted:
-        return NodeHalted(f"node {self.config.node_id} halted: its log directory failed: {self.failure}")
+        return NodeHalted(f"node {self.config.node_id} halted: {self.halt_reason}: {self.failure}")
 
     def _apply_ready(self, ready: Ready) -> None:
         """Apply one bundle: its trace lines, durable state, then the messages (reference/io.py's order).

@@ -52,7 +52,9 @@ def parse_response(body: dict[str, Any], version: int) -> QuorumInfo:
         raise QuorumError("DescribeQuorum response carries no __cluster_metadata partition") from exc
     if part["ErrorCode"] != Errors.NONE:
         name = Errors(part["ErrorCode"]).name
-        hint = f" (leader is node {part['LeaderId']}, epoch {part['LeaderEpoch']})" if part["LeaderId"] >= 0 else ""
+        # Kafka's error answer leaves LeaderId/LeaderEpoch at 0 (no epoch 0 has a leader): no hint then.
+        known = part["LeaderId"] >= 0 and part["LeaderEpoch"] > 0
+        hint = f" (leader is node {part['LeaderId']}, epoch {part['LeaderEpoch']})" if known else ""
         raise QuorumError(f"DescribeQuorum: {name}{hint}: ask the leader")
 
     def rows(items: list[dict[str, Any]], observer: bool) -> tuple[ReplicaRow, ...]:

@@ -26,12 +26,14 @@ class Unattached:
 
 @dataclass(slots=True)
 class Voted:
-    """Voted for ``voted_id`` in ``epoch`` (persisted before the vote was sent)."""
+    """Voted for ``voted_id`` in ``epoch`` (persisted before the vote was sent). An observer may vote too
+    (Kafka 3.9+, ``UnattachedState.canGrantVote``); its ``election_deadline_ms`` is None, as it never
+    elects itself."""
 
     name: ClassVar[str] = "Voted"
     epoch: int
     voted_id: int
-    election_deadline_ms: int
+    election_deadline_ms: int | None
 
 
 @dataclass(slots=True)
@@ -68,7 +70,8 @@ class Leader:
     """Leads ``epoch``. ``epoch_start_offset`` is the log end offset when it won: the high watermark
     may only move past it (an entry of this epoch on a majority). ``awaiting_begin_epoch`` are voters
     that have neither acknowledged BeginQuorumEpoch nor fetched. ``fetched_voters`` collects voters
-    seen since the check-quorum timer (``progress_deadline_ms``) was last reset."""
+    whose valid fetches arrived since the check-quorum timer (``progress_deadline_ms``, 1.5 x the fetch
+    timeout as Kafka's LeaderState) was last reset."""
 
     name: ClassVar[str] = "Leader"
     epoch: int

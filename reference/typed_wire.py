@@ -35,6 +35,7 @@ from kraft_tck.reference.wire import (
 )
 from kraft_tck.spec import binding, codec
 from kraft_tck.spec.binding import Expect
+from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import encode_batches
 
 _PARTITION = "Topics[0].Partitions[0]."
@@ -206,7 +207,10 @@ class TypedCodec:
                              endpoints: Mapping[int, NodeEndpoint]) -> bytes | None:
         """The body bytes of a Fetch answer (``wire.response_to_body``'s fields), or None where the dict
         path must write it (and report what it cannot write): a version the binding lacks, v16+ error
-        answers naming the leader's endpoint (NodeEndpoints, KIP-951), a value that does not fit."""
+        answers naming the leader's endpoint (NodeEndpoints, KIP-951), a top-level error (no partition in the
+        answer, as Kafka's), a value that does not fit."""
+        if resp.error != Errors.NONE:
+            return None  # a top-level error has no partition: wire.error_response_body writes it
         if not self._bound_version(FETCH, version) or (
                 version >= 16 and resp.partition_error in _REDIRECTING_ERRORS
                 and resp.current_leader.leader_id in endpoints):

@@ -2,12 +2,14 @@
 
 Bodies are the codec's dicts, keyed by the field names of Kafka's JSON definitions
 (``spec/messages/*.json``). Every KRaft RPC addresses one partition, ``__cluster_metadata-0``; Fetch
-v13+ names it by topic id (Kafka's ``Uuid.METADATA_TOPIC_ID``). A request for any other partition is
-refused before the core sees it: ``request_from_body`` raises ``InvalidTopicPartition`` and the shell
-answers ``error_response_body(api_key, version, Errors.INVALID_REQUEST)`` — a top-level error, as Kafka
-does. Other top-level errors (INCONSISTENT_CLUSTER_ID) and partition-level ones (FENCED_LEADER_EPOCH,
-NOT_LEADER_OR_FOLLOWER, INCONSISTENT_VOTER_SET, ...) come from the core's ``error`` /
-``partition_error`` fields and land at the same two levels here.
+v13+ names it by topic id (Kafka's ``Uuid.METADATA_TOPIC_ID``). A request for any other partition still
+reaches the core, marked (``valid_partition=False``; DescribeQuorum: ``unknown``), because Kafka checks
+the cluster id first (``KafkaRaftClient.handleVoteRequest`` and siblings): the core answers a foreign
+cluster id with INCONSISTENT_CLUSTER_ID and only then a wrong partition with a top-level INVALID_REQUEST
+(DescribeQuorum: UNKNOWN_TOPIC_OR_PARTITION on each partition named). A response with a top-level error
+carries no partition, as Kafka's (``new VoteResponseData().setErrorCode(...)``); partition-level errors
+(FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST for a bad field, ...) come from the core's
+``partition_error`` with the responder's epoch and leader.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class WireError(ValueError):
 
 
 class InvalidTopicPartition(WireError):
-    """The request is not for ``__cluster_metadata-0`` (answer: top-level INVALID_REQUEST)."""
+    """The request is not for ``__cluster_metadata-0`` (``_named_partition``; the request is then passed on
+    marked, see the module docstring)."""
 
 
 def api_key(message: Request | Response) -> int:
@@ -161,7 +164,12 @@ def request_to_body(req: Request, version: int) -> Body:
 
 
 def request_from_body(key: int, version: int, body: Body) -> Request:
-    """The core's view of a decoded request body (raises ``InvalidTopicPartition``)."""
+    """The core's view of a decoded request body; one for another partition comes marked as such."""
+    if key in (VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH):
+        try:
+            _named_partition(body, codec.api_name(key))
+        except InvalidTopicPartition:
+            return _foreign_partition_request(key, body)
     if key == VOTE:
         p = _named_partition(body, "Vote")
         return VoteRequest(
@@ -187,24 +195,27 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
     if key == FETCH:
         _check_fetch_version(version)
         topics = body.get("Topics") or []
-        if len(topics) != 1 or len(topics[0].get("Partitions") or []) != 1:
-            raise InvalidTopicPartition(f"Fetch must name exactly one partition, got {topics!r}")
-        topic = topics[0]
-        ok_topic = (
-            topic.get("TopicId") == METADATA_TOPIC_ID
-            if version >= 13
-            else topic.get("Topic") == METADATA_TOPIC
-        )
-        p = topic["Partitions"][0]
-        if not ok_topic or p["Partition"] != METADATA_PARTITION:
-            raise InvalidTopicPartition(
-                f"Fetch for {topic.get('TopicId') or topic.get('Topic')}-{p['Partition']}"
-            )
         if version >= 15:
             state = body.get("ReplicaState") or {}
             replica_id, replica_epoch = state.get("ReplicaId", -1), state.get("ReplicaEpoch", -1)
         else:
             replica_id, replica_epoch = body.get("ReplicaId", -1), -1
+        ok = len(topics) == 1 and len(topics[0].get("Partitions") or []) == 1
+        if ok:
+            topic = topics[0]
+            ok_topic = (
+                topic.get("TopicId") == METADATA_TOPIC_ID
+                if version >= 13
+                else topic.get("Topic") == METADATA_TOPIC
+            )
+            p = topic["Partitions"][0]
+            ok = ok_topic and p["Partition"] == METADATA_PARTITION
+        if not ok:
+            # RaftUtil.hasValidTopicPartition fails: answered (top-level INVALID_REQUEST) after the cluster id.
+            return FetchRequest(
+                body.get("ClusterId"), replica_id, -1, 0, 0, body["MaxWaitMs"], replica_epoch=replica_epoch,
+                valid_partition=False,
+            )
         return FetchRequest(
             body.get("ClusterId"),
             replica_id,
@@ -216,9 +227,26 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
             replica_epoch,
         )
     if key == DESCRIBE_QUORUM:
-        _named_partition(body, "DescribeQuorum")
+        try:
+            _named_partition(body, "DescribeQuorum")
+        except InvalidTopicPartition:
+            unknown = tuple(
+                (t.get("TopicName"), tuple(p["PartitionIndex"] for p in t.get("Partitions") or ()))
+                for t in body.get("Topics") or ()
+            )
+            return DescribeQuorumRequest(unknown)
         return DescribeQuorumRequest()
     raise WireError(f"request_from_body: api key {key} is not a KRaft RPC")
+
+
+def _foreign_partition_request(key: int, body: Body) -> Request:
+    """A Vote/BeginQuorumEpoch/EndQuorumEpoch for another partition: only its cluster id matters."""
+    cluster_id = body.get("ClusterId")
+    if key == VOTE:
+        return VoteRequest(cluster_id, -1, -1, 0, 0, valid_partition=False)
+    if key == BEGIN_QUORUM_EPOCH:
+        return BeginQuorumEpochRequest(cluster_id, -1, -1, valid_partition=False)
+    return EndQuorumEpochRequest(cluster_id, -1, -1, valid_partition=False)
 
 
 # ============================================================================================ responses
@@ -242,6 +270,12 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
     FENCED_LEADER_EPOCH (KIP-951: the error responses that name a new leader carry its endpoint).
     """
     endpoints = endpoints or {}
+    if resp.error != Errors.NONE and not isinstance(resp, DescribeQuorumResponse):
+        # Kafka's top-level errors (INCONSISTENT_CLUSTER_ID, INVALID_REQUEST for another partition) carry
+        # no partition: e.g. ``new VoteResponseData().setErrorCode(...)`` in KafkaRaftClient.
+        if isinstance(resp, FetchResponse):
+            _check_fetch_version(version)
+        return error_response_body(api_key(resp), version, resp.error)
     if isinstance(resp, VoteResponse):
         part: Body = {
             "PartitionIndex": METADATA_PARTITION,
@@ -287,6 +321,29 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
                 {"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port, "Rack": None}
             ]
         return fbody
+    if isinstance(resp, DescribeQuorumResponse) and resp.unknown is not None:
+        # DescribeQuorumRequest.getPartitionLevelErrorResponse: every partition named, with the error.
+        ubody: Body = {
+            "ErrorCode": int(resp.error),
+            "Topics": [
+                {"TopicName": name, "Partitions": [_describe_error_partition(i, resp.partition_error, version)
+                                                   for i in indexes]}
+                for name, indexes in resp.unknown
+            ],
+        }
+        if version >= 2:
+            ubody["Nodes"] = []
+        return ubody
+    if isinstance(resp, DescribeQuorumResponse) and resp.partition_error != Errors.NONE:
+        # DescribeQuorumResponse.singletonErrorResponse: the error (and its message); LeaderId, LeaderEpoch and
+        # HighWatermark stay at the schema's default 0, no voters, no observers, no Nodes.
+        ebody: Body = {
+            "ErrorCode": int(resp.error),
+            "Topics": _named_topic(_describe_error_partition(METADATA_PARTITION, resp.partition_error, version)),
+        }
+        if version >= 2:
+            ebody["Nodes"] = []
+        return ebody
     if isinstance(resp, DescribeQuorumResponse):
         dpart: Body = {
             "PartitionIndex": METADATA_PARTITION,
@@ -299,11 +356,8 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
         }
         body: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(dpart)}
         if version >= 2:
-            if resp.partition_error == Errors.NONE:
-                named = [r.replica_id for r in resp.voters]
-            else:
-                named = [resp.leader_id] if resp.partition_error == Errors.NOT_LEADER_OR_FOLLOWER else []
-            body["Nodes"] = [_node_body(i, endpoints[i]) for i in named if i in endpoints]
+            body["Nodes"] = [_node_body(r.replica_id, endpoints[r.replica_id])
+                             for r in resp.voters if r.replica_id in endpoints]
         return body
     raise TypeError(f"response_to_body: not a KRaft response: {resp!r}")
 
@@ -316,6 +370,26 @@ def _error(code: int) -> Errors:
     """``Errors(code)`` without the enum machinery on the hot path (every Fetch response has two)."""
     error = _ERROR_OF_CODE.get(code)
     return Errors(code) if error is None else error  # an unknown code raises as Errors() does
+
+
+def _describe_error_partition(index: int, error: Errors, version: int) -> Body:
+    part: Body = {
+        "PartitionIndex": index,
+        "ErrorCode": int(error),
+        "LeaderId": 0,
+        "LeaderEpoch": 0,
+        "HighWatermark": 0,
+        "CurrentVoters": [],
+        "Observers": [],
+    }
+    if version >= 2:
+        part["ErrorMessage"] = error_message(error)
+    return part
+
+
+def error_message(error: Errors) -> str:
+    """Kafka's ``Errors.message()`` for ``error`` (``spec/errors.tsv``)."""
+    return error.message
 
 
 def _node_body(node_id: int, ep: NodeEndpoint) -> Body:

@@ -154,7 +154,7 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
     log.info("node %d runs on %s", cfg.node_id, type(loop).__module__ + "." + type(loop).__name__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # A node that halts (its log directory failed) ends the process, with a non-zero exit naming why.
+    # A node that halts (a failed log directory, a safety violation) ends the process, naming why.
     halted = asyncio.ensure_future(node.halted.wait())
     halted.add_done_callback(lambda _: stop.set())
     stats = WorkloadStats()
@@ -180,4 +180,4 @@ async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, 
         halted.cancel()
         await node.stop(graceful=node.failure is None)
     if node.failure is not None:
-        raise SystemExit(f"kraft-tck node: node {cfg.node_id} halted: its log directory failed: {node.failure}")
+        raise SystemExit(f"kraft-tck node: node {cfg.node_id} halted: {node.halt_reason}: {node.failure}")

@@ -75,12 +75,29 @@ Live(b) == [m \in {x \in DOMAIN b : ~Dead(x)} |-> b[m]]
 
 (***************************************************************************)
 (* Black-box: a target started before the harness listened (--target     *)
-(* host:port) holds elections nobody hears.  It may start as the          *)
-(* Candidate of any epoch e up to PreludeElections (0 but for such a      *)
-(* trace) with its own vote and its empty log, the Vote requests of its   *)
-(* last election still on their way: KRaft's Init, e StartElection steps  *)
-(* and the network losing the requests of all elections but the last.    *)
+(* host:port, header targetStartedBeforeHarness) holds elections nobody   *)
+(* hears.  Until its first exchange with the harness, KRaft lets it do    *)
+(* nothing else: no message reaches it, so the only enabled steps of it   *)
+(* are StartElection (from Unattached, then again and again as the        *)
+(* Candidate whose election timed out) and Restart, which gives a         *)
+(* Candidate of an epoch with its own vote and no leader back as that     *)
+(* Candidate (Kafka's QuorumState.initialize).  So it starts in KRaft's   *)
+(* Init or as the Candidate of some epoch e in 1..PreludeElections (0 but *)
+(* for such traces; Python bounds e by the largest epoch the target       *)
+(* states in the trace, epochs never going back) with its own vote and    *)
+(* its empty log.  The network lost or still holds any of the Vote        *)
+(* requests of its elections; only those the harness may still receive   *)
+(* matter (it takes no step of its own), so in flight are the requests of *)
+(* epoch e and of each epoch of PreludeVoteEpochs (the epochs of the      *)
+(* target's empty-log Vote requests in the trace) up to e: one copy each, *)
+(* as the model's resends are (an exact resend is no row).                *)
 (***************************************************************************)
+PreludeVotes(e) ==
+    LET t == TraceTarget IN
+    {[type |-> "VoteRequest", from |-> t, to |-> j, clusterId |-> TraceCluster,
+      epoch |-> x, lastOffsetEpoch |-> 0, lastOffset |-> 0] :
+        j \in TraceVoters \ {t}, x \in {y \in PreludeVoteEpochs \cup {e} : 1 <= y /\ y <= e}}
+
 IsolatedCandidate(e) ==
     LET t == TraceTarget IN
     /\ role = [i \in K!Nodes |-> IF i = t THEN K!Candidate ELSE K!Unattached]
@@ -92,8 +109,7 @@ IsolatedCandidate(e) ==
     /\ clusterId = [i \in K!Nodes |-> TraceCluster]
     /\ votesGranted = [i \in K!Nodes |-> IF i = t THEN {t} ELSE {}]
     /\ endOffset = [i \in K!Nodes |-> [j \in TraceVoters |-> 0]]
-    /\ msgs = K!WithMsgs(<<>>, {[type |-> "VoteRequest", from |-> t, to |-> j, clusterId |-> TraceCluster,
-                                epoch |-> e, lastOffsetEpoch |-> 0, lastOffset |-> 0] : j \in TraceVoters \ {t}})
+    /\ msgs = K!WithMsgs(<<>>, PreludeVotes(e))
     /\ restarts = 0
 
 TraceInit ==
@@ -155,10 +171,12 @@ StateMatches(i, s) ==
     /\ votedId'[i] = s.votedId
     /\ leaderId'[i] = s.leaderId
     /\ Len(log'[i]) = s.logEndOffset
-    \* Kafka reports LastFetchedEpoch -1 for an empty log, the model's LastEpoch 0
+    \* an empty log's last epoch: the model's LastEpoch 0, which Kafka's wire sentinel is too (an empty
+    \* log fetches with LastFetchedEpoch 0); -1, an older sentinel for it, is read the same
     /\ IF log'[i] = <<>> THEN s.lastFetchedEpoch \in {0, -1}
        ELSE K!LastEpoch(log'[i]) = s.lastFetchedEpoch
-    /\ highWatermark'[i] = s.highWatermark
+    \* -1: no high watermark known yet (Kafka's "unknown"), the model's 0 (nothing known committed)
+    /\ highWatermark'[i] = IF s.highWatermark = -1 THEN 0 ELSE s.highWatermark
 
 \* ClientAppend of a batch: the leader appends n records of its epoch.
 ClientAppendBatch(i, n) ==

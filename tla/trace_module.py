@@ -28,7 +28,8 @@ target is hidden (TraceKRaft.tla ``TargetNext``, at most ``BLACKBOX_HIDDEN_STEPS
 the next row needs them; its client appends, ``HiddenAppend``, are not counted) and each message it
 sends must be in flight when the harness receives it (``_blackbox_events``); the harness's kill -9
 restarts (header ``targetRestarts``) are ``TargetRestart`` rows.  The target starts in KRaft's initial
-state, so a trace that finds it in a state earlier cases left is NOT CHECKED (``_blackbox_not_fresh``), as
+state (or, header ``targetStartedBeforeHarness``, as the Candidate of elections nobody heard: ``_prelude``),
+so a trace that finds it in a state earlier cases left is NOT CHECKED (``_blackbox_start``), as
 is any trace with no row to check: never PASS.  The conformance harness's session traces (one per life
 of the target, header ``cases``) start from a fresh target and span every case.
 """
@@ -125,6 +126,8 @@ class Trace:
     not_fresh: str = ""
     # black-box: elections the target may have held before the harness listened (IsolatedCandidate)
     prelude: int = 0
+    # black-box: the epochs of the target's Vote requests such a start may hold in flight (PreludeVoteEpochs)
+    prelude_votes: frozenset[int] = frozenset()
 
 
 #: Why a trace with no rows is not checked (black-box traces say why in ``not_checked_reason``).
@@ -208,12 +211,16 @@ def read_trace(path: str | Path) -> Trace:
         # black-box: the harness's virtual voters are the environment of the one node it drives
         environment = frozenset(members - {target})
         cluster = trace_cluster(header, objs)
-        fresh, prelude = _blackbox_not_fresh(objs, target)
+        before_harness = bool(header.get(STARTED_BEFORE_HARNESS))
+        fresh, prelude, vote_epochs = _blackbox_start(objs, target, before_harness)
         restarts = list(header.get("targetRestarts", []))
         events = [] if fresh else _blackbox_events(objs, target, environment, cluster, restarts)
+        if before_harness and not fresh:
+            prelude, vote_epochs = _prelude(events)
         return Trace(
-            path, header, events, len(lines), environment, cluster, frozenset(observers), target, fresh, prelude
-        )
+            path, header, events, len(lines), environment, cluster, frozenset(observers), target, fresh, prelude,
+            vote_epochs,
+        )  # fmt: skip
     # with no step recorded at all there is no node to check and so no environment either
     environment = frozenset(members - acting) if acting else frozenset()
     events = _action_events(objs, environment, trace_cluster(header, objs))
@@ -635,18 +642,29 @@ def _deliveries(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> tup
     return dropped, {first_receive[send]: n for send, n in more.items()}
 
 
-def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> tuple[str, int]:
-    """Why a harness trace does not start from a fresh formatted target ("" when it does), and how many
-    elections a fresh target may have held before the harness listened (TraceKRaft IsolatedCandidate).
+#: Harness trace header: the target was running before the harness listened (``--target host:port``),
+#: so it may have held elections nobody heard (TraceKRaft.tla IsolatedCandidate).
+STARTED_BEFORE_HARNESS = "targetStartedBeforeHarness"
 
-    Black-box validation starts the target in KRaft's initial state (epoch 0, empty log, no vote).  A
-    harness that drives one target through many cases leaves it in later cases with the state earlier
-    ones made; the trace cannot show that state, so it is not guessed: such a trace is NOT CHECKED.
-    The tell: the target's first request states a log end beyond the records the harness gave it, or
-    an epoch beyond every epoch the harness named and the few elections it could hold unobserved.  A Vote
-    request from an empty log is the exception: a target started before the harness (``--target
-    host:port``) runs elections whose requests cannot reach anyone; it may start as the Candidate of any
-    epoch up to the Vote's, with only its own vote.
+
+def _blackbox_start(
+    objs: list[tuple[int, dict[str, Any]]], target: int, before_harness: bool = False
+) -> tuple[str, int, frozenset[int]]:
+    """Why a harness trace does not start from a fresh formatted target ("" when it does); for a trace
+    without the header ``targetStartedBeforeHarness`` whose target's first request is a Vote from an empty
+    log in an epoch nobody named, that epoch (elections nobody heard, TraceKRaft ``IsolatedCandidate``)
+    and that Vote's epoch (``PreludeVoteEpochs``); with the header, ``_prelude`` bounds them instead.
+
+    Black-box validation starts the target in KRaft's initial state (epoch 0, empty log, no vote) or, for
+    a target that ran before the harness listened, as the Candidate of elections nobody heard.  A harness
+    that drives one target through many cases leaves it in later cases with the state earlier ones made;
+    the trace cannot show that state, so it is not guessed: such a trace is NOT CHECKED.  The tells: the
+    target's first request states a log end beyond the records the harness gave it; for a target that ran
+    before the harness listened, its first answer names a leader of an epoch the harness never named
+    (elections nobody heard make no leader known: it ran with someone before); for a target the harness
+    started itself, which is fresh when the session begins, such an answer is a wrong one and fails, and a
+    first request in an epoch beyond every epoch the harness named and the few elections it could hold
+    unobserved is a later case's trace.
     """
     records_given = 0
     epochs_seen = 0
@@ -665,7 +683,19 @@ def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> 
                 epochs_seen = max(epochs_seen, part.get("LeaderEpoch", 0))
                 records_given += len(_records(part)) if msg["api"] == "Fetch" else 0
             continue
-        if msg["from"] != target or msg["kind"] != "request":
+        if msg["from"] != target:
+            continue
+        if msg["kind"] == "response":
+            if body.get("ErrorCode", 0) != 0:
+                continue
+            part = _partition(body, "Responses") if msg["api"] == "Fetch" else _partition(body)
+            leader = (part.get("CurrentLeader") or {}) if msg["api"] == "Fetch" else part
+            ldr, epoch = leader.get("LeaderId", -1), leader.get("LeaderEpoch", 0)
+            if before_harness and isinstance(ldr, int) and ldr >= 0 and ldr != target and epoch > epochs_seen:
+                return (
+                    f"the target's first {msg['api']} answer names leader {ldr} of epoch {epoch}, which the "
+                    "harness never announced: the trace does not start from a fresh node, whose state is unknown"
+                ), 0, frozenset()
             continue
         part = _partition(body)
         if msg["api"] == "Fetch" and part:
@@ -678,14 +708,34 @@ def _blackbox_not_fresh(objs: list[tuple[int, dict[str, Any]]], target: int) -> 
             return (
                 f"the target's first {msg['api']} request states log end {end}, but the harness gave it only "
                 f"{records_given} records: the trace does not start from a fresh node, whose state is unknown"
-            ), 0
-        if epoch > epochs_seen + BLACKBOX_HIDDEN_STEPS:
+            ), 0, frozenset()
+        if epoch > epochs_seen + BLACKBOX_HIDDEN_STEPS and not before_harness:
             if msg["api"] == "Vote" and end == 0:
                 # a fresh node started before the harness listened: elections nobody heard
-                return "", epoch
-            return f"the target's first {msg['api']} request is in epoch {epoch}: not a fresh node", 0
-        return "", 0
-    return "", 0
+                return "", epoch, frozenset({epoch})
+            return f"the target's first {msg['api']} request is in epoch {epoch}: not a fresh node", 0, frozenset()
+        return "", 0, frozenset()
+    return "", 0, frozenset()
+
+
+def _prelude(events: Sequence[TraceEvent]) -> tuple[int, frozenset[int]]:
+    """For a target started before the harness listened: the largest epoch it may start in as the
+    Candidate of elections nobody heard (TraceKRaft ``IsolatedCandidate``), and the epochs of the Vote
+    requests of such elections the harness may receive (``PreludeVoteEpochs``).
+
+    Every message of the target in a KRaft behaviour carries the target's epoch when it sent it, which is
+    at least the one it started in, except the Vote requests of its elections before the trace (epochs up
+    to that one, from its empty log).  So the largest epoch of the target's rows bounds the start (a trace
+    of only such Vote requests is explained as well by a start at the largest of them).  TLC drops every
+    start a row refutes; the bound is not the smallest epoch of the target's other rows, though that
+    bounds the start too, so that a trace no start explains fails at the first row that refutes the last
+    start left, as it does for a target started by the harness.  The Vote epochs: those of the target's
+    empty-log Vote requests (IsolatedCandidate(e) holds the ones up to e in flight).
+    """
+    received = [ev.msg for ev in events if ev.event == "EnvironmentReceive" and isinstance(ev.msg.get("epoch"), int)]
+    votes = {m["epoch"] for m in received if m["type"] == "VoteRequest" and m.get("lastOffset") == 0}
+    bound = max((m["epoch"] for m in received), default=0)
+    return max(bound, 0), frozenset(e for e in votes if e >= 1)
 
 
 def _blackbox_events(
@@ -990,6 +1040,7 @@ def trace_module(
         f"HiddenSteps == {hidden_steps}\n"
         f"ReceiveWindow == {RECEIVE_WINDOW}\n"
         f"PreludeElections == {trace.prelude}\n"
+        f"PreludeVoteEpochs == {{{', '.join(str(e) for e in sorted(trace.prelude_votes))}}}\n"
         f"TraceStop == {stop + 1 if stop > 0 else len(events) + 1}\n"
         f"BlackBox == {'TRUE' if trace.target is not None else 'FALSE'}\n"
         f"TraceTarget == {trace.target if trace.target is not None else -1}\n"

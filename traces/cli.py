@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import time
 from collections import defaultdict
@@ -118,6 +119,18 @@ def simulate_cmd(
 COMMANDS: list[click.Command] = [simulate_cmd]
 
 
+def require_extras(command: str, modules: dict[str, str]) -> None:
+    """Fail ``command`` with the pip line to run when a module of an optional extra is not installed
+    (``modules``: module -> the kraft-tck extra that brings it). Spark and matplotlib are not dependencies
+    of a plain ``pip install kraft-tck``; nothing imports them until a command that needs them runs."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        extras = ",".join(sorted({modules[m] for m in missing}))
+        raise click.ClickException(
+            f"{command} needs {', '.join(missing)}, which this installation lacks: pip install 'kraft-tck[{extras}]'"
+        )
+
+
 @click.command("pipeline")
 @click.option("--input", "input_dir", required=True, type=click.Path(), help="Directory of NDJSON traces.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
@@ -126,6 +139,7 @@ COMMANDS: list[click.Command] = [simulate_cmd]
 @click.option("--no-tlc", is_flag=True, help="Skip the per-trace validation fan-out.")
 def pipeline_cmd(input_dir: str, out_dir: str, master: str | None, no_tlc: bool) -> None:
     """Check and summarise traces with Spark. Exit 0 clean, 1 violations, 2 bad input (or quarantined lines)."""
+    require_extras("kraft-tck pipeline", {"pyspark": "pipeline", "pyarrow": "pipeline", "matplotlib": "plots"})
     from kraft_tck.traces.pipeline.files import BadInput, list_trace_files
     from kraft_tck.traces.pipeline.run import EXIT_BAD_INPUT, run_pipeline
     from kraft_tck.traces.pipeline.session import build_session

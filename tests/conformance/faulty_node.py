@@ -53,6 +53,17 @@ class ObserversCount(KRaftCore):
         return True
 
 
+class HaltBelowHighWatermark(KRaftCore):
+    """Not a fault: Kafka's choice. Told to truncate below its high watermark, the process halts before
+    truncating anything (KafkaRaftClient.handleFetchResponse throws; the fatal fault handler halts)."""
+
+    def _guard_truncation(self, offset: int) -> None:
+        if offset < self.high_watermark:
+            sys.stderr.write(f"halt: asked to truncate to {offset}, below the high watermark {self.high_watermark}\n")
+            sys.stderr.flush()
+            os._exit(1)
+
+
 class NeverExpireSessions(Controller):
     def _expired(self, broker_id: int, now_ms: int) -> bool:
         return False  # a broker that stopped heartbeating is never fenced
@@ -70,6 +81,7 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "never-resign": NeverResign,
     "ignore-cluster-id": IgnoreClusterId,
     "observers-count": ObserversCount,
+    "halt-below-hw": HaltBelowHighWatermark,  # Kafka's behaviour, no fault: the catalog passes
     "none": KRaftCore,
 }
 

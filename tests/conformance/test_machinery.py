@@ -90,7 +90,7 @@ def test_epoch_end_offset_follows_kafka() -> None:
     assert log.epoch_end_offset(3) == (3, 4)
     assert log.epoch_end_offset(7) == (5, 5)
     assert log.epoch_end_offset(0) == (0, 0)
-    assert VLog().epoch_end_offset(4) == (-1, 0)
+    assert VLog().epoch_end_offset(4) == (0, 0)  # KafkaMetadataLog.endOffsetForEpoch of an empty log
 
 
 def test_diverging_is_none_only_for_consistent_positions() -> None:
@@ -98,6 +98,8 @@ def test_diverging_is_none_only_for_consistent_positions() -> None:
     assert log.diverging(2, 1) is None
     assert log.diverging(5, 5) is None
     assert log.diverging(0, -1) is None
+    assert log.diverging(0, 3) is None  # FetchOffset 0 agrees with every log (validateOffsetAndEpoch)
+    assert VLog().last_epoch == 0  # an empty log: Kafka's sentinel, never -1
     assert log.diverging(3, 1) == (1, 2)  # past the end of epoch 1
     assert log.diverging(4, 2) == (1, 2)  # an epoch the log never had
     assert log.diverging(9, 5) == (5, 5)  # beyond the log end
@@ -250,9 +252,10 @@ def test_five_voter_layout() -> None:
     assert props["controller.quorum.voters"].count("@") == 5
 
 
-def test_target_image_without_a_docker_daemon_skips_with_an_actionable_reason(tmp_path: Path) -> None:
-    """--target-image uses testcontainers; with no daemon every case is skipped, and the reason says what to
-    do (start Docker, set DOCKER_HOST, or use --target-cmd / --target)."""
+def test_target_image_without_a_docker_daemon_stops_with_an_actionable_reason(tmp_path: Path) -> None:
+    """--target-image uses testcontainers; with no daemon the run stops before any case with exit code 8
+    (nothing tested, conformance/plugin.py) and one line saying what to do (start Docker, set DOCKER_HOST,
+    or use --target-cmd / --target)."""
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
     proc = subprocess.run(
@@ -261,6 +264,7 @@ def test_target_image_without_a_docker_daemon_skips_with_an_actionable_reason(tm
         cwd=repo, env=env, capture_output=True, text=True, timeout=120,
     )
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    assert "skipped" in out and "passed" not in out.splitlines()[-1]
-    assert "Docker daemon" in out and "--target-cmd" in out
+    assert proc.returncode == 8, out[-3000:]
+    assert "passed" not in out
+    line = next(ln for ln in out.splitlines() if "kraft-tck: nothing tested" in ln)
+    assert "Docker daemon" in line and "--target-cmd" in line

@@ -98,13 +98,13 @@ VOTE_CASES = [
         Unattached,
     ),
     (
-        "candidate outside the voter set",
+        "candidate outside the voter set: granted as Kafka 3.9+ (no INCONSISTENT_VOTER_SET)",
         QuorumStateSnapshot(1),
         (),
         vote(2, 9),
-        False,
-        ("partition", Errors.INCONSISTENT_VOTER_SET),
-        Unattached,
+        True,
+        None,
+        Voted,
     ),
     (
         "one vote per epoch: refuse another candidate",
@@ -236,10 +236,18 @@ def test_leader_of_the_same_epoch_refuses_and_a_higher_epoch_unseats_it() -> Non
     assert isinstance(core.role, Voted) and core.epoch == 3
 
 
-def test_observer_refuses_to_vote() -> None:
+def test_observer_votes_like_kafka_but_never_elects_itself() -> None:
+    """KafkaRaftClientTest.testHandleVoteRequestAsObserver: an observer grants (Kafka 3.9+)."""
     core = make(9)
-    resp = request(core, vote(1, 2)).replies[0].response
-    assert isinstance(resp, VoteResponse) and resp.partition_error == Errors.INCONSISTENT_VOTER_SET
+    ready = request(core, vote(1, 2))
+    resp = ready.replies[0].response
+    assert isinstance(resp, VoteResponse) and resp.vote_granted and resp.partition_error == Errors.NONE
+    assert isinstance(core.role, Voted) and core.role.election_deadline_ms is None
+    assert ready.persist == QuorumStateSnapshot(1, -1, 2, (1, 2, 3))
+    # it keeps asking the voters who leads, and never becomes a candidate
+    assert [type(o.request) for o in ready.send] == [FetchRequest]
+    later = core.tick(50_000)
+    assert isinstance(core.role, Voted) and not any(isinstance(o.request, VoteRequest) for o in later.send)
 
 
 # ---------------------------------------------------------------------- elections
@@ -362,7 +370,7 @@ def test_begin_quorum_epoch_is_resent_until_acknowledged_or_fetched() -> None:
     assert core.tick(timeout - 1).send == []
     assert sorted(o.dest_id for o in core.tick(timeout).send) == [2, 3]  # no answer: resend to both
     core.step(ResponseReceived(2, BeginQuorumEpochResponse(1, 1)), timeout + 1)
-    core.step(RequestReceived(3, "f", FetchRequest("cid", 3, 1, 0, -1)), timeout + 2)  # a fetch acks too
+    core.step(RequestReceived(3, "f", FetchRequest("cid", 3, 1, 0, 0)), timeout + 2)  # a fetch acks too
     assert core.tick(timeout + 1500).send == []  # before the check-quorum deadline
 
 
@@ -381,7 +389,8 @@ def test_begin_quorum_epoch_request_makes_a_voter_follow() -> None:
     [
         (BeginQuorumEpochRequest("nope", 3, 2), "error", Errors.INCONSISTENT_CLUSTER_ID),
         (BeginQuorumEpochRequest("cid", 3, 0), "partition_error", Errors.FENCED_LEADER_EPOCH),
-        (BeginQuorumEpochRequest("cid", 8, 2), "partition_error", Errors.INCONSISTENT_VOTER_SET),
+        (BeginQuorumEpochRequest("cid", -1, 2), "partition_error", Errors.INVALID_REQUEST),
+        (BeginQuorumEpochRequest("cid", 3, 2**31 - 1), "partition_error", Errors.INVALID_REQUEST),
     ],
 )
 def test_begin_quorum_epoch_refusals(req: BeginQuorumEpochRequest, field: str, error: Errors) -> None:

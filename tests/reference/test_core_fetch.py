@@ -85,7 +85,7 @@ LEADER_LOG = log_with((1, 3), (2, 2))
 
 # KIP-595 "Fetch Request Handling" step 3: (FetchOffset, LastFetchedEpoch) -> DivergingEpoch or None
 DIVERGENCE_CASES = [
-    ("empty follower", 0, -1, None),
+    ("empty follower (Kafka's LastFetchedEpoch 0)", 0, 0, None),
     ("inside epoch 1", 2, 1, None),
     ("at the end of epoch 1", 3, 1, None),
     ("past the end of epoch 1", 4, 1, (1, 3)),
@@ -126,16 +126,16 @@ def test_fetch_divergence_validation(offset: int, last_epoch: int, diverging: tu
 )
 def test_fetch_epoch_and_cluster_checks(epoch: int, cluster: str, field: str, error: Errors) -> None:
     core = leader(4, LEADER_LOG)
-    resp = reply(fetch(core, 2, 0, -1, epoch=epoch, cluster=cluster))
+    resp = reply(fetch(core, 2, 0, 0, epoch=epoch, cluster=cluster))
     assert getattr(resp, field) == error
     assert resp.batches == ()
 
 
 def test_fetch_with_a_null_cluster_id_is_accepted() -> None:
-    assert reply(fetch(leader(4, LEADER_LOG), 2, 0, -1, cluster=None)).partition_error == Errors.NONE
+    assert reply(fetch(leader(4, LEADER_LOG), 2, 0, 0, cluster=None)).partition_error == Errors.NONE
 
 
-@pytest.mark.parametrize(("offset", "last_epoch"), [(-1, -1), (3, -1), (0, 9)])
+@pytest.mark.parametrize(("offset", "last_epoch"), [(-1, -1), (3, -1), (0, -1), (0, 9)])
 def test_malformed_fetch_is_invalid_request(offset: int, last_epoch: int) -> None:
     resp = reply(fetch(leader(4, LEADER_LOG), 2, offset, last_epoch))
     assert resp.partition_error == Errors.INVALID_REQUEST
@@ -143,7 +143,7 @@ def test_malformed_fetch_is_invalid_request(offset: int, last_epoch: int) -> Non
 
 def test_non_leader_answers_not_leader_or_follower_with_the_current_leader() -> None:
     core = follower(2, 4, 1)
-    resp = reply(fetch(core, 3, 0, -1, epoch=4))
+    resp = reply(fetch(core, 3, 0, 0, epoch=4))
     assert resp.partition_error == Errors.NOT_LEADER_OR_FOLLOWER
     assert resp.current_leader == LeaderIdAndEpoch(1, 4)
 

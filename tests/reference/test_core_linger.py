@@ -113,7 +113,7 @@ def test_held_records_are_not_served_to_followers_until_appended() -> None:
     """Only appended records replicate: a fetch during the linger sees the log without them."""
     core = leader(10)
     core.step(ClientWrite((VALUE,)), 1)
-    ready = core.step(RequestReceived(2, "r", FetchRequest("cid", 2, 3, 0, -1)), 2)
+    ready = core.step(RequestReceived(2, "r", FetchRequest("cid", 2, 3, 0, 0)), 2)
     (reply,) = ready.replies
     assert isinstance(reply.response, FetchResponse)
     assert [b.last_offset for b in reply.response.batches] == [0]  # the LeaderChange record only

@@ -35,6 +35,7 @@ from kraft_tck.spec.errors import Errors
 
 VOTERS = frozenset({1, 2, 3})
 FETCH_TIMEOUT = 2000
+CHECK_QUORUM = 3000  # Kafka's LeaderState: 1.5 x the fetch timeout
 
 
 def config(node_id: int, cluster_id: str | None = "cid", voters: frozenset[int] = VOTERS) -> CoreConfig:
@@ -74,8 +75,8 @@ def events(ready: Ready) -> list[str]:
 
 def test_leader_without_fetches_from_a_majority_resigns_then_elects() -> None:
     core = leader()
-    assert core.tick(FETCH_TIMEOUT - 1).trace == []
-    ready = core.tick(FETCH_TIMEOUT)
+    assert core.tick(CHECK_QUORUM - 1).trace == []
+    ready = core.tick(CHECK_QUORUM)
     assert events(ready) == ["LeaderProgressTimeout"]
     assert isinstance(core.role, Resigned) and core.epoch == 1
     assert {(o.dest_id, type(o.request)) for o in ready.send} == {
@@ -89,16 +90,16 @@ def test_leader_without_fetches_from_a_majority_resigns_then_elects() -> None:
 
 def test_fetches_from_a_majority_keep_the_leader_in_office() -> None:
     core = leader()
-    fetch(core, 2, 0, -1, now=1500)  # leader + node 2 = majority of 3: timer restarts
-    assert core.tick(FETCH_TIMEOUT + 100).trace == []
+    fetch(core, 2, 0, 0, now=1500)  # leader + node 2 = majority of 3: timer restarts
+    assert core.tick(CHECK_QUORUM + 100).trace == []
     assert isinstance(core.role, Leader)
-    assert events(core.tick(1500 + FETCH_TIMEOUT)) == ["LeaderProgressTimeout"]
+    assert events(core.tick(1500 + CHECK_QUORUM)) == ["LeaderProgressTimeout"]
 
 
 def test_observer_fetches_do_not_keep_the_leader_in_office() -> None:
     core = leader()
-    fetch(core, 9, 0, -1, now=1500)
-    assert events(core.tick(FETCH_TIMEOUT)) == ["LeaderProgressTimeout"]
+    fetch(core, 9, 0, 0, now=1500)
+    assert events(core.tick(CHECK_QUORUM)) == ["LeaderProgressTimeout"]
 
 
 def test_the_only_voter_never_resigns() -> None:
@@ -170,11 +171,12 @@ def test_later_successor_waits_a_position_based_backoff() -> None:
     assert ready.trace[0]["event"] == "StartElection" and ready.trace[0]["cause"] == "EndQuorumEpoch"
 
 
-def test_unnamed_follower_waits_an_election_timeout() -> None:
+def test_unnamed_follower_waits_the_election_backoff_max() -> None:
+    """Kafka 3.9+ endEpochElectionBackoff: a voter not named waits election.backoff.max.ms."""
     core = _follower(2)
     core.step(RequestReceived(1, "e", EndQuorumEpochRequest("cid", 1, 1, (3,))), 10)
     role = core.role
-    assert isinstance(role, Follower) and 1010 <= role.fetch_deadline_ms < 2010
+    assert isinstance(role, Follower) and role.fetch_deadline_ms == 10 + 800
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,8 @@ def test_unnamed_follower_waits_an_election_timeout() -> None:
     [
         (EndQuorumEpochRequest("x", 1, 1, ()), "error", Errors.INCONSISTENT_CLUSTER_ID),
         (EndQuorumEpochRequest("cid", 1, 0, ()), "partition_error", Errors.FENCED_LEADER_EPOCH),
-        (EndQuorumEpochRequest("cid", 7, 1, ()), "partition_error", Errors.INCONSISTENT_VOTER_SET),
+        (EndQuorumEpochRequest("cid", -1, 1, ()), "partition_error", Errors.INVALID_REQUEST),
+        (EndQuorumEpochRequest("cid", 1, 2**31 - 1, ()), "partition_error", Errors.INVALID_REQUEST),
     ],
 )
 def test_end_quorum_epoch_refusals(req: EndQuorumEpochRequest, field: str, error: Errors) -> None:
@@ -198,7 +201,7 @@ def test_describe_quorum_reports_kip836_timestamps() -> None:
     fetch(core, 2, 1, 1, now=100)  # caught up at 100
     core.step(ClientWrite((b"a",)), 150)  # LEO 2
     fetch(core, 2, 1, 1, now=200)  # behind, but has all the leader had at its previous fetch
-    fetch(core, 3, 0, -1, now=250)  # behind
+    fetch(core, 3, 0, 0, now=250)  # behind
     fetch(core, 9, 2, 1, now=260)  # an observer, caught up
     ready = core.step(RequestReceived(-1, "d", DescribeQuorumRequest()), 300)
     resp = ready.replies[0].response
@@ -212,9 +215,10 @@ def test_describe_quorum_reports_kip836_timestamps() -> None:
     assert resp.observers == (ReplicaState(9, 2, 260, 260),)
 
 
-def test_describe_quorum_on_a_non_leader_names_the_leader() -> None:
+def test_describe_quorum_on_a_non_leader_answers_as_kafka() -> None:
+    """DescribeQuorumResponse.singletonErrorResponse: no leader hint; LeaderId/LeaderEpoch/HW stay 0."""
     resp = _follower(2).step(RequestReceived(-1, "d", DescribeQuorumRequest()), 1).replies[0].response
-    assert resp == DescribeQuorumResponse(1, 1, partition_error=Errors.NOT_LEADER_OR_FOLLOWER)
+    assert resp == DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER)
 
 
 # ---------------------------------------------------------------------- cluster id
@@ -226,7 +230,7 @@ def test_describe_quorum_on_a_non_leader_names_the_leader() -> None:
         VoteRequest("other", 2, 2, 0, 0),
         BeginQuorumEpochRequest("other", 2, 2),
         EndQuorumEpochRequest("other", 2, 2, ()),
-        FetchRequest("other", 2, 1, 0, -1),
+        FetchRequest("other", 2, 1, 0, 0),
     ],
 )
 def test_every_kraft_rpc_checks_the_cluster_id(req: object) -> None:
@@ -296,7 +300,7 @@ def _run(seed: int) -> list[Ready]:
         (5000, None),
         (5001, ResponseReceived(3, VoteResponse(-1, 2, True))),
         (5002, ClientWrite((b"a", b"b"))),
-        (5003, RequestReceived(2, "f", FetchRequest("cid", 2, 2, 0, -1))),
+        (5003, RequestReceived(2, "f", FetchRequest("cid", 2, 2, 0, 0))),
         (9000, None),
     ]
     out = []

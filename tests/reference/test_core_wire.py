@@ -63,7 +63,8 @@ RESPONSES: list[tuple[Response, range]] = [
         ),
         range(1, 3),
     ),
-    (DescribeQuorumResponse(-1, 4, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), range(0, 3)),
+    # DescribeQuorumResponse.singletonErrorResponse: LeaderId, LeaderEpoch, HighWatermark stay 0
+    (DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), range(0, 3)),
 ]
 
 
@@ -124,9 +125,16 @@ def test_fetch_v13_names_the_metadata_topic_by_id_and_v15_moves_the_replica_id()
 
 
 def test_error_levels_follow_kafka() -> None:
+    # A top-level error carries no partition (KafkaRaftClient: new FetchResponseData().setErrorCode(...)).
     top = wire.response_to_body(FetchResponse(error=Errors.INCONSISTENT_CLUSTER_ID), 16)
-    assert top["ErrorCode"] == Errors.INCONSISTENT_CLUSTER_ID
-    assert top["Responses"][0]["Partitions"][0]["ErrorCode"] == 0
+    assert top["ErrorCode"] == Errors.INCONSISTENT_CLUSTER_ID and top["Responses"] == []
+    for resp in (
+        VoteResponse(1, 2, False, error=Errors.INVALID_REQUEST),
+        BeginQuorumEpochResponse(1, 2, error=Errors.INCONSISTENT_CLUSTER_ID),
+        EndQuorumEpochResponse(1, 2, error=Errors.INVALID_REQUEST),
+    ):
+        body = wire.response_to_body(resp, 1)
+        assert body["ErrorCode"] == resp.error and body["Topics"] == []
     part = wire.response_to_body(VoteResponse(1, 2, False, partition_error=Errors.FENCED_LEADER_EPOCH), 1)
     assert (
         part["ErrorCode"] == 0
@@ -166,11 +174,15 @@ def test_error_levels_follow_kafka() -> None:
         (wire.FETCH, 13, {"MaxWaitMs": 0, "Topics": []}),
     ],
 )
-def test_foreign_partitions_are_refused_before_the_core(
+def test_foreign_partitions_reach_the_core_marked(
     key: int, version: int, body: dict[str, object]
 ) -> None:
-    with pytest.raises(wire.InvalidTopicPartition):
-        wire.request_from_body(key, version, body)
+    """Kafka checks the cluster id before the partition, so the core answers both (in that order)."""
+    req = wire.request_from_body(key, version, body)
+    if isinstance(req, DescribeQuorumRequest):
+        assert req.unknown == (("__cluster_metadata", (3,)),)
+    else:
+        assert req.valid_partition is False
     err = wire.error_response_body(key, version, Errors.INVALID_REQUEST)
     raw = codec.encode_response(key, version, 1, err)
     _, decoded = codec.decode_response(key, version, raw[4:])  # drop the frame's size prefix
@@ -213,10 +225,9 @@ def _encoded(resp: Response, version: int) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("resp", "version", "named"),
     [
-        # KIP-595 "DescribeQuorum Request Handling" step 1: not the leader, say who is (and, v2, where).
-        (DescribeQuorumResponse(2, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 2, [2]),
-        (DescribeQuorumResponse(2, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 1, None),
-        (DescribeQuorumResponse(-1, 5, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 2, []),
+        # Not the leader: Kafka's singletonErrorResponse names nobody (the KIP's leader hint is not sent).
+        (DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 2, []),
+        (DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER), 1, None),
         # The leader lists every voter's endpoint, as Kafka's does.
         (DescribeQuorumResponse(1, 5, 9, (ReplicaState(1, 9), ReplicaState(3, 9))), 2, [1, 3]),
     ],

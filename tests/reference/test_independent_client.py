@@ -121,8 +121,10 @@ async def three_voters(tmp_path: Path) -> tuple[list[Node], Node, Node]:
 
 def test_a_follower_names_the_leader_endpoint_to_kafka_python(tmp_path: Path) -> None:
     """A follower answers DescribeQuorum v2 and Fetch v17 with NOT_LEADER_OR_FOLLOWER (KIP-595 "DescribeQuorum
-    Request Handling" / "Fetch Request Handling" step 2), naming the leader's id, epoch and where it listens
-    (DescribeQuorum ``Nodes``, Fetch ``NodeEndpoints``), so a client can go there."""
+    Request Handling" / "Fetch Request Handling" step 2). Fetch names the leader's id, epoch and where it
+    listens (``NodeEndpoints``), so a client can go there; DescribeQuorum answers as Kafka does
+    (``DescribeQuorumResponse.singletonErrorResponse``: the error and its message, LeaderId/LeaderEpoch 0,
+    no ``Nodes``), not with the KIP's leader hint."""
     from kafka.protocol.consumer.fetch import FetchResponse
 
     async def main() -> tuple[Any, Any, int, int, int]:
@@ -137,7 +139,7 @@ def test_a_follower_names_the_leader_endpoint_to_kafka_python(tmp_path: Path) ->
             describe = DescribeQuorumResponse.decode(payload, version=2, header=True)
             # The Fetch request comes from this project's codec; the answer is decoded by kafka-python alone.
             epoch = follower.core.epoch
-            fetch = FetchRequest("Zx1W-0mTQzSWb8b0NoQ0Kg", 7, epoch, 0, -1, max_wait_ms=0, max_bytes=1 << 20)
+            fetch = FetchRequest("Zx1W-0mTQzSWb8b0NoQ0Kg", 7, epoch, 0, 0, max_wait_ms=0, max_bytes=1 << 20)
             frame = codec.encode_request(wire.FETCH, 17, 32, "independent", wire.request_to_body(fetch, 17))
             fetched = FetchResponse.decode(await roundtrip(follower.server.port, frame), version=17, header=True)
             return describe, fetched, leader.config.node_id, leader.server.port, epoch
@@ -148,10 +150,9 @@ def test_a_follower_names_the_leader_endpoint_to_kafka_python(tmp_path: Path) ->
     describe, fetched, leader_id, leader_port, epoch = asyncio.run(main())
     part = describe.topics[0].partitions[0]
     assert describe.error_code == 0 and part.error_code == Errors.NOT_LEADER_OR_FOLLOWER
-    assert (part.leader_id, part.leader_epoch) == (leader_id, epoch)
-    assert [(n.node_id, [(li.name, li.host, li.port) for li in n.listeners]) for n in describe.nodes] == [
-        (leader_id, [("CONTROLLER", "127.0.0.1", leader_port)])
-    ]
+    assert (part.leader_id, part.leader_epoch, part.high_watermark) == (0, 0, 0)
+    assert part.error_message == Errors.NOT_LEADER_OR_FOLLOWER.message
+    assert list(describe.nodes) == []
     fpart = fetched.responses[0].partitions[0]
     assert fetched.error_code == 0 and fpart.error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert (fpart.current_leader.leader_id, fpart.current_leader.leader_epoch) == (leader_id, epoch)

@@ -383,3 +383,42 @@ def test_requests_time_out_each_at_its_own_deadline() -> None:
         await client.close()
 
     asyncio.run(_with_server(_answering_below(2), body))
+
+
+def test_client_names_its_software_as_kafka_requires() -> None:
+    """KIP-511: ApiVersions v3+ carries ClientSoftwareName/Version, and Kafka answers INVALID_REQUEST to an
+    empty or ill-formed one (``ApiVersionsRequest.isValid``), so the node could not talk to a Kafka peer."""
+    import re
+
+    from kraft_tck.reference.net import API_VERSIONS
+
+    seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        payload = await read_frame(reader)
+        assert payload is not None
+        header, req = codec.decode_request(payload)
+        seen.append((header, req))
+        answer = codec.api_versions_body()
+        answer["ApiKeys"] = [{"ApiKey": API_VERSIONS, "MinVersion": 0, "MaxVersion": header["RequestApiVersion"]}]
+        version, corr = header["RequestApiVersion"], header["CorrelationId"]
+        writer.write(codec.encode_response(API_VERSIONS, version, corr, answer))
+        await writer.drain()
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            client = KafkaClient("127.0.0.1", port)
+            await client.connect(timeout_s=2)
+            await client.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(main())
+    (header, req), = seen
+    assert header["RequestApiVersion"] >= 3
+    valid = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+    for field in ("ClientSoftwareName", "ClientSoftwareVersion"):
+        assert valid.fullmatch(req[field]), f"{field}={req[field]!r} is not a name Kafka accepts"

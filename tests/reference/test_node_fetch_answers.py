@@ -60,8 +60,8 @@ def test_followers_fetching_the_same_records_share_one_encoding(tmp_path: Path) 
             for k in range(3):
                 await leader.write([b"v%d" % k])
             # Two followers' fetches from the log start, answered at once in two separate steps.
-            first = leader._handle(_fetch(leader, 2, 0, -1, 101))
-            second = leader._handle(_fetch(leader, 3, 0, -1, 102))
+            first = leader._handle(_fetch(leader, 2, 0, 0, 101))
+            second = leader._handle(_fetch(leader, 3, 0, 0, 102))
             assert isinstance(first, Encoded) and isinstance(second, Encoded)
             assert second is first, "the same records were encoded twice"
             _, body = codec.decode_response(wire.FETCH, FETCH_VERSION, codec.frame_response(

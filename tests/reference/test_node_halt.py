@@ -106,6 +106,7 @@ def test_a_refused_disk_write_halts_the_node_before_anything_is_announced(
                 with pytest.raises(NodeHalted, match="No space left on device"):
                     await node.write([b"refused"])
             assert node.halted.is_set() and isinstance(node.failure, OSError)
+            assert node.halt_reason == "its log directory failed"
             assert node.high_watermark == end, "the refused write was acknowledged"
             with pytest.raises(NodeHalted):
                 await node.write([b"after"])

@@ -1,5 +1,6 @@
-"""The shell refuses, loudly, a peer's message that would break safety, and keeps serving (KIP-595 "Fetch
-Response Handling" 2: a follower never truncates below its high watermark)."""
+"""The shell refuses, loudly, a peer's message that would break safety, and halts, as Kafka's raft thread
+fails there (KIP-595 "Fetch Response Handling" 2: a follower never truncates below its high watermark;
+KafkaRaftClient.handleFetchResponse throws)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.core import SafetyViolation
 from kraft_tck.reference.io import RequestReceived, ResponseReceived
 from kraft_tck.reference.messages import BeginQuorumEpochRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node
@@ -42,6 +44,9 @@ def test_divergence_below_the_high_watermark_is_refused_and_logged(
             assert node.safety_refusals == 1
             assert node.core.log.end_offset == 4 and node.storage is not None and node.storage.end_offset == 4
             assert "SAFETY" in caplog.text and "high watermark" in caplog.text
+            assert node.halted.is_set() and isinstance(node.failure, SafetyViolation)
+            assert node.halt_reason == "safety violation"  # what `kraft-tck node` exits with, not a disk fault
+            assert node._step(ResponseReceived(1, FetchResponse(3, (), None, LeaderIdAndEpoch(1, 3)))).send == []
         finally:
             await node.stop(graceful=False)
 

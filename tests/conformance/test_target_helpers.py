@@ -1,0 +1,69 @@
+"""The harness's own properties writer, port picker and formatting step (conformance/target.py), checked
+against what reads them: the reference node's properties parser and its ``kraft-tck format`` command."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from kraft_tck.conformance.target import (
+    EMBEDDED_TIMEOUTS,
+    EmbeddedTarget,
+    QuorumLayout,
+    TargetError,
+    free_base_port,
+    render_properties,
+)
+from kraft_tck.reference.config import parse_properties
+
+
+def test_properties_read_back_as_written() -> None:
+    props = {
+        "plain": "v",
+        "key with=colon:and space": " leading blank, trailing \\ and\nnewline\ttab",
+        "#not-a-comment": "!",
+        "flag": True,
+        "voters": ["1@h:1", "2@h:2"],
+        "path": Path("/x/y"),
+        "unicode": "café",
+    }
+    text = render_properties(props, header="first\nsecond")
+    assert text.startswith("# first\n# second\n")
+    assert parse_properties(text) == {
+        "plain": "v",
+        "key with=colon:and space": " leading blank, trailing \\ and\nnewline\ttab",
+        "#not-a-comment": "!",
+        "flag": "true",
+        "voters": "1@h:1,2@h:2",
+        "path": "/x/y",
+        "unicode": "café",
+    }
+
+
+def test_free_base_port_gives_bindable_consecutive_ports() -> None:
+    base = free_base_port(3)
+    socks = []
+    try:
+        for port in range(base, base + 3):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", port))  # raises if not free
+    finally:
+        for s in socks:
+            s.close()
+    assert 1024 < base < 65533
+
+
+def test_embedded_target_formats_through_the_format_command(tmp_path: Path) -> None:
+    base = free_base_port(3)
+    layout = QuorumLayout(target_id=1, target_host="127.0.0.1", target_port=base, harness_host="127.0.0.1",
+                          harness_ports=(base + 1, base + 2))  # fmt: skip
+    target = EmbeddedTarget(layout, EMBEDDED_TIMEOUTS, "AAAAAAAAAAAAAAAAAAAAAQ", workdir=tmp_path)
+    target.write_config()
+    target.prepare(formatted=True)
+    meta = (target.data_dir / "meta.properties").read_text()
+    assert "cluster.id=AAAAAAAAAAAAAAAAAAAAAQ" in meta and "node.id=1" in meta
+    target.cluster_id = "BBBBBBBBBBBBBBBBBBBBBQ"  # a different cluster: the format command refuses, and says so
+    with pytest.raises(TargetError, match="already formatted"):
+        target.prepare(formatted=True)
