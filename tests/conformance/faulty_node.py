@@ -86,11 +86,14 @@ FAULTS: dict[str, type[KRaftCore]] = {
 }
 
 
-def _arg(argv: list[str], name: str) -> str | None:
+def node_arg(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else None
 
 
-async def _run(cfg: NodeConfig, trace: str | None, factory: Any, controller: type[Controller] | None) -> None:
+async def run_node(
+    cfg: NodeConfig, trace: str | None, factory: Any, controller: type[Controller] | None = None
+) -> None:
+    """Run a node with ``factory`` as its core (and ``controller`` as its active controller) until SIGTERM."""
     node = Node(cfg, trace_file=trace, core_factory=factory)
     if controller is not None:
         node.controller = controller(node.registry, cfg.broker_session_timeout_ms)
@@ -108,11 +111,11 @@ def main(argv: list[str]) -> None:
     if fault not in FAULTS and fault not in CONTROLLER_FAULTS:
         known = ", ".join(sorted([*FAULTS, *CONTROLLER_FAULTS]))
         raise SystemExit(f"KRAFT_TCK_FAULT={fault!r}: expected one of {known}")
-    config = _arg(argv, "--config")
+    config = node_arg(argv, "--config")
     if argv[:1] != ["node"] or config is None:
         raise SystemExit("usage: faulty_node.py node --config FILE [--trace-file FILE]")
     core = FAULTS.get(fault, KRaftCore)
-    asyncio.run(_run(NodeConfig.load(config), _arg(argv, "--trace-file"), core, CONTROLLER_FAULTS.get(fault)))
+    asyncio.run(run_node(NodeConfig.load(config), node_arg(argv, "--trace-file"), core, CONTROLLER_FAULTS.get(fault)))
 
 
 if __name__ == "__main__":

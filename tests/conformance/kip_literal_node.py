@@ -3,7 +3,7 @@
 Used as ``pytest conformance --target-launcher tests/conformance/kip_literal_node.py``; takes the reference
 CLI's ``node --config F --trace-file T`` arguments. The reference node follows Kafka; this one is a second,
 equally allowed implementation, so the catalog must pass against it too, its KAFKA-level checks reported
-as "differs from Kafka" and never failed (tests/conformance/test_kip_literal.py). Each choice overrides one
+as "differs from Kafka" and never failed (tests/conformance/test_faults.py). Each choice overrides one
 method of the core, never a flag in the product:
 
 * check quorum after 1.0 x fetch.timeout (KIP-595 "Leader Progress Timeout": "quorum.fetch.timeout.ms");
@@ -20,16 +20,16 @@ method of the core, never a flag in the product:
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+# Run as a script: its folder is on sys.path, so the fault launcher's node runner is shared, not copied.
+from faulty_node import node_arg, run_node
 from kraft_tck.reference import wire
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.core import KRaftCore
 from kraft_tck.reference.messages import DescribeQuorumRequest, DescribeQuorumResponse, FetchResponse, Response
-from kraft_tck.reference.node import Node
 from kraft_tck.reference.roles import Follower, Leader
 from kraft_tck.spec.errors import Errors
 
@@ -85,27 +85,12 @@ def _response_to_body(resp: Response, version: int, endpoints: Mapping[int, wire
     return body
 
 
-def _arg(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv else None
-
-
-async def _run(cfg: NodeConfig, trace: str | None) -> None:
-    node = Node(cfg, trace_file=trace, core_factory=KipLiteralCore)
-    await node.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await node.stop(graceful=False)
-
-
 def main(argv: list[str]) -> None:
-    config = _arg(argv, "--config")
+    config = node_arg(argv, "--config")
     if argv[:1] != ["node"] or config is None:
         raise SystemExit("usage: kip_literal_node.py node --config FILE [--trace-file FILE]")
     wire.response_to_body = _response_to_body  # this process only: the node encodes through the module
-    asyncio.run(_run(NodeConfig.load(config), _arg(argv, "--trace-file")))
+    asyncio.run(run_node(NodeConfig.load(config), node_arg(argv, "--trace-file"), KipLiteralCore))
 
 
 if __name__ == "__main__":
