@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance cluster tlc gate-selfcheck pipeline check-java clean
+.PHONY: setup test lint bench conformance cluster tlc gate-selfcheck soak pipeline check-java clean
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -48,6 +48,10 @@ tlc: setup
 # D = 0, 5, 30 s (about 20-30 minutes); prints a table of runs and failures.
 gate-selfcheck: setup
 	$(BIN)/python tests/conformance/hand_started_runs.py --runs 5 --delays 0,5,30 $(SELFCHECK_ARGS)
+
+# 1,000 heavy-fault seeds of the simulator on the correct core: no violation expected (a sample runs in make test).
+soak: setup
+	$(BIN)/kraft-tck simulate --seeds 1000 --first-seed 1000 --nodes 3 --duration 60s --faults heavy --out out/soak
 
 cluster: setup
 	$(BIN)/kraft-tck cluster --voters 3 --dir .cluster --base-port 19190

@@ -129,3 +129,42 @@ def test_a_leader_naming_a_point_inside_a_batch_does_not_crash_the_simulator() -
         verdicts.append(None if result.violation is None else result.violation.invariant)
     assert MidBatchDivergence.inside_batch > 0, "no follower was ever given a point inside a batch"
     assert set(verdicts) <= {None, "CommittedNeverTruncated"}, verdicts
+
+
+class CrashOnTruncation(KRaftCore):
+    """A core with a crash bug: it raises on its first truncation (any unexpected exception will do)."""
+
+    def _truncate(self, offset: int) -> None:
+        if offset < self.log.end_offset:
+            raise RuntimeError(f"planted crash truncating to {offset}")
+        super()._truncate(offset)
+
+
+def test_a_core_that_raises_is_a_finding_of_its_seed_and_the_next_seed_runs() -> None:
+    """An exception out of a core's step (not a SafetyViolation) ends that seed with a ``CoreException``
+    finding that names it, instead of escaping ``simulate`` and ending ``kraft-tck simulate``'s run."""
+    crashed = []
+    for seed in range(331, 340):
+        result = simulate(
+            SimConfig(seed=seed, nodes=3, duration_ms=30_000, profile="heavy"), core_class=CrashOnTruncation
+        )
+        if result.violation is not None:
+            assert result.violation.invariant == "CoreException", result.violation
+            assert "RuntimeError: planted crash truncating" in result.violation.detail
+            crashed.append(seed)
+    assert crashed, "no seed made a follower truncate: the planted crash never ran"
+
+
+@pytest.mark.slow
+def test_soak_a_thousand_heavy_fault_seeds_find_nothing_on_the_correct_core() -> None:
+    """The correct core under 1,000 heavy-fault seeds (60 s of virtual time each): no invariant violation,
+    no core exception. ``make soak`` runs the same through ``kraft-tck simulate`` and prints its figures."""
+    bad = []
+    events = 0
+    for seed in range(1000, 2000):
+        result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=60_000, profile="heavy"))
+        events += result.events
+        if result.violation is not None:
+            bad.append((seed, str(result.violation)))
+    assert not bad, bad[:5]
+    assert events > 1_000_000, f"only {events} events in 1,000 seeds: the soak did not exercise the nodes"

@@ -433,24 +433,24 @@ class Simulation:
         now = self.now
         try:
             ready = node.core.step(inp, now + (now * node.ppm) // 1_000_000)  # node.local(now)
-        except SafetyViolation as exc:
+        except Exception as exc:
             raise self._from_core(node, exc) from exc
         self._apply(node, ready)
         return ready
 
-    def _from_core(self, node: _Node, exc: SafetyViolation) -> InvariantViolation:
-        """The core caught itself about to break a property: report it like the checker would."""
+    def _from_core(self, node: _Node, exc: Exception) -> InvariantViolation:
+        """The core raised: a finding of this seed, reported like the checker's, so the run goes on with
+        the next seed. A SafetyViolation is the core catching itself about to break the property it
+        names; anything else is a crash of the core (``CoreException``), e.g. on a peer's impossible
+        answer, which a node must survive."""
         text = str(exc)
-        name = text.split(":", 1)[0]
+        if isinstance(exc, SafetyViolation):
+            name = text.split(":", 1)[0]
+            name, detail = (name if name in INVARIANTS else "SafetyViolation"), f"raised by the core: {text}"
+        else:
+            name, detail = "CoreException", f"the core raised {type(exc).__name__}: {text}"
         epoch = node.core.epoch if node.core is not None else -1
-        return self.checker.fail(
-            name if name in INVARIANTS else "SafetyViolation",
-            node.id,
-            epoch,
-            self.seq,
-            self.now,
-            f"raised by the core: {text}",
-        )
+        return self.checker.fail(name, node.id, epoch, self.seq, self.now, detail)
 
     def _apply(self, node: _Node, ready: Ready) -> None:
         """reference/io.py's order: quorum-state and log (the "fsync") before any message leaves."""
@@ -719,7 +719,7 @@ class Simulation:
         log = Log(node.disk.batches)
         try:
             core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now))
-        except SafetyViolation as exc:
+        except Exception as exc:
             raise self._from_core(node, exc) from exc
         node.core = core
         node.hw = core.high_watermark
@@ -751,7 +751,7 @@ class Simulation:
             assert leader.core is not None
             try:
                 ready = leader.core.step(ClientWrite(values), leader.local(self.now))
-            except SafetyViolation as exc:
+            except Exception as exc:
                 raise self._from_core(leader, exc) from exc
             result = ready.client_append
             if result is not None and result.accepted:
