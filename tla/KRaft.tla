@@ -491,8 +491,8 @@ AnswerParkedFetch(i, m) ==
 \* handles it.  Kafka's follower throws (KafkaRaftClient.handleFetchResponse:
 \* "The leader requested truncation to offset ..., which is below the current
 \* high watermark"; KafkaMetadataLog.truncateTo refuses any offset below the
-\* HW) and halts; the reference node refuses the answer (KRaftCore raises
-\* SafetyViolation, the node logs it and fetches on).  Committed entries are
+\* HW) and halts; so does the reference node (KRaftCore raises
+\* SafetyViolation before any change, Node._halt stops it).  Committed entries are
 \* never removed and the HW never goes back (CommittedNeverTruncated,
 \* HighWatermarkMonotonic).
 \* A correct leader never sends one (LeaderCompleteness); only a faulty one,
