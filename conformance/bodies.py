@@ -44,26 +44,17 @@ class BodyError(ValueError):
 
 
 def vote_request(
-    cluster_id: str | None,
-    candidate_epoch: int,
-    candidate_id: int,
-    last_epoch: int,
-    last_offset: int,
-    voter_id: int,
-    *,
-    topic: str = METADATA_TOPIC,
-    partition_index: int = 0,
+    cluster_id: str | None, candidate_epoch: int, candidate_id: int, last_epoch: int, last_offset: int, voter_id: int
 ) -> Body:
-    """``topic``/``partition_index``: another partition than ``__cluster_metadata``-0 (a malformed request)."""
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
         "Topics": [
             {
-                "TopicName": topic,
+                "TopicName": METADATA_TOPIC,
                 "Partitions": [
                     {
-                        "PartitionIndex": partition_index,
+                        "PartitionIndex": 0,
                         "CandidateEpoch": candidate_epoch,
                         "CandidateId": candidate_id,
                         "LastOffsetEpoch": last_epoch,
@@ -75,22 +66,14 @@ def vote_request(
     }
 
 
-def begin_quorum_epoch_request(
-    cluster_id: str | None,
-    leader_id: int,
-    epoch: int,
-    voter_id: int,
-    *,
-    topic: str = METADATA_TOPIC,
-    partition_index: int = 0,
-) -> Body:
+def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: int, voter_id: int) -> Body:
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
         "Topics": [
             {
-                "TopicName": topic,
-                "Partitions": [{"PartitionIndex": partition_index, "LeaderId": leader_id, "LeaderEpoch": epoch}],
+                "TopicName": METADATA_TOPIC,
+                "Partitions": [{"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}],
             }
         ],
         "LeaderEndpoints": [],
@@ -98,23 +81,16 @@ def begin_quorum_epoch_request(
 
 
 def end_quorum_epoch_request(
-    cluster_id: str | None,
-    leader_id: int,
-    epoch: int,
-    successors: list[int],
-    version: int,
-    *,
-    topic: str = METADATA_TOPIC,
-    partition_index: int = 0,
+    cluster_id: str | None, leader_id: int, epoch: int, successors: list[int], version: int
 ) -> Body:
-    part: Body = {"PartitionIndex": partition_index, "LeaderId": leader_id, "LeaderEpoch": epoch}
+    part: Body = {"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}
     if version == 0:
         part["PreferredSuccessors"] = list(successors)
     else:
         part["PreferredCandidates"] = [{"CandidateId": s, "CandidateDirectoryId": uuid.UUID(int=0)} for s in successors]
     return {
         "ClusterId": cluster_id,
-        "Topics": [{"TopicName": topic, "Partitions": [part]}],
+        "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [part]}],
         "LeaderEndpoints": [],
     }
 
@@ -127,12 +103,7 @@ def fetch_request(
     fetch_offset: int,
     last_fetched_epoch: int,
     max_wait_ms: int = 0,
-    *,
-    topic: str = METADATA_TOPIC,
-    topic_id: uuid.UUID = METADATA_TOPIC_ID,
-    partition_index: int = 0,
 ) -> Body:
-    """``topic`` (v12) / ``topic_id`` (v13+) and ``partition_index``: another partition (a malformed request)."""
     if version < MIN_FETCH_VERSION:
         raise BodyError(f"Fetch v{version} cannot carry LastFetchedEpoch; KRaft needs v{MIN_FETCH_VERSION}+")
     body: Body = {"ClusterId": cluster_id, "MaxWaitMs": max_wait_ms, "MinBytes": 0, "ForgottenTopicsData": []}
@@ -140,22 +111,22 @@ def fetch_request(
         body["ReplicaState"] = {"ReplicaId": replica_id, "ReplicaEpoch": -1}
     else:
         body["ReplicaId"] = replica_id
-    named: Body = {"TopicId": topic_id} if version >= 13 else {"Topic": topic}
-    named["Partitions"] = [
+    topic: Body = {"TopicId": METADATA_TOPIC_ID} if version >= 13 else {"Topic": METADATA_TOPIC}
+    topic["Partitions"] = [
         {
-            "Partition": partition_index,
+            "Partition": 0,
             "CurrentLeaderEpoch": leader_epoch,
             "FetchOffset": fetch_offset,
             "LastFetchedEpoch": last_fetched_epoch,
             "PartitionMaxBytes": 1 << 20,
         }
     ]
-    body["Topics"] = [named]
+    body["Topics"] = [topic]
     return body
 
 
-def describe_quorum_request(*, topic: str = METADATA_TOPIC, partition_index: int = 0) -> Body:
-    return {"Topics": [{"TopicName": topic, "Partitions": [{"PartitionIndex": partition_index}]}]}
+def describe_quorum_request() -> Body:
+    return {"Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [{"PartitionIndex": 0}]}]}
 
 
 # ---------------------------------------------------------------------------------------------- responses
