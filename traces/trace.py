@@ -204,11 +204,18 @@ class TraceWriter:
         self._validate = validate
         self._fsync = fsync
         self._seq = 0
-        # A larger buffer than io's 8 KiB: fewer write calls; the node flushes after each step regardless.
-        self._fh: IO[bytes] | None = open(self.path, "wb", buffering=1 << 16)  # noqa: SIM115 - closed in close()
         head = {"type": "header", "format": FORMAT_VERSION, **header}
-        self._write(head)
-        self.flush()  # a process killed right after start still leaves a readable (header-only) trace
+        if validate and (problems := line_errors(head)):
+            raise TraceError(f"{self.path}: refusing to write an invalid trace header: {'; '.join(problems)}")
+        # The file appears under its name only with its header in it: a process killed while starting
+        # (validation above can take a while on a loaded machine) leaves no trace, or a `.part` file no
+        # reader globs, never a headerless trace. The open handle follows the rename.
+        part = self.path.with_name(self.path.name + ".part")
+        # A larger buffer than io's 8 KiB: fewer write calls; the node flushes after each step regardless.
+        self._fh: IO[bytes] | None = open(part, "wb", buffering=1 << 16)  # noqa: SIM115 - closed in close()
+        self._fh.write(encode_line(head) + b"\n")
+        self._fh.flush()
+        os.replace(part, self.path)
 
     def _write(self, obj: Mapping[str, Any]) -> None:
         if self._validate:

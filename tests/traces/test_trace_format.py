@@ -46,6 +46,19 @@ def test_round_trip(tmp_path: Path) -> None:
     assert [e["event"] for e in trace.events] == ["StartElection", "Send"]
 
 
+def test_a_trace_appears_under_its_name_only_with_its_header(tmp_path: Path) -> None:
+    """A node killed while it starts must never leave a headerless trace (CI flake of
+    test_controlled_shutdown_then_restart_rebuilds_the_registry: an empty trace-2.ndjson after SIGTERM)."""
+    p = tmp_path / "t.ndjson"
+    with pytest.raises(TraceError, match="header"):
+        TraceWriter(p, {**HEADER, "voters": "not a list"})
+    assert list(tmp_path.iterdir()) == []  # neither an empty trace nor a leftover part file
+    w = TraceWriter(p, HEADER)
+    assert [x.name for x in tmp_path.iterdir()] == ["t.ndjson"]
+    assert json.loads(p.read_bytes().splitlines()[0])["type"] == "header"  # before any event or close()
+    w.close()
+
+
 def test_writer_refuses_unknown_event_name(tmp_path: Path) -> None:
     with TraceWriter(tmp_path / "t.ndjson", HEADER) as w, pytest.raises(TraceError, match="event"):
         w.emit({"ts": 0, "node": 1, "event": "HandleVoteReq", "state": STATE})
