@@ -88,7 +88,7 @@ from kraft_tck.reference.workload import EVENT_LOOPS, loop_factory, percentile
 from kraft_tck.spec import codec
 from kraft_tck.spec.framing import FrameSplitter, read_frame
 from kraft_tck.spec.records import ATTR_CONTROL, HEADER_SIZE, LOG_OVERHEAD, data_batch
-from kraft_tck.traces.trace import read_trace
+from kraft_tck.spec.trace import read_trace
 
 RECORD = b"r" * 100
 API_VERSIONS = 18

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft_tck.conformance.virtual import Frame, LoggedFrame, SessionLog
-from kraft_tck.traces.trace import TraceWriter, to_jsonable
+from kraft_tck.spec.trace import TraceWriter, to_jsonable
 
 
 def harness_event(f: Frame, ts_ms: float, virtual: set[int], target_id: int) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from kraft_tck.conformance.catalog import CaseSpec, catalog
 from kraft_tck.conformance.scenario import CaseSkipped, ConformanceFailure, Scenario
 from kraft_tck.conformance.target import AddressTarget, Target, Timeouts
 from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress, VLog
-from kraft_tck.traces.trace import read_trace
+from kraft_tck.spec.trace import read_trace
 
 T = TypeVar("T")
 ScenarioFn = Callable[[Scenario], Awaitable[None]]

@@ -1,7 +1,8 @@
 """The one console script, ``kraft-tck``: every command of the kit hangs off this group.
 
-Each area owns its commands (``<area>/cli.py`` exports ``COMMANDS``); this module owns the reference
-node's commands and assembles the group. Heavy imports (pyspark, TLC) happen inside commands.
+Each area owns its commands (``<area>/cli.py`` exports ``COMMANDS``, announced through the
+``kraft_tck.commands`` entry-point group); this module owns the reference node's commands and assembles
+the group without importing the areas that stand on reference/. Heavy imports (pyspark, TLC) happen inside commands.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -198,15 +200,15 @@ def describe_cmd(obj: dict[str, Any], mode: str) -> None:
 
 
 def _register_area_commands() -> None:
-    # Each area's cli module is optional while the kit grows; a broken one must not hide the others.
-    for module in ("kraft_tck.conformance.cli", "kraft_tck.tla.cli", "kraft_tck.traces.cli"):
+    # The areas above reference/ (harness, TLA+, traces) announce their commands through the
+    # "kraft_tck.commands" entry-point group (pyproject.toml): this root imports none of them, and the
+    # package graph stays acyclic. An area that fails to import names itself instead of hiding the rest.
+    for entry in sorted(entry_points(group="kraft_tck.commands"), key=lambda e: e.name):
         try:
-            mod = __import__(module, fromlist=["COMMANDS"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        for command in getattr(mod, "COMMANDS", []):
+            commands = entry.load()
+        except ImportError as exc:
+            raise click.ClickException(f"the {entry.name!r} commands ({entry.value}) cannot be loaded: {exc}") from exc
+        for command in commands:
             main.add_command(command)
 
 

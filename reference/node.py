@@ -48,7 +48,7 @@ from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, Sto
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
-from kraft_tck.traces.trace import TraceWriter, to_jsonable
+from kraft_tck.spec.trace import TraceWriter, to_jsonable
 
 log = logging.getLogger("kraft_tck.reference.node")
 

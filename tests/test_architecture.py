@@ -160,6 +160,35 @@ def test_spec_imports_no_other_package() -> None:
     assert graph["spec"] == {}, describe({"spec": graph["spec"]})
 
 
+#: Layers, bottom to top: a package may import only packages of a lower layer. spec is the vocabulary
+#: (codec, records, trace format); reference is the node; tla checks traces against the model; traces (the
+#: simulator drives the reference core, the pipeline fans traces out to TLC) and conformance stand on top.
+LAYERS = {"spec": 0, "reference": 1, "tla": 1, "traces": 2, "conformance": 2}
+
+
+def test_the_packages_form_no_cycle() -> None:
+    graph = import_graph()  # lazy imports inside functions count: they are edges at run time
+    assert cycles(graph) == [], describe(graph)
+
+
+def test_every_import_between_packages_points_down() -> None:
+    graph = import_graph()
+    upward = [f"{src} -> {dst} ({', '.join(sites[:3])})" for src, deps in graph.items()
+              for dst, sites in deps.items() if LAYERS[dst] >= LAYERS[src]]
+    assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
+
+
+def test_the_cli_root_finds_the_other_areas_commands_through_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    found = {e.name: e.value for e in entry_points(group="kraft_tck.commands")}
+    assert found == {a: f"kraft_tck.{a}.cli:COMMANDS" for a in ("conformance", "tla", "traces")}, found
+    out = subprocess.run([sys.executable, "-m", "kraft_tck.reference.cli", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    for command in ("validate-trace", "simulate", "pipeline", "tlc", "node", "quorum"):
+        assert f"  {command} " in out, out
+
+
 def test_the_scan_sees_every_form_of_import(tmp_path: Path) -> None:
     """The checker itself: each form of importing the reference node is caught (and a plain string is not)."""
     src = tmp_path / "m.py"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.reference.core import KRaftCore
-from kraft_tck.traces.trace import ACTIONS, MESSAGE_EVENTS, schema
+from kraft_tck.spec.trace import ACTIONS, MESSAGE_EVENTS, schema
 
 REPO = Path(__file__).resolve().parent.parent
 

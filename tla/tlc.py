@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraft_tck.traces.trace import ACTIONS
+from kraft_tck.spec.trace import ACTIONS
 
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = "MCKRaft.tla"

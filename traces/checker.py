@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.traces.trace import FORMAT_VERSION, iter_lines, line_errors
+from kraft_tck.spec.trace import FORMAT_VERSION, iter_lines, line_errors
 
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
               "CommittedNeverTruncated", "LogMatching", "OnlineRequiresRegistration")

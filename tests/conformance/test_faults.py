@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from kraft_tck.traces.trace import read_trace
+from kraft_tck.spec.trace import read_trace
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = Path(__file__).with_name("faulty_node.py")

@@ -24,7 +24,7 @@ from kraft_tck.conformance.target import EMBEDDED_TIMEOUTS, AddressTarget, Quoru
 from kraft_tck.conformance.virtual import FrameLog, HarnessError, Quorum, TargetAddress, VLog
 from kraft_tck.reference.config import NodeConfig, parse_properties
 from kraft_tck.spec.errors import Errors
-from kraft_tck.traces.trace import ACTIONS, MESSAGE_EVENTS
+from kraft_tck.spec.trace import ACTIONS, MESSAGE_EVENTS
 
 REPO = Path(__file__).resolve().parents[2]
 

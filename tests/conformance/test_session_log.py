@@ -8,8 +8,8 @@ from typing import Any
 
 from kraft_tck.conformance.blackbox import read_session_trace, write_session_traces
 from kraft_tck.conformance.virtual import Frame, SessionLog
+from kraft_tck.spec.trace import line_errors
 from kraft_tck.tla.trace_module import read_trace
-from kraft_tck.traces.trace import line_errors
 
 VOTE = 52
 

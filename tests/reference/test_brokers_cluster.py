@@ -20,7 +20,7 @@ import pytest
 from kraft_tck.reference.broker_client import BrokerClient, Endpoint, read_registry
 from kraft_tck.reference.procs import LocalCluster
 from kraft_tck.reference.registry import BrokerRegistry, BrokerState
-from kraft_tck.traces.trace import read_trace
+from kraft_tck.spec.trace import read_trace
 
 from tests.reference.test_cluster import FAILOVER_BOUND_S, SETTINGS, assert_traces_validate, free_base_port
 

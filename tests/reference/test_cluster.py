@@ -19,9 +19,9 @@ import pytest
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.storage import LogDir
 from kraft_tck.spec.records import batch_digest
+from kraft_tck.spec.trace import read_trace
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import merge_node_traces, validate_trace
-from kraft_tck.traces.trace import read_trace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.reference.cli import main
 from kraft_tck.reference.procs import LocalCluster, free_base_port
-from kraft_tck.traces.trace import read_trace
+from kraft_tck.spec.trace import read_trace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

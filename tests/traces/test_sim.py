@@ -25,12 +25,12 @@ from kraft_tck.reference.messages import (
 )
 from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerRegistry
 from kraft_tck.spec.records import data_batch, encode_batch
+from kraft_tck.spec.trace import read_trace, to_jsonable, validate_file
 from kraft_tck.traces.checker import check_paths
 from kraft_tck.traces.cli import COMMANDS, parse_duration_ms
 from kraft_tck.traces.sim import Crash, NetConfig, OneWay, Partition, SimConfig, simulate
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.cluster import Simulation, _Node
-from kraft_tck.traces.trace import read_trace, to_jsonable, validate_file
 
 
 def _run(tmp_path: Path, name: str, **kw: object) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kraft_tck.spec.records import data_batch, encode_batches
-from kraft_tck.traces.trace import (
+from kraft_tck.spec.trace import (
     FORMAT_VERSION,
     Encoded,
     TraceError,
@@ -228,7 +228,7 @@ def simulated_lines(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, 
 
 def test_fast_check_clears_every_valid_line(simulated_lines: list[dict[str, Any]]) -> None:
     """Valid lines never reach jsonschema (else the fast path would buy nothing), and they are valid."""
-    from kraft_tck.traces.trace import _accepts, _validator
+    from kraft_tck.spec.trace import _accepts, _validator
 
     kinds = {(o.get("type"), o.get("event")) for o in simulated_lines}
     assert len(kinds) > 10, kinds
@@ -262,7 +262,7 @@ def test_fast_check_never_accepts_what_jsonschema_refuses(
     import copy
 
     import fastjsonschema
-    from kraft_tck.traces.trace import _accepts, _validator
+    from kraft_tck.spec.trace import _accepts, _validator
 
     obj = copy.deepcopy(data.draw(st.sampled_from(simulated_lines)))
     path = data.draw(st.sampled_from(_paths(obj)))
@@ -290,7 +290,7 @@ def test_fast_check_leaves_the_shared_schema_as_it_was() -> None:
     """fastjsonschema rewrites the $refs of the document it compiles; the schema others read stays intact."""
     from importlib import resources
 
-    from kraft_tck.traces.trace import _accepts, schema
+    from kraft_tck.spec.trace import _accepts, schema
 
     _accepts.cache_clear()
     _accepts()

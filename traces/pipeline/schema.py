@@ -42,8 +42,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from kraft_tck.spec.trace import schema as trace_schema
 from kraft_tck.traces.pipeline.jvm import FUNCTION
-from kraft_tck.traces.trace import schema as trace_schema
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T

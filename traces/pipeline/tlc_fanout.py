@@ -59,7 +59,7 @@ def schema_validator(path: str) -> tuple[bool, int | None, str]:
 
     The fan-out takes any `Validator`; TLA+ trace validation plugs in the same way once it exists.
     """
-    from kraft_tck.traces.trace import TraceError, read_trace
+    from kraft_tck.spec.trace import TraceError, read_trace
 
     try:
         trace = read_trace(path)

@@ -18,7 +18,7 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchResponse, Request, Response, api_name
 from kraft_tck.spec import codec
 from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
-from kraft_tck.traces.trace import batch_summary, encode_line
+from kraft_tck.spec.trace import batch_summary, encode_line
 
 
 class MessageBodies:

@@ -52,6 +52,7 @@ from kraft_tck.reference.messages import FetchRequest, Request, Response, VoteRe
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.trace import TraceWriter, encode_line
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.brokers import BrokerFleet, SimBroker
 from kraft_tck.traces.sim.disk import DiskLog
@@ -70,7 +71,6 @@ from kraft_tck.traces.sim.faults import (
     validate_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
-from kraft_tck.traces.trace import TraceWriter, encode_line
 
 IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
