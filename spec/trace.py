@@ -46,6 +46,22 @@ ACTIONS: tuple[str, ...] = (
     "Restart",
 )
 MESSAGE_EVENTS: tuple[str, ...] = ("Send", "Receive")
+#: Events of the broker layer above the quorum (KIP-631 registry changes a node applies from its log).
+BROKER_EVENTS: tuple[str, ...] = ("BrokerEvent",)
+
+#: The ``cause`` of a StartElection (spec/README.md "Actions"): which timer or message started it.
+CAUSES: tuple[str, ...] = ("ElectionTimeout", "FetchTimeout", "ElectionBackoff", "EndQuorumEpoch")
+
+#: Steps of tla/KRaft.tla's Next that are no node action of the vocabulary, and why no trace line names them.
+MODEL_STEPS: dict[str, str] = {
+    "AnswerParkedFetch": "the leader answers a parked long poll inside another step (new data, a new HW, "
+                         "MaxWaitMs, lost leadership); trace validation inserts it (core: _answer_parked_fetch)",
+    "DropMessage": "environment: the network loses a message",
+    "DuplicateMessage": "environment: the network delivers a message again (and a sender resends one)",
+    "ForeignClusterCopy": "environment: a node of another cluster sends the same request with its cluster id",
+}
+#: Actions of the vocabulary that change no state, so tla/KRaft.tla's Next leaves them out.
+READ_ONLY_ACTIONS: tuple[str, ...] = ("HandleDescribeQuorumRequest",)
 
 
 class TraceError(ValueError):

@@ -469,7 +469,7 @@ HandleFetchRequest(i, m) ==
             /\ UNCHANGED <<role, epoch, votedId, leaderId, log, clusterId,
                            votesGranted, restarts>>
 
-\* core: _answer_parked (no action event of its own: it happens inside the
+\* core: _answer_parked_fetch (no action event of its own: it happens inside the
 \* leader's step that brought new data or a new HW, when MaxWaitMs expires,
 \* or when it stops leading).  The answer carries the log and HW of now, or
 \* an error once i no longer leads m's epoch.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraft_tck.spec.trace import ACTIONS
+from kraft_tck.spec.trace import ACTIONS, MODEL_STEPS
 
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = "MCKRaft.tla"
@@ -36,11 +36,8 @@ SMALL_CONFIG = "MCKRaftSmall.cfg"
 # Next-disjunct TLC reports (TLC 2.15 names a step by its source location).
 KRAFT_ACTIONS: tuple[str, ...] = (
     *ACTIONS,
-    "BecomeLeaderAppending",
-    "AnswerParkedFetch",
-    "DropMessage",
-    "DuplicateMessage",
-    "ForeignClusterCopy",
+    "BecomeLeaderAppending",  # BecomeLeader with the records a new leader appends (TraceKRaft.tla uses it)
+    *MODEL_STEPS,
 )
 
 
