@@ -1,7 +1,7 @@
 """Whole conformance catalog against the embedded reference node: wall time, and the share of it spent
 waiting on the target's protocol timers (election/fetch timeouts), which no harness speed-up can remove.
 
-Goal (issue 4): under 60 s with the reference node's default test timeouts. Prints one row per run and
+Goal: under 60 s with the reference node's default test timeouts. Prints one row per run and
 per KIP section, from the harness's own results.json. Each run is made twice, as ``make conformance`` runs
 it (TLC validation of the target's node trace at the end) and with ``--no-tlc``, so the price of the
 validation shows side by side.

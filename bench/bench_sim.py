@@ -1,11 +1,11 @@
 """Simulator throughput: simulated events per wall-clock second, 3 and 5 nodes, without and with simulated
-brokers (issue 7), tracing off vs on.
+brokers, tracing off vs on.
 
 Run: ``python bench/bench_sim.py`` (``--seeds`` per row, default 5; ``--duration`` virtual seconds per
 seed, default 60; ``--profile-top N`` also prints the N hottest functions of one traced 3-node seed
 under cProfile). An *event* is one trace line: a core action (with its state), a Send/Receive message
 event or a BrokerEvent; with tracing off the same events are counted, not written. Broker requests are
-not trace events, so a run with brokers does more work per event. Goal (issue 6): >= 50,000 events/s.
+not trace events, so a run with brokers does more work per event. Goal: >= 50,000 events/s.
 The numbers are what this machine measures, printed as they are; on a shared machine the CPU-time rate
 (events per second of this process's CPU) is the steadier of the two, so the goal is judged on both
 (``goal`` on wall-clock time, ``cpu goal`` on CPU time).

@@ -13,7 +13,7 @@ lost). Side by side, measured in the same run:
 * ``growth vs linear``: (seconds above the baseline per event) / (the same for the smallest size);
   1.0 is linear growth, 2.0 means each event costs twice what it cost in the smallest trace.
 
-Goal (issue 5): linear growth and 10k events in under 60 s on this machine.
+Goal: linear growth and 10k events in under 60 s on this machine.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Broker registration and liveness: KIP-631 BrokerRegistration / BrokerHeartbeat against the target as the
-active controller, with the global broker states of the registration proposal (seed 002).
+active controller, with the global broker states of the registration proposal (KIP-631).
 
 The target is one voter; the harness elects it and keeps a majority of virtual followers fetching, so what it
 appends commits and the harness holds a mirror of its committed log. The harness then plays brokers (ids 101+,

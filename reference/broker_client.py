@@ -2,7 +2,7 @@
 
 It speaks only the wire protocol (KIP-631 BrokerRegistration/BrokerHeartbeat, KIP-595 Fetch and
 DescribeQuorum), so it plays a broker against any controller: the reference node's cluster tests use
-it, and so can the conformance scenarios. What it does, with the seed's words (seed 002):
+it, and so can the conformance scenarios. What it does, in KIP-631's words:
 
 * "Register Flow": find the active controller (the quorum leader: the one node that answers
   DescribeQuorum), send BrokerRegistration; a NOT_CONTROLLER answer or a dead connection sends it
@@ -339,7 +339,7 @@ class BrokerClient:
         self._tasks.append(asyncio.create_task(self._heartbeat_loop()))
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
-        """WantShutDown until the controller says ShouldShutDown (seed 002 "Stopping"), then stop."""
+        """WantShutDown until the controller says ShouldShutDown (KIP-631 "Stopping"), then stop."""
         self.want_shutdown = True
         await self.wait_until(self.shut_down.is_set, timeout_s)
         await self.stop()

@@ -1,4 +1,4 @@
-"""The active controller's broker lifecycle logic (KIP-631 as shipped; seed 002 "Register Flow").
+"""The active controller's broker lifecycle logic (KIP-631 as shipped; KIP-631 "Register Flow").
 
 Pure: time is an argument, the committed registry is read, never written (the shell applies committed
 records to it), and every decision comes back as records to append plus the response to send once
@@ -157,7 +157,7 @@ class Controller:
     # ------------------------------------------------------------------------------------ requests
 
     def handle_broker_registration(self, body: Body, now_ms: int, next_offset: int) -> Decision:
-        """KIP-631 BrokerRegistration; seed 002 "Register Flow": validate, append, answer the epoch."""
+        """KIP-631 BrokerRegistration; KIP-631 "Register Flow": validate, append, answer the epoch."""
         if not self.active:
             return _registration_error(Errors.NOT_CONTROLLER, "not the active controller")
         broker_id = body["BrokerId"]
@@ -196,7 +196,7 @@ class Controller:
                 ],
                 "Features": [dict(f) for f in body.get("Features") or []],
                 "Rack": body.get("Rack"),
-                "Fenced": True,  # seed 002 "Register Flow": a registered broker starts fenced
+                "Fenced": True,  # KIP-631 "Register Flow": a registered broker starts fenced
                 "InControlledShutdown": False,
             },
         )

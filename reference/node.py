@@ -169,7 +169,7 @@ class Node:
         self._endpoints = {
             v.node_id: wire.NodeEndpoint(config.listener.name, v.endpoint.host, v.endpoint.port) for v in config.voters
         }
-        # Issue 7: the broker registry every node applies from the committed log, and the controller
+        # KIP-631: the broker registry every node applies from the committed log, and the controller
         # logic that runs while this node is the active controller (both pure; the shell only routes).
         self.registry = BrokerRegistry()
         self.controller = Controller(self.registry, config.broker_session_timeout_ms)
@@ -606,7 +606,7 @@ class Node:
                                                 "truncated before it committed: leadership changed"))
         self._commit_waiters = keep
 
-    # ------------------------------------------------------------------ brokers (issue 7)
+    # ------------------------------------------------------------------ brokers
 
     def _apply_committed_records(self) -> None:
         """Every node applies newly committed records to the broker registry, in log order."""

@@ -1,15 +1,15 @@
-"""The broker registry: a pure function of the committed metadata log (issue 7, KIP-631 as shipped).
+"""The broker registry: a pure function of the committed metadata log (KIP-631 as shipped).
 
 Every node — leader, follower or observer, and any tool that reads the log — replays the same
 committed records into this object and so holds the same registry. Nothing here reads a clock: a
 broker's state is decided by records alone, so ``rebuild(log)`` after a restart equals the registry
 the node had before it.
 
-Global broker states, as the registration proposal defines them (seed 002, "Broker States"), and the
+Global broker states, as the registration proposal defines them (KIP-631 "Broker States"), and the
 record fields Kafka's ``BrokerRegistration`` keeps for them:
 
     ============  =======  ======================  =====================================================
-    state         fenced   in controlled shutdown  meaning (seed 002 "Broker States")
+    state         fenced   in controlled shutdown  meaning (KIP-631 "Broker States")
     ============  =======  ======================  =====================================================
     Fenced        true     false                   registered, catching up or lost contact
     Online        false    false                   caught up; serves clients
@@ -54,7 +54,7 @@ SHUTDOWN_NONE, SHUTDOWN_IN_CONTROLLED = 0, 1
 
 
 class BrokerState(enum.StrEnum):
-    """The seed's four global broker states (seed 002 "Broker States")."""
+    """The seed's four global broker states (KIP-631 "Broker States")."""
 
     FENCED = "Fenced"
     ONLINE = "Online"

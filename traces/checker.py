@@ -17,7 +17,7 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
 * CommittedNeverTruncated — a `log.truncatedTo` below the node's high watermark before that step.
 * LogMatching — `log.appended` batches with a digest: per (baseOffset, epoch) the batch with the smallest
   (seq, node) sets (lastOffset, digest); every node that appended another one is reported at its first seq.
-* OnlineRequiresRegistration (issue 7; seed 002 "Register Flow") — a `BrokerEvent` whose broker state is
+* OnlineRequiresRegistration (KIP-631 "Register Flow") — a `BrokerEvent` whose broker state is
   Online is reported at its seq unless the same node's trace shows, at a smaller seq, a `BrokerEvent` of a
   RegisterBrokerRecord for that broker id and broker epoch whose offset is below the highest high watermark
   of that node's states up to the Online event (committed). Reported with epoch = the broker epoch.

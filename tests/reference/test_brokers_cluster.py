@@ -1,4 +1,4 @@
-"""Brokers against a real 3-process reference quorum (issue 7; KIP-631, seed 002 "Register Flow").
+"""Brokers against a real 3-process reference quorum (KIP-631 "Register Flow").
 
 The broker is ``reference/broker_client.py``, speaking only the wire protocol. What a test asserts
 about the cluster it reads from the wire (heartbeat answers, the committed log fetched from the
@@ -107,7 +107,7 @@ def test_broker_stays_registered_across_controller_failover(cluster: LocalCluste
             hb = await b.heartbeat()
             assert hb.error == 0 and hb.is_fenced is False
             assert b.broker_epoch == epoch and reg.get(101).broker_epoch == epoch
-            # The CLI lists the broker with state and epoch (issue 7: describe --brokers). It runs while
+            # The CLI lists the broker with state and epoch (describe --brokers). It runs while
             # the broker still heartbeats: on a loaded machine the CLI's start-up alone can outlast a
             # session timeout, and a fenced broker would be the right answer then.
             cli = await asyncio.create_subprocess_exec(

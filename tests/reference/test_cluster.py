@@ -98,7 +98,7 @@ def assert_election_safety_and_vote_once(events: list[dict]) -> None:  # type: i
 
 
 def assert_traces_validate(c: LocalCluster) -> None:
-    """Issue 5: the nodes' traces, every incarnation merged into one trace of the cluster, are a behaviour of
+    """The nodes' traces, every incarnation merged into one trace of the cluster, are a behaviour of
     tla/KRaft.tla (TLC). Killed incarnations end wherever kill -9 struck them."""
     why = tlc_unavailable_reason()
     if why is not None:

@@ -2,7 +2,7 @@
 
 A small harness plays the shell: it appends each decision's records at the offset the controller
 chose, commits them (applies the committed log to the registry, as every node does) and only then
-reads the response, which is what the node sends (KIP-631; seed 002 "Register Flow", "Broker States").
+reads the response, which is what the node sends (KIP-631; KIP-631 "Register Flow", "Broker States").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An independent client reads the node: kafka-python's own protocol classes build the requests and decode
-the node's ApiVersions and DescribeQuorum answers (issue 3 "Independent client"). Real socket, real
+the node's ApiVersions and DescribeQuorum answers. Real socket, real
 files; the node is a single-voter quorum, so it elects itself (KIP-595) and answers as leader."""
 
 from __future__ import annotations

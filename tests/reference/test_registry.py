@@ -1,4 +1,4 @@
-"""The broker registry: committed records in, broker states out (seed 002 "Broker States", KIP-631 records).
+"""The broker registry: committed records in, broker states out (KIP-631 "Broker States", KIP-631 records).
 
 Every case is a list of (record name, body) placed at consecutive offsets from 0; the expected outcome
 is each broker's (state, epoch), or the refusal (``RegistryError``) of the last record.

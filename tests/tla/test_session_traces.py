@@ -1,4 +1,4 @@
-"""Black-box validation of whole conformance sessions (issue 5).
+"""Black-box validation of whole conformance sessions (conformance/README.md "TLC validation").
 
 The harness keeps every frame of the session, cut into lives of the target (a restart on a wiped
 directory starts a new one), and after the catalog writes one harness trace per life

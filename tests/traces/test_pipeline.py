@@ -133,7 +133,7 @@ def test_fan_out_turns_a_crashing_validator_into_a_failed_verdict(spark: Any, tm
     assert "validator failed: RuntimeError: boom" in verdicts[1].message
 
 
-# ------------------------------------------------------------------------------------ brokers (issue 7)
+# ------------------------------------------------------------------------------------ brokers
 
 
 def _plant_unregistered_online(lines: list[str]) -> list[tuple[str, int, int, int]]:

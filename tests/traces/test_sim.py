@@ -286,7 +286,7 @@ def test_heavy_fault_seeds_that_once_broke_committed_never_truncated(seed: int, 
     assert result.violation is None, result.violation
 
 
-# ------------------------------------------------------------------------------------ brokers (issue 7)
+# ------------------------------------------------------------------------------------ brokers
 
 
 def _broker_events(path: Path) -> list[dict[str, Any]]:
@@ -294,7 +294,7 @@ def _broker_events(path: Path) -> list[dict[str, Any]]:
 
 
 def test_brokers_register_come_online_and_every_node_applies_the_same_records(tmp_path: Path) -> None:
-    """KIP-631 / seed 002 "Register Flow": a broker registers Fenced, is unfenced once caught up; crashed
+    """KIP-631 "Register Flow": a broker registers Fenced, is unfenced once caught up; crashed
     brokers are fenced when their session expires; controlled shutdowns pass Stopping to Offline. Every
     node reports the same changes (a registry is a pure function of the committed log)."""
     seen: set[tuple[str, str]] = set()
@@ -336,7 +336,7 @@ def test_brokers_keep_a_seeds_schedule_and_zero_brokers_add_nothing(tmp_path: Pa
 
 
 class EagerRegistry(BrokerRegistry):
-    """Bug: a registration is applied unfenced, so the broker is Online before any catch-up (seed 002 says
+    """Bug: a registration is applied unfenced, so the broker is Online before any catch-up (KIP-631 says
     a registered broker starts Fenced) — and no earlier registration backs that Online."""
 
     def apply(self, offset: int, name: str, body: dict[str, Any]) -> BrokerChange:

@@ -84,7 +84,7 @@ def log_matching(appends: DataFrame) -> DataFrame:
 def online_requires_registration(events: DataFrame) -> DataFrame:
     """A BrokerEvent saying Online needs, on the same node and earlier, a BrokerEvent of that broker's
     RegisterBrokerRecord with the same broker epoch, at an offset below the node's highest high watermark so
-    far (seed 002 "Register Flow": a broker starts Fenced and comes online only once registered)."""
+    far (KIP-631 "Register Flow": a broker starts Fenced and comes online only once registered)."""
     brokers = events.where(F.col("event") == "BrokerEvent")
     node = ["source", "run", "node"]
     key = [*node, "brokerId", "brokerEpoch"]

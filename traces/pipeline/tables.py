@@ -8,7 +8,7 @@ took 10-15 s, as one directory per source 0.4-0.8 s).
 * `events`      — one row per accepted event: identity, the state after it, the log change summary, the
                   message fields of a Send/Receive (also in `messages`), and
                   for a `BrokerEvent` the broker change (brokerId, brokerState, brokerEpoch, brokerRecord,
-                  brokerOffset; issue 7).
+                  brokerOffset).
 * `messages`    — one row per Send/Receive: api, kind, correlation id, from/to, the body as JSON text.
 * `appends`     — one row per appended batch (offsets, epoch, digest): what LogMatching compares.
 * `transitions` — one row per change of a node's (role, epoch, leaderId): the state machine's path.

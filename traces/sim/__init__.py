@@ -1,4 +1,4 @@
-"""The deterministic cluster simulator (issue 6): seeded runs of N reference cores under faults, with
+"""The deterministic cluster simulator: seeded runs of N reference cores under faults, with
 online invariant checks and one NDJSON trace per seed. See ``cluster.py`` for the design."""
 
 from kraft_tck.traces.sim.cluster import (

@@ -1,7 +1,7 @@
-"""Simulated brokers (issue 7): KIP-631 BrokerRegistration / BrokerHeartbeat clients on the virtual clock.
+"""Simulated brokers: KIP-631 BrokerRegistration / BrokerHeartbeat clients on the virtual clock.
 
 Each broker plays what ``reference/broker_client.py`` does against a real node, reduced to what the
-controller sees (seed 002 "Register Flow"): register with the active controller, heartbeat every
+controller sees (KIP-631 "Register Flow"): register with the active controller, heartbeat every
 ``broker_heartbeat_interval_ms`` with its metadata offset, follow NOT_CONTROLLER (or a silent node) to
 the next voter, register again when told its epoch is stale or unknown. From the seed's own random
 stream it sometimes crashes (stops heartbeating: the controller fences it once the session expires)

@@ -14,7 +14,7 @@ trace, byte for byte. Wall-clock time never enters.
 
 Trace timestamps (``ts``) are global virtual time; each node's core runs on its own skewed clock.
 
-Brokers (issue 7, ``brokers.py``): every node runs the reference ``Controller`` while it is the active
+Brokers (``brokers.py``): every node runs the reference ``Controller`` while it is the active
 controller and applies committed records to its own ``BrokerRegistry``, emitting ``BrokerEvent``s, with
 ``reference/node.py``'s rules (``_apply_committed_records``, ``_sync_controller``, ``_commit_decision``).
 """
@@ -76,7 +76,7 @@ IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
 # Event kinds in the heap. Plain ints (not an Enum) because the loop dispatches on them millions of times.
 _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH, _WRITE = range(9)
-# Broker events (issue 7): a broker's own timer, its request reaching a node, the answer reaching it, its
+# Broker events: a broker's own timer, its request reaching a node, the answer reaching it, its
 # request timing out, and a controller's session-expiry check.
 _BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
 
@@ -98,7 +98,7 @@ class SimConfig:
     """One seed's run. ``faults=None`` draws the schedule from the seed and ``profile``; an explicit
     tuple (hypothesis, a reproduction) is used as given. ``net``/``clock`` default to the profile's.
 
-    ``brokers``: simulated brokers registering with the active controller (issue 7); 0 turns them off,
+    ``brokers``: simulated brokers registering with the active controller; 0 turns them off,
     and then a seed's trace is byte for byte what it was before brokers existed.
     """
 
@@ -948,7 +948,7 @@ class Simulation:
                 self._push(self.now + fleet.downtime_ms(), _BROKER_TIMER, bid, (0, "start"))
         elif action == "shutdown":
             if broker.running and broker.epoch >= 0:
-                broker.want_shutdown = True  # seed 002 "Stopping": WantShutDown until ShouldShutDown
+                broker.want_shutdown = True  # KIP-631 "Stopping": WantShutDown until ShouldShutDown
         else:  # pragma: no cover - the actions above are exhaustive
             raise SimulationError(f"unknown broker action {action!r}")
 

@@ -119,7 +119,7 @@ class FaultProfile:
     partitions_per_min: float
     one_ways_per_min: float
     lossy_per_min: float
-    # Per simulated broker (issue 7): crashes (heartbeats stop) and controlled shutdowns per minute.
+    # Per simulated broker: crashes (heartbeats stop) and controlled shutdowns per minute.
     broker_crashes_per_min: float = 0.0
     broker_shutdowns_per_min: float = 0.0
 

@@ -3,7 +3,7 @@
 Names are the vocabulary's (spec/README.md "Invariants"); the Spark pipeline checks the same properties
 offline over trace files, this checker checks them on the live objects while the simulation runs.
 
-OnlineRequiresRegistration (issue 7; seed 002 "Register Flow" / "Controller Action"): a node reports a
+OnlineRequiresRegistration (KIP-631 "Register Flow" / "Controller Action"): a node reports a
 broker Online only after it reported that broker's RegisterBrokerRecord with the same broker epoch, at an
 offset below the node's high watermark — and the log itself holds that committed registration.
 
