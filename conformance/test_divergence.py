@@ -22,8 +22,8 @@ def fetch_pos(f: Frame) -> tuple[int, int]:
 async def expect_fetches(
     sc: Scenario, leader: int, epoch: int, expected: list[tuple[int, int]], hw: int, start: int
 ) -> None:
-    """The target's fetches to ``leader`` in ``epoch`` from ``start`` on must walk exactly ``expected``
-    (FetchOffset, LastFetchedEpoch); none may go below the high watermark ``hw``."""
+    """The target's fetches to ``leader`` in ``epoch`` from ``start`` on must be exactly ``expected``
+    (FetchOffset, LastFetchedEpoch), in order; none may go below the high watermark ``hw``."""
     seen: list[tuple[int, int]] = []
     pos = start
     for want in expected:
@@ -46,8 +46,8 @@ async def expect_fetches(
         sc.check(
             got == want,
             "the follower truncates to the divergence point and refetches from there",
-            f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]}); walk {expected}",
-            f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); walk so far {seen}",
+            f"Fetch(offset={want[0]}, lastFetchedEpoch={want[1]}); the whole sequence of fetches {expected}",
+            f"Fetch(offset={got[0]}, lastFetchedEpoch={got[1]}); the fetches so far {seen}",
         )
 
 
@@ -82,8 +82,8 @@ async def test_follower_truncates_in_rounds(sc: Scenario) -> None:
     log.append_metadata(ex, 3, commit=False)  # [b0, b0+3) of Ex
     mark = sc.frames.mark()
     ec = await sc.make_follower(b)
-    walk = [(b0 + 4, eb), (b0 + 2, ea), (b0, ea), (b0 + 3, ex)]
-    await expect_fetches(sc, b, ec, walk, log.committed, mark)
+    fetches = [(b0 + 4, eb), (b0 + 2, ea), (b0, ea), (b0 + 3, ex)]
+    await expect_fetches(sc, b, ec, fetches, log.committed, mark)
     log.committed = log.end
     await sc.feed(b, ec, 1)
 

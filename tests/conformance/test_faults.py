@@ -88,7 +88,7 @@ FAULTS = [
         "never-fence-expired",
         "conformance/test_brokers.py",
         {"KIP-631/Brokers/2"},
-        'KIP-631 (seed 002) "Register Flow" step heartbeats missed',
+        'KIP-631 "Register Flow" step heartbeats missed',
     ),
 ]
 
