@@ -15,6 +15,7 @@ A run that cannot test anything stops before the first case with one line and it
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from kraft_tck.conformance.target import (
     probe_kafka,
 )
 from kraft_tck.conformance.virtual import HarnessError
+from kraft_tck.tla.progress import Progress
 
 #: Exit codes of a run that stopped or judged itself beyond pytest's own 0-5 (conformance/README.md).
 EXIT_TARGET_UNREACHABLE = 6  # nothing listens, no Kafka ApiVersions answer, or a launched target did not start
@@ -385,13 +387,31 @@ class TlcValidationItem(pytest.Item):
         session = self.config.stash.get(_SESSION_KEY, None)
         if session is None:
             pytest.skip("no conformance case ran, so there is no node trace to validate")
-        result = session.validate_node_trace()
+        with self._progress("TLC validation of the target's node trace"):
+            result = session.validate_node_trace()
         if result.status in ("OFF", "UNAVAILABLE"):
             pytest.skip(f"TLC validation: {result.message}")
         if result.status == "NOT CHECKED":
             pytest.skip(f"TLC validation: NOT CHECKED: {result.message}")
         if result.status != "PASS":
             raise TlcValidationFailed(f"TLC validation of the target's node trace: FAIL\n{result.message}")
+
+    @contextlib.contextmanager
+    def _progress(self, label: str) -> Iterator[None]:
+        """A line every few seconds while TLC works (it takes tens of seconds and pytest shows nothing
+        meanwhile), written past pytest's output capture to the terminal or CI log."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            yield
+            return
+
+        def write(line: str) -> None:
+            with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+                reporter.write_line(line)
+
+        with Progress(label, write=write):
+            yield
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if excinfo.errisinstance(TlcValidationFailed):
@@ -412,7 +432,8 @@ class BlackBoxValidationItem(TlcValidationItem):
         session = self.config.stash.get(_SESSION_KEY, None)
         if session is None:
             pytest.skip("no conformance case ran, so there is no harness trace to validate")
-        result = session.validate_session_traces()
+        with self._progress("TLC black-box validation of the session harness traces"):
+            result = session.validate_session_traces()
         if result.status == "OFF":
             pytest.skip(f"TLC black-box validation: {result.message}")
         if result.status == "NOT CHECKED":

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 import click
+from kraft_tck.tla.progress import Progress
 from kraft_tck.tla.tlc import DEFAULT_CONFIG, DEFAULT_SPEC, SPEC_DIR, TlcError, TlcResult, run_tlc
 from rich.console import Console
 
@@ -44,15 +45,16 @@ def tlc_command(
 ) -> None:
     """Model-check the KRaft TLA+ spec with TLC."""
     console = Console()
-    cfg = Path(config) if Path(config).exists() else SPEC_DIR / config
-    latest = {"line": "starting TLC"}
+    # A path that exists (tla/MCKRaft.cfg from the checkout, as the README writes it) is taken as it is;
+    # anything else names a config shipped in tla/.
+    cfg = Path(config).resolve() if Path(config).exists() else SPEC_DIR / config
+    spec = str(Path(spec).resolve()) if Path(spec).exists() else spec
     try:
-        with console.status(f"TLC {cfg.name}: starting") as status:
+        with Progress(f"TLC {cfg.name}", console=console) as progress:
 
-            def progress(line: str) -> None:
+            def on_line(line: str) -> None:
                 if line.startswith(("Progress(", "Finished computing", "Starting", "Checking")):
-                    latest["line"] = line
-                    status.update(f"TLC {cfg.name}: {line}")
+                    progress.update(line)
 
             result = run_tlc(
                 spec,
@@ -61,7 +63,7 @@ def tlc_command(
                 java_opts=shlex.split(java_opts),
                 check_deadlock=check_deadlock,
                 timeout=timeout,
-                on_line=progress,
+                on_line=on_line,
             )
     except TlcError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -109,7 +111,7 @@ def validate_trace_command(
             raise SystemExit(1) from exc
     for path in files:
         try:
-            with console.status(f"validating {path}"):
+            with Progress(f"validating {path}", console=console):
                 verdict = validate_trace(
                     path, hidden_steps=hidden_steps, java_opts=shlex.split(java_opts), timeout=timeout
                 )

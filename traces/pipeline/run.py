@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kraft_tck.tla.progress import Progress
 from kraft_tck.traces.checker import Violation
 from kraft_tck.traces.pipeline.files import BadInput
 
@@ -56,13 +57,15 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     timings: dict[str, float] = {}
     t = time.perf_counter()
     try:
-        ing = ingest(spark, input_dir, out_dir / "tables")
+        with Progress("pipeline: ingest", write=echo):
+            ing = ingest(spark, input_dir, out_dir / "tables")
     except BadInput as exc:
         echo(f"bad input: {exc}")
         return PipelineResult([], [], [], {}, bad_input=str(exc))
     timings["ingest"] = time.perf_counter() - t
     t = time.perf_counter()
-    paths = tables.write_tables(spark, out_dir)
+    with Progress("pipeline: tables", write=echo):
+        paths = tables.write_tables(spark, out_dir)
     timings["tables"] = time.perf_counter() - t
     quarantine = [{"file": display_path(r["file"]), "line": int(r["line"]), "reason": r["reason"]}
                   for r in spark.read.parquet(ing.quarantine).orderBy("file", "line").collect()]
@@ -70,7 +73,8 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     appends = spark.read.parquet(paths["appends"])
     steps = spark.read.parquet(paths["_steps"])
     t = time.perf_counter()
-    violations = checks.collect_violations(checks.all_checks(events, appends, steps))
+    with Progress("pipeline: checks", write=echo):
+        violations = checks.collect_violations(checks.all_checks(events, appends, steps))
     timings["checks"] = time.perf_counter() - t
     refused = [f.refused for f in ing.refused if f.refused]
     counts = {"files": len(ing.files), "traces": len(ing.files) - len(refused), "lines in": ing.counts.lines_in,
@@ -87,14 +91,16 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
             validator_name, fn = getattr(validator, "__name__", "validator"), validator
         good = [display_path(f.path) for f in ing.files if not f.refused]
         t = time.perf_counter()
-        result.verdicts = fan_out(spark, good, fn)
+        with Progress(f"pipeline: {validator_name} validation of {len(good)} traces", write=echo):
+            result.verdicts = fan_out(spark, good, fn)
         timings["validation"] = time.perf_counter() - t
     if report:
         from kraft_tck.traces.pipeline.metrics import Metrics, compute
         from kraft_tck.traces.pipeline.report import write_report
 
         t = time.perf_counter()
-        m = compute(events, spark.read.parquet(paths["messages"]), appends) if metrics else Metrics([])
+        with Progress("pipeline: metrics", write=echo):
+            m = compute(events, spark.read.parquet(paths["messages"]), appends) if metrics else Metrics([])
         timings["metrics"] = time.perf_counter() - t
         summary: dict[str, Any] = {**counts, "schema check counts with": counting(spark),
                                    "violations": len(violations), "exit code": result.exit_code,
