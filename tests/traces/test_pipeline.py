@@ -99,6 +99,12 @@ def test_tables_and_report_are_written(spark: Any, tmp_path: Path) -> None:
     assert "## Safety violations" in md and "(none)" in md
     assert "fetch round trip (ms)" in md and "commit latency (ms)" in md
     assert list(out.glob("*.png")) and (out / "report.html").exists()
+    # The pictures: a role/epoch timeline per run, commit latency over time, the invariants' results.
+    assert "## Pictures" in md and "### Timeline: simulator seed-7" in md and "### Timeline: simulator seed-8" in md
+    for png in ("timeline-simulator-seed-7.png", "timeline-simulator-seed-8.png", "commit-latency-over-time.png",
+                "invariants.png"):
+        assert (out / png).stat().st_size > 5_000, png
+        assert f"]({png})" in md and f'src="{png}"' in (out / "report.html").read_text()
     assert res.verdicts and all(v.ok for v in res.verdicts)
     report = json.loads((out / "report.json").read_text())
     metrics = {m["metric"]: m for m in report["metrics"]}

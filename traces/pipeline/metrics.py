@@ -67,7 +67,14 @@ def metric_frames(events: DataFrame, messages: DataFrame, appends: DataFrame) ->
 
 
 def commit_latency(events: DataFrame, appends: DataFrame) -> DataFrame:
-    """Each HW advance on a node is exploded into the offsets it commits, so matching a batch's last offset
+    """Commit latency per committed client batch: DataFrame(source, run, value)."""
+    return commit_latency_points(events, appends).select("source", "run", "value")
+
+
+def commit_latency_points(events: DataFrame, appends: DataFrame) -> DataFrame:
+    """DataFrame(source, run, ts, value): when each client batch was appended, and its commit latency.
+
+    Each HW advance on a node is exploded into the offsets it commits, so matching a batch's last offset
     to its commit is an equi-join (linear), not a range join over every later event of the node."""
     w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
     adv = events.where(F.col("role").isNotNull()) \
@@ -81,7 +88,7 @@ def commit_latency(events: DataFrame, appends: DataFrame) -> DataFrame:
         .select("source", "run", "node", "seq", "ts", F.col("lastOffset").alias("offset"))
     return batches.join(adv, ["source", "run", "node", "offset"]).where(F.col("cSeq") > F.col("seq")) \
         .groupBy("source", "run", "node", "offset", "ts").agg(F.min("cTs").alias("cTs")) \
-        .select("source", "run", (F.col("cTs") - F.col("ts")).alias("value"))
+        .select("source", "run", "ts", (F.col("cTs") - F.col("ts")).alias("value"))
 
 
 def compute(events: DataFrame, messages: DataFrame, appends: DataFrame) -> Metrics:

@@ -33,7 +33,8 @@ def _plot(name: str, values: list[float], out: Path) -> str | None:
     fname = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".png"
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.hist(values, bins=min(50, max(5, len(set(values)))), color="#4a78b0")
-    ax.set_title(name)
+    ax.set_title(f"Distribution of {name}")
+    ax.set_xlabel(name)
     ax.set_ylabel("count")
     fig.tight_layout()
     fig.savefig(out / fname, dpi=90)
@@ -43,7 +44,9 @@ def _plot(name: str, values: list[float], out: Path) -> str | None:
 
 def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violation],
                  quarantine: list[dict[str, Any]], metrics: Metrics, verdicts: list[Verdict],
-                 validator_name: str | None) -> tuple[Path, Path]:
+                 validator_name: str | None,
+                 pictures: list[tuple[str, str, str]] | None = None) -> tuple[Path, Path]:
+    """``pictures``: (title, PNG file in ``out``, caption), shown first (pictures.py draws them)."""
     out.mkdir(parents=True, exist_ok=True)
     plots = {name: _plot(name, vals, out) for name, vals in metrics.samples.items()}
     sections: list[tuple[str, list[str], list[list[Any]]]] = [
@@ -61,6 +64,13 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
     notes = {"Safety violations": "Checks run: " + ", ".join(INVARIANTS) + "."}
     md = ["# kraft-tck trace pipeline report", ""]
     body = ["<h1>kraft-tck trace pipeline report</h1>"]
+    if pictures:
+        md += ["## Pictures", ""]
+        body.append("<h2>Pictures</h2>")
+        for title, fname, caption in pictures:
+            md += [f"### {title}", "", f"![{title}]({fname})", "", caption, ""]
+            body.append(f'<h3>{html.escape(title)}</h3><p><img src="{html.escape(fname)}" '
+                        f'alt="{html.escape(title)}" style="max-width:100%"></p><p>{html.escape(caption)}</p>')
     for title, cols, rows in sections:
         shown = rows[:MAX_ROWS]
         md += [f"## {title}", ""]
@@ -86,10 +96,10 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
         md.append("")
     md += ["## Plots", ""]
     body.append("<h2>Plots</h2>")
-    for name, fname in plots.items():
-        if fname:
-            md.append(f"![{name}]({fname})")
-            body.append(f'<p><img src="{fname}" alt="{html.escape(name)}"></p>')
+    for name, plot in plots.items():
+        if plot:
+            md.append(f"![{name}]({plot})")
+            body.append(f'<p><img src="{plot}" alt="{html.escape(name)}"></p>')
     md_path, html_path = out / "report.md", out / "report.html"
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     html_path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>kraft-tck pipeline</title>"

@@ -20,7 +20,7 @@ from kraft_tck.traces.pipeline.files import BadInput
 
 if TYPE_CHECKING:
     from kraft_tck.traces.pipeline.tlc_fanout import Validator, Verdict
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -108,8 +108,11 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
         for r in refused:
             summary.setdefault("refused files", "")
             summary["refused files"] += r + " "
+        with Progress("pipeline: pictures", write=echo):
+            pictures = draw_pictures(spark, paths, events, appends, ing.files, violations, out_dir)
         md, _ = write_report(out_dir, summary=summary, violations=violations, quarantine=quarantine,
-                             metrics=m, verdicts=result.verdicts, validator_name=validator_name)
+                             metrics=m, verdicts=result.verdicts, validator_name=validator_name,
+                             pictures=pictures)
         result.report = md
     for r in refused:
         echo(f"refused: {r}")
@@ -125,3 +128,61 @@ def run_pipeline(spark: SparkSession, input_dir: str | os.PathLike[str], out: st
     echo(ing.counts.line())
     echo(f"{len(violations)} violations; exit code {result.exit_code}")
     return result
+
+
+#: Runs drawn as timelines: those with a violation first, then the first ones by name.
+TIMELINE_RUNS = 6
+
+
+def draw_pictures(spark: SparkSession, paths: Any, events: DataFrame, appends: DataFrame,
+                  files: list[Any], violations: list[Violation], out_dir: Path) -> list[tuple[str, str, str]]:
+    """(title, PNG file, caption) of the report's pictures: role/epoch timelines of a few runs with their
+    fault windows, commit latency over time for the same runs, and the invariants' results."""
+    from kraft_tck.traces.checker import INVARIANTS
+    from kraft_tck.traces.pipeline import pictures as P
+    from kraft_tck.traces.pipeline.metrics import commit_latency_points
+    from pyspark.sql import functions as F
+
+    runs = [(r["source"], r["run"]) for r in events.select("source", "run").distinct().orderBy("source", "run")
+            .limit(10_000).collect()]
+    bad = list(dict.fromkeys((v.source, v.run) for v in violations))
+    chosen = (bad + [r for r in runs if r not in bad])[:TIMELINE_RUNS]
+    out: list[tuple[str, str, str]] = []
+    counts = {name: sum(v.invariant == name for v in violations) for name in INVARIANTS}
+    out.append(("Invariants", P.plot_invariants(counts, out_dir),
+                f"Violations per safety invariant over {len(runs)} runs."))
+    if not chosen:
+        return out
+    keys = [f"{s}\u0000{r}" for s, r in chosen]
+    key = F.concat_ws("\u0000", "source", "run")
+    spans = {(r["source"], r["run"]): (float(r["t0"]), float(r["t1"])) for r in events.where(key.isin(keys))
+             .groupBy("source", "run").agg(F.min("ts").alias("t0"), F.max("ts").alias("t1")).collect()}
+    rows = spark.read.parquet(paths["transitions"]).where(key.isin(keys)) \
+        .select("source", "run", "node", "ts", "toRole", "toEpoch").collect()
+    headers = {((f.header or {}).get("source"), (f.header or {}).get("run")): f.header for f in files if f.header}
+    latency: dict[str, list[tuple[float, float]]] = {}
+    points = commit_latency_points(events.where(key.isin(keys)), appends.where(key.isin(keys))) \
+        .orderBy("ts").limit(200_000).collect()
+    for source, run in chosen:
+        t0, t1 = spans.get((source, run), (0.0, 0.0))
+        # A simulator's fault schedule is in the run's own milliseconds from 0; other traces carry wall time.
+        origin = 0.0 if source == "simulator" else t0
+        steps = [P.Step(int(r["node"]), float(r["ts"]) - origin, str(r["toRole"]), int(r["toEpoch"] or 0))
+                 for r in rows if (r["source"], r["run"]) == (source, run)]
+        header = headers.get((source, run))
+        nodes = sorted({s.node for s in steps})
+        windows = P.fault_windows(header, nodes)
+        title = f"{source} {run}"
+        fname, _ = P.plot_timeline(title, steps, t1 - origin, windows, out_dir)
+        where = " (has violations)" if (source, run) in bad else ""
+        out.append((f"Timeline: {title}{where}", fname,
+                    f"Each node's role over time; the leader's epoch is written on its bars; "
+                    f"{len(windows)} fault window(s) shaded on the nodes they hit."))
+        latency[title] = [(float(p["ts"]) - origin, float(p["value"])) for p in points
+                          if (p["source"], p["run"]) == (source, run)]
+    fname_lat = P.plot_commit_latency(latency, out_dir)
+    if fname_lat:
+        out.append(("Commit latency over time", fname_lat,
+                    "Each committed client batch: when it was appended and how long until the leader's high "
+                    "watermark passed it."))
+    return out
