@@ -105,8 +105,8 @@ def plot_timeline(title: str, steps: Sequence[Step], t_end: float, windows: Sequ
         for n in w.nodes:
             if n in row:
                 ax.axvspan(w.start_ms / 1000, w.end_ms / 1000, ymin=row[n] / len(nodes),
-                           ymax=(row[n] + 1) / len(nodes), color=FAULT_COLORS.get(w.kind, "#888"), alpha=FAULT_ALPHA.get(w.kind, 0.15),
-                           lw=0, gid=f"fault-{w.kind}")
+                           ymax=(row[n] + 1) / len(nodes), color=FAULT_COLORS.get(w.kind, "#888"),
+                           alpha=FAULT_ALPHA.get(w.kind, 0.15), lw=0, gid=f"fault-{w.kind}")
     for n, segs in segments.items():
         for start, end, role, epoch in segs:
             ax.broken_barh([(start / 1000, max((end - start) / 1000, 1e-3))], (row[n] + 0.2, 0.6),
