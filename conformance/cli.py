@@ -30,8 +30,10 @@ def _ports(value: str) -> tuple[int, ...]:
 @click.option("--target-host", default="127.0.0.1", show_default=True, help="the target's controller listener host")
 @click.option("--target-port", type=int, default=9093, show_default=True, help="the target's controller port")
 @click.option("--data-dir", default="/var/lib/kraft/target", show_default=True, help="the target's log.dirs")
-@click.option("--election-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.election_ms, show_default=True)
-@click.option("--fetch-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.fetch_ms, show_default=True)
+@click.option("--election-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.election_ms, show_default=True,
+              help="controller.quorum.election.timeout.ms for the target (the harness scales its waits to it).")
+@click.option("--fetch-timeout-ms", type=int, default=EMBEDDED_TIMEOUTS.fetch_ms, show_default=True,
+              help="controller.quorum.fetch.timeout.ms for the target (the harness scales its waits to it).")
 @click.option(
     "--kafka",
     is_flag=True,

@@ -138,7 +138,8 @@ def find_java() -> str:
             return str(candidate)
     found = shutil.which("java")
     if found is None:
-        raise TlcError("java not found: TLC needs a Java runtime (11+) on PATH or in JAVA_HOME")
+        raise TlcError("java not found: TLC needs a Java runtime on PATH or in JAVA_HOME "
+                       "(Java 17 for the whole kit, as `make check-java` says; TLC alone runs on 11+)")
     return found
 
 
