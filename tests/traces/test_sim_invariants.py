@@ -168,3 +168,48 @@ def test_soak_a_thousand_heavy_fault_seeds_find_nothing_on_the_correct_core() ->
             bad.append((seed, str(result.violation)))
     assert not bad, bad[:5]
     assert events > 1_000_000, f"only {events} events in 1,000 seeds: the soak did not exercise the nodes"
+
+
+# ------------------------------------------------------------------------------------- LeaderCompleteness
+
+
+def test_a_leader_missing_a_batch_committed_in_an_earlier_epoch_is_caught() -> None:
+    """KRaft.tla LeaderCompleteness: a batch counted committed in epoch 2 must be in the log of every leader
+    of epoch 2 or later."""
+    checker = InvariantChecker(seed=0)
+    head, committed = data_batch(0, 1, [b"head"]), data_batch(1, 2, VALUES)
+    _committed(checker, 2, _log(head, committed), hw=2)
+    checker.check_leader_completeness(3, 10, _log(head, committed), 5, 0)  # has it: fine
+    with pytest.raises(InvariantViolation) as caught:
+        checker.check_leader_completeness(3, 10, _log(head), 5, 0)
+    assert caught.value.invariant == "LeaderCompleteness" and "without the committed batch [1..1]" in str(caught.value)
+    with pytest.raises(InvariantViolation):  # another batch at that offset is no better
+        checker.check_leader_completeness(3, 10, _log(head, data_batch(1, 1, VALUES)), 5, 0)
+
+
+def test_a_leader_of_an_epoch_before_the_commit_is_not_held_to_it() -> None:
+    checker = InvariantChecker(seed=0)
+    checker.check_state(2, {"epoch": 9, "role": "Follower", "votedId": -1, "highWatermark": 1}, 1, 0)
+    checker.note_high_watermark(2, 0, 1, _log(data_batch(0, 9, VALUES)), 9, 1, 0)
+    checker.check_leader_completeness(3, 8, _log(), 5, 0)  # epoch 8 < 9: a deposed leader, no violation
+
+
+class GrantsEveryVote(KRaftCore):
+    """Planted bug: Raft's election restriction left out; an Unattached voter grants any candidate, whatever
+    its log (KIP-595 "Vote Request Handling": only a log at least as up to date as the voter's)."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        from kraft_tck.reference.roles import Unattached
+
+        return isinstance(self.role, Unattached) or super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+def test_the_simulator_catches_a_leader_elected_without_the_committed_log() -> None:
+    """The default fault profile, a few seeds: the first violation is LeaderCompleteness, at the election
+    itself, before the stale leader can truncate anything (CommittedNeverTruncated would come later)."""
+    found = []
+    for seed in range(1, 16):
+        result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=60_000), core_class=GrantsEveryVote)
+        if result.violation is not None:
+            found.append(result.violation.invariant)
+    assert "LeaderCompleteness" in found, found

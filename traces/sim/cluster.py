@@ -484,6 +484,8 @@ class Simulation:
             for ev in ready.trace:
                 ev["ts"] = now
                 check_state(nid, ev["state"], seq, now)
+                if ev["event"] == "BecomeLeader":
+                    checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq, now)
                 if lines is not None:
                     # The line TraceWriter.emit writes, its "seq" spliced in after the encoded "type" (the
                     # core's events start with it) instead of a copy of the dict without it.

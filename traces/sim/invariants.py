@@ -28,6 +28,7 @@ INVARIANTS: tuple[str, ...] = (
     "ElectionSafety",
     "VoteOnce",
     "LogMatching",
+    "LeaderCompleteness",
     "CommittedNeverTruncated",
     "HighWatermarkMonotonic",
     "EpochMonotonic",
@@ -93,6 +94,8 @@ class InvariantChecker:
     batches: dict[tuple[int, int], _BatchSeen] = field(default_factory=dict)  # (base, epoch) -> first seen
     committed: dict[int, _BatchSeen] = field(default_factory=dict)  # base offset -> committed batch
     committed_end: int = 0  # every offset below this was below some node's high watermark
+    # base offset of a committed batch -> the lowest epoch a node was in when it counted it committed
+    committed_epoch: dict[int, int] = field(default_factory=dict)
     max_hws: dict[int, int] = field(default_factory=dict)  # node -> highest high watermark, across restarts
     # (node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported for it
     registrations: dict[tuple[int, int, int], int] = field(default_factory=dict)
@@ -233,6 +236,8 @@ class InvariantChecker:
             if base >= hw:
                 break
             seen = self.committed.get(base)
+            if self.committed_epoch.get(base, epoch) >= epoch:
+                self.committed_epoch[base] = epoch
             if seen is None:
                 if base < self.committed_end:
                     raise self.fail(
@@ -256,6 +261,29 @@ class InvariantChecker:
                     "from the committed ones",
                 )
         self.committed_end = max(self.committed_end, hw)
+
+    def check_leader_completeness(self, node: int, epoch: int, log: DiskLog, seq: int, ts: int) -> None:
+        """KRaft.tla LeaderCompleteness, when ``node`` becomes leader of ``epoch`` (``log``: its log then):
+        every batch some node counted committed while in an epoch <= ``epoch`` is in the new leader's log,
+        the same batch at the same offset. (Raft's election restriction is what guarantees it: a vote only
+        for a log at least as up to date as the voter's.)"""
+        for base, seen in self.committed.items():
+            if self.committed_epoch.get(base, 0) > epoch:
+                continue
+            mine = log.batch_at(base)
+            if mine is None or mine.base_offset != base or not _same_batch(seen, mine):
+                have = "nothing" if mine is None else (
+                    f"batch [{mine.base_offset}..{mine.last_offset}] of epoch {mine.partition_leader_epoch}")
+                raise self.fail(
+                    "LeaderCompleteness",
+                    node,
+                    epoch,
+                    seq,
+                    ts,
+                    f"became leader of epoch {epoch} without the committed batch [{base}..{seen.batch.last_offset}] "
+                    f"of epoch {seen.batch.partition_leader_epoch} (committed in epoch "
+                    f"{self.committed_epoch.get(base)}); its log has {have} there (log end {log.end_offset})",
+                )
 
     # ------------------------------------------------------------------------------------- brokers
 
