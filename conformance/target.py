@@ -574,7 +574,7 @@ class EmbeddedTarget(CommandTarget):
         if not formatted or self.cluster_id is None:
             return
         cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "format",
-               "--config", str(self.config_path), "--cluster-id", self.cluster_id]  # fmt: skip
+               "--config", str(self.config_path), "--cluster-id", self.cluster_id, "--ignore-formatted"]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             raise TargetError(

@@ -34,7 +34,8 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.controller import BROKER_HEARTBEAT, BROKER_REGISTRATION
 from kraft_tck.reference.messages import FetchRequest
 from kraft_tck.reference.net import KafkaClient, RequestError
-from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_quorum
+from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo
+from kraft_tck.reference.quorum_client import find_leader as quorum_find_leader
 from kraft_tck.reference.registry import BrokerRegistration, BrokerRegistry, BrokerState
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import RecordBatch
@@ -64,16 +65,13 @@ def parse_endpoints(text: str) -> list[Endpoint]:
 
 
 async def find_leader(endpoints: Sequence[Endpoint], timeout_s: float) -> tuple[Endpoint, QuorumInfo]:
-    """The endpoint of the quorum leader: the node that answers DescribeQuorum (KIP-595 "Tooling")."""
-    errors = []
-    for host, port in endpoints:
-        try:
-            info = await describe_quorum(host, port, timeout_s, follow_leader=False)
-        except QuorumError as exc:
-            errors.append(f"{host}:{port}: {exc}")
-            continue
-        return (host, port), info
-    raise BrokerError("no controller answered as leader: " + "; ".join(errors))
+    """The endpoint of the quorum leader: the node that answers DescribeQuorum (KIP-595 "Tooling"); a
+    node that is not the leader is asked where it is (``quorum_client.find_leader``), so one follower's
+    address is enough."""
+    try:
+        return await quorum_find_leader(endpoints, timeout_s)
+    except QuorumError as exc:
+        raise BrokerError(str(exc)) from exc
 
 
 # ============================================================================================ the log reader
@@ -156,10 +154,7 @@ def render_brokers(registry: BrokerRegistry, info: QuorumInfo) -> str:
         rows.append((str(b.broker_id), str(b.state), str(b.broker_epoch), str(b.incarnation_id),
                      b.rack or "-", ",".join(str(x) for x in b.listeners)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    out.append(f"(committed log up to offset {registry.next_offset}, leader {info.leader_id} "
-               f"epoch {info.leader_epoch})")
-    return "\n".join(out)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 # ============================================================================================ the broker

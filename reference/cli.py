@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import re
 import signal
+import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties
@@ -57,33 +61,86 @@ def _loop_factory(event_loop: str) -> Callable[[], asyncio.AbstractEventLoop] | 
         raise click.ClickException(str(exc)) from None
 
 
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class TerseError(click.ClickException):
+    """One line on stderr, exit 1, no "Error: " prefix: the texts Kafka's tools print (TerseException)."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.format_message(), err=True)
+
+
+def environment_problem(exc: BaseException, what: str, fix: str) -> click.ClickException:
+    """One line for an OSError met at the boundary (busy port, unresolvable host, unwritable directory):
+    what is wrong and what to do, instead of a traceback."""
+    if isinstance(exc, socket.gaierror):
+        return click.ClickException(f"{what}: cannot resolve a host name ({exc.strerror}): {fix}")
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        found = re.search(r"\('([^']*)', (\d+)\)", str(exc))  # asyncio's and uvloop's texts name the address
+        where = f" {found.group(1)}:{found.group(2)}" if found else ""
+        return click.ClickException(f"{what}: the address{where} is already in use (another node or program "
+                                    f"listens there): stop it, or {fix}")
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRNOTAVAIL:
+        return click.ClickException(f"{what}: that address is not one of this host's ({exc.strerror}): {fix}")
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT,
+                                                  errno.ENOTDIR, errno.ENOSPC):
+        where = f" {exc.filename}" if exc.filename else ""
+        return click.ClickException(f"{what}: cannot write{where} ({exc.strerror}): {fix}")
+    return click.ClickException(f"{what}: {exc}")
+
+
 # ---------------------------------------------------------------------------------------------- format
 
 
 @main.command("format")
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--cluster-id", help="Cluster id to write (22-character base64 UUID, like kafka-storage).")
-@click.option("--random-cluster-id", is_flag=True, help="Generate a cluster id and print it.")
-def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool) -> None:
-    """Format a data directory with a cluster id (meta.properties), like kafka-storage format."""
-    from kraft_tck.reference.storage import StorageError, format_dir, new_uuid
+@click.option("-c", "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The node's configuration file (server.properties): node.id and log.dirs.")
+@click.option("-t", "--cluster-id", help="The cluster id to write (22-character base64 UUID; see random-uuid).")
+@click.option("--random-cluster-id", is_flag=True, help="Generate a cluster id (printed) instead of -t.")
+@click.option("-g", "--ignore-formatted", is_flag=True,
+              help="Skip a directory already formatted (for this cluster and node) rather than fail.")
+def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool, ignore_formatted: bool) -> None:
+    """Format the node's data directory with a cluster id (meta.properties), like kafka-storage format."""
+    from kraft_tck.reference.storage import StorageError, format_dir, new_uuid, read_meta_file
 
     cfg = _load_config(config_path)
     if random_cluster_id == (cluster_id is not None):
-        raise click.UsageError("give exactly one of --cluster-id ID or --random-cluster-id")
+        raise click.UsageError("give exactly one of -t/--cluster-id ID or --random-cluster-id")
     cid = cluster_id or new_uuid()
+    data_dir = Path(cfg.log_dir)
     try:
-        format_dir(cfg.log_dir, cfg.node_id, cid)
+        existing = read_meta_file(data_dir / "meta.properties")
+        if existing is not None and not ignore_formatted:
+            # Kafka's Formatter: formatted directories fail the command unless --ignore-formatted.
+            raise TerseError(f"Log directory {data_dir} is already formatted. "
+                             f"Use --ignore-formatted to ignore this directory and format the others.")
+        format_dir(data_dir, cfg.node_id, cid)  # refuses another cluster or node id, -g or not
     except StorageError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"Formatted {cfg.log_dir} for node {cfg.node_id} with cluster id {cid}")
+    except OSError as exc:
+        raise environment_problem(exc, f"formatting {data_dir}",
+                                  f"make log.dirs in {config_path} a directory you can write") from exc
+    if existing is not None:
+        click.echo("All of the log directories are already formatted.")
+        return
+    click.echo(f"Formatted {data_dir} for node {cfg.node_id} with cluster id {cid}")
+
+
+@main.command("random-uuid")
+def random_uuid_cmd() -> None:
+    """Print a random UUID, for format -t (kafka-storage random-uuid)."""
+    from kraft_tck.reference.storage import new_uuid
+
+    click.echo(new_uuid())
 
 
 # ---------------------------------------------------------------------------------------------- node
 
 
 @main.command("node")
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The node's configuration file (server.properties).")
 @click.option("--trace-file", type=click.Path(dir_okay=False), help="Write this node's trace (NDJSON).")
 @click.option("--throughput", type=int, default=0, help="Steady write workload on the leader, records/s.")
 @click.option("--record-size", type=int, default=100, show_default=True, help="Workload record size, bytes.")
@@ -96,41 +153,97 @@ def node_cmd(config_path: str, trace_file: str | None, throughput: int, record_s
              no_fsync: bool, event_loop: str) -> None:
     """Run one reference KRaft node in the foreground until SIGTERM/SIGINT (SIGUSR1 restarts the workload's
     statistics)."""
+    from kraft_tck.reference.storage import StorageError
     from kraft_tck.reference.workload import run_node
 
     if closed_loop and throughput:
         raise click.UsageError("--closed-loop and --throughput are two workloads: give one of them")
     cfg = _load_config(config_path)
-    with asyncio.Runner(loop_factory=_loop_factory(event_loop)) as runner:
-        runner.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
-                            fsync=not no_fsync, closed_loop=closed_loop))
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory(event_loop)) as runner:
+            runner.run(run_node(cfg, trace_file=trace_file, throughput=throughput, record_size=record_size,
+                                fsync=not no_fsync, closed_loop=closed_loop))
+    except StorageError as exc:
+        raise click.ClickException(f"node {cfg.node_id}: {exc}") from exc
+    except OSError as exc:
+        raise environment_problem(
+            exc, f"node {cfg.node_id}",
+            f"check listeners, controller.quorum.voters and log.dirs in {config_path}") from exc
 
 
 # ---------------------------------------------------------------------------------------------- cluster
 
 
-@main.command("cluster")
-@click.option("--voters", type=click.IntRange(1, 9), default=3, show_default=True)
-@click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True)
-@click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True)
+@main.group("cluster", invoke_without_command=True)
+@click.option("--voters", type=click.IntRange(1, 9), default=3, show_default=True, help="Number of nodes.")
+@click.option("--dir", "base_dir", type=click.Path(file_okay=False),
+              help="The cluster's directory: node-<i>/ with server.properties, data/ and node.log. A directory "
+                   "that already holds a cluster starts it again, with its settings.")
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=19190, show_default=True,
+              help="Node i listens on base-port + i - 1.")
 @click.option("--trace", is_flag=True, help="Write node-i/trace-<incarnation>.ndjson for every node.")
 @_event_loop_option("Every node's event loop (as kraft-tck node --event-loop).")
-def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool, event_loop: str) -> None:
-    """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly)."""
-    from kraft_tck.reference.procs import LocalCluster
+@click.pass_context
+def cluster_cmd(ctx: click.Context, voters: int, base_dir: str | None, base_port: int, trace: bool,
+                event_loop: str) -> None:
+    """Run a local N-process cluster in the foreground (Ctrl-C / SIGTERM stops it cleanly).
+
+    A node that dies is reported in one line and the others keep running; `kraft-tck cluster restart
+    --node N --dir DIR` (from another terminal) restarts it."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if base_dir is None:
+        raise click.UsageError("Missing option '--dir'.")
+    from kraft_tck.reference.procs import (
+        ClusterDirError,
+        LocalCluster,
+        Supervisor,
+        node_process_alive,
+        pid_alive,
+        port_in_use,
+        read_state,
+    )
     from kraft_tck.reference.storage import StorageError
 
     _loop_factory(event_loop)  # refused here, by name, rather than by every node process
-    cluster = LocalCluster(Path(base_dir).resolve(), voters=voters, base_port=base_port, trace=trace,
+    root = Path(base_dir).resolve()
+    try:
+        saved = read_state(root)
+    except ClusterDirError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if saved is not None:
+        # A stopped cluster starts again from its directory, with the settings it was made with.
+        if saved.get("pid") and pid_alive(int(saved["pid"])) and int(saved["pid"]) != os.getpid():
+            raise click.ClickException(f"a kraft-tck cluster (pid {saved['pid']}) already runs in {root}: "
+                                       f"stop it first, or use another --dir")
+        left = sorted(int(pid) for pid in (saved.get("nodes") or {}).values() if node_process_alive(int(pid), root))
+        if left:
+            raise click.ClickException(f"node processes of an earlier run in {root} still run (pids "
+                                       f"{', '.join(map(str, left))}): stop them (kill {' '.join(map(str, left))}) "
+                                       f"and start again")
+        for name, value in (("voters", voters), ("base_port", base_port)):
+            given = ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+            if given and value != saved.get(name):
+                raise click.ClickException(
+                    f"{root} holds a cluster made with --{name.replace('_', '-')} {saved.get(name)}: "
+                    f"leave the option out to start it again, or use another --dir")
+        voters, base_port = int(saved["voters"]), int(saved["base_port"])
+        trace = trace or bool(saved.get("trace"))
+    busy = [(i, base_port + i - 1) for i in range(1, voters + 1) if port_in_use("127.0.0.1", base_port + i - 1)]
+    if busy:
+        node, port = busy[0]
+        fix = ("stop what listens there (this cluster's ports are fixed: another --base-port needs a new --dir)"
+               if saved else "stop what listens there or choose another --base-port")
+        raise click.ClickException(f"port {port} (node {node}) on 127.0.0.1 is in use: {fix}")
+    cluster = LocalCluster(root, voters=voters, base_port=base_port, trace=trace,
                            extra_args=["--event-loop", event_loop])
     try:
         cid = cluster.prepare()
     except StorageError as exc:
         raise click.ClickException(str(exc)) from exc
-    cluster.start_all()
-    click.echo(f"cluster {cid}: {voters} voters on 127.0.0.1:{base_port}..{base_port + voters - 1}, "
-               f"data and logs in {cluster.base_dir}")
-    click.echo(f"try: kraft-tck quorum --bootstrap-controller 127.0.0.1:{base_port} describe --status")
+    except OSError as exc:
+        raise environment_problem(exc, f"preparing {root}", "choose a --dir you can write") from exc
+    supervisor = Supervisor(cluster)
     stop = {"now": False}
 
     def _stop(*_: Any) -> None:
@@ -138,62 +251,314 @@ def cluster_cmd(voters: int, base_dir: str, base_port: int, trace: bool, event_l
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    while not stop["now"] and len(cluster.alive()) == voters:
-        time.sleep(0.2)
-    died = [i for i in range(1, voters + 1) if i not in cluster.alive()]
-    cluster.stop_all()
-    if died and not stop["now"]:
-        raise click.ClickException(f"node(s) {died} exited unexpectedly; see {cluster.base_dir}/node-N/node.log")
+    cluster.start_all()
+    supervisor.clear_requests()
+    supervisor.save()
+    again = "started again" if saved is not None else "started"
+    click.echo(f"cluster {cid}: {voters} voters on 127.0.0.1:{base_port}..{base_port + voters - 1}, "
+               f"data and logs in {cluster.base_dir} ({again})")
+    click.echo(f"try: kraft-tck quorum --bootstrap-controller 127.0.0.1:{base_port} describe --status")
+    click.echo(f"a node that dies is reported here, the others keep running; (re)start one from another "
+               f"terminal: kraft-tck cluster restart --node N --dir {cluster.base_dir}")
+    try:
+        while not stop["now"]:
+            for node_id, code in supervisor.exited():
+                if stop["now"]:
+                    break  # Ctrl-C reaches the nodes too (one process group): stopping, not dying
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                click.echo(f"node {node_id} exited ({how}), the other nodes keep running; its log: "
+                           f"{cluster.node_dir(node_id) / 'node.log'}; restart it: kraft-tck cluster restart "
+                           f"--node {node_id} --dir {cluster.base_dir}", err=True)
+            for node_id in supervisor.restart_requests():
+                click.echo(f"node {node_id} restarted (pid {cluster.procs[node_id].pid})")
+            time.sleep(0.1)
+    finally:
+        cluster.stop_all()
+        supervisor.save(running=False)
     click.echo("cluster stopped")
 
 
-@main.group("quorum")
-@click.option("--bootstrap-controller", required=True,
-              help="host:port of any controller (a comma-separated list is allowed; the first is asked "
-                   "for --status/--replication, all are tried for --brokers).")
-@click.option("--timeout-ms", type=int, default=5000, show_default=True)
-@click.pass_context
-def quorum_cmd(ctx: click.Context, bootstrap_controller: str, timeout_ms: int) -> None:
-    """Ask a quorum about itself (like kafka-metadata-quorum)."""
-    from kraft_tck.reference.broker_client import parse_endpoints
+@cluster_cmd.command("restart")
+@click.option("--node", "node_id", type=int, required=True, help="The node to restart (1..voters).")
+@click.option("--dir", "base_dir", type=click.Path(file_okay=False), required=True,
+              help="The directory of the running kraft-tck cluster.")
+@click.option("--timeout-ms", type=int, default=20000, show_default=True,
+              help="How long to wait for the running cluster command to act.")
+def cluster_restart_cmd(node_id: int, base_dir: str, timeout_ms: int) -> None:
+    """Restart one node of the kraft-tck cluster running in DIR (stopped with SIGTERM first if it runs)."""
+    from kraft_tck.reference.procs import ClusterDirError, request_restart
 
     try:
-        endpoints = parse_endpoints(bootstrap_controller)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--bootstrap-controller") from exc
-    host, port = endpoints[0]
-    ctx.obj = {"host": host, "port": port, "endpoints": endpoints, "timeout": timeout_ms / 1000}
+        pid = request_restart(Path(base_dir).resolve(), node_id, timeout_ms / 1000)
+    except ClusterDirError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"node {node_id} restarted (pid {pid})")
 
 
-@quorum_cmd.command("describe")
-@click.option("--status", "mode", flag_value="status", default=True, help="Summary of the quorum.")
-@click.option("--replication", "mode", flag_value="replication", help="Per-replica replication table.")
-@click.option("--brokers", "mode", flag_value="brokers",
-              help="Registered brokers with state and epoch, replayed from the leader's committed log.")
+# ---------------------------------------------------------------------------------------------- quorum
+
+#: Properties of --command-config this plaintext-only client cannot honour: it refuses them rather than
+#: connect otherwise than asked.
+_SECURE_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass
+class _QuorumOptions:
+    bootstrap_controller: str | None
+    bootstrap_server: str | None
+    command_config: str | None
+    timeout_ms: int
+
+    def connection(self) -> tuple[list[tuple[str, int]], float]:
+        """The endpoints and the timeout, checked as kafka-metadata-quorum checks them (argparse4j's
+        mutually exclusive, required group; then the --command-config file)."""
+        from kraft_tck.reference.broker_client import parse_endpoints
+
+        if self.bootstrap_controller is not None and self.bootstrap_server is not None:
+            raise TerseError("argument --bootstrap-controller: not allowed with argument --bootstrap-server")
+        option, text = (("--bootstrap-controller", self.bootstrap_controller) if self.bootstrap_controller is not None
+                        else ("--bootstrap-server", self.bootstrap_server))
+        if text is None:
+            raise TerseError("one of the arguments --bootstrap-server --bootstrap-controller is required")
+        timeout_ms = self.timeout_ms
+        if self.command_config is not None:
+            props = _command_config(self.command_config)
+            for key in ("default.api.timeout.ms", "request.timeout.ms"):
+                if key in props and props[key].strip().isdigit():
+                    timeout_ms = int(props[key])
+                    break
+        try:
+            return parse_endpoints(text), timeout_ms / 1000
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from exc
+
+
+def _command_config(path: str) -> dict[str, str]:
+    """--command-config: Kafka's message for a missing file; a security setting this client cannot honour
+    (it speaks plaintext only) is refused in one line."""
+    if not Path(path).exists():
+        raise TerseError(f"Properties file {path} does not exists!")  # sic: Kafka's text
+    try:
+        props = load_properties(path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol != "PLAINTEXT":
+        why = "" if protocol in _SECURE_PROTOCOLS else " (not a security protocol Kafka knows)"
+        raise click.ClickException(
+            f"{path}: security.protocol={props['security.protocol']}{why} cannot be honoured: kraft-tck quorum "
+            f"speaks PLAINTEXT only; use Kafka's kafka-metadata-quorum for a secured listener")
+    return props
+
+
+@main.group("quorum")
+@click.option("--bootstrap-controller", metavar="HOST:PORT[,...]",
+              help="A comma-separated list of host:port pairs of controllers; the leader is found from any "
+                   "of them. One of --bootstrap-controller and --bootstrap-server is required.")
+@click.option("--bootstrap-server", metavar="HOST:PORT[,...]",
+              help="A comma-separated list of host:port pairs of brokers (which answer DescribeQuorum for "
+                   "the controllers); the same requests as --bootstrap-controller.")
+@click.option("--command-config", type=click.Path(dir_okay=False),
+              help="Property file of client settings (request.timeout.ms, default.api.timeout.ms); "
+                   "PLAINTEXT only: another security.protocol is refused.")
+@click.option("--timeout-ms", type=int, default=5000, show_default=True, help="Request timeout.")
+@click.pass_context
+def quorum_cmd(ctx: click.Context, bootstrap_controller: str | None, bootstrap_server: str | None,
+               command_config: str | None, timeout_ms: int) -> None:
+    """Describe a quorum (like kafka-metadata-quorum)."""
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
+        # What goes wrong is said in one line (QuorumError); the connection's own warnings only with -v.
+        logging.getLogger("kraft_tck.reference.net").setLevel(logging.ERROR)
+    # Checked by the subcommand, so that `quorum describe --help` needs no connection options.
+    ctx.obj = _QuorumOptions(bootstrap_controller, bootstrap_server, command_config, timeout_ms)
+
+
+class _AbbreviatingCommand(click.Command):
+    """Takes an unambiguous prefix of a long option, as argparse4j (Kafka's tools) does: ``describe --re
+    --hu`` is ``describe --replication --human-readable`` (MetadataQuorumCommandTest.testHumanReadableOutput)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        longs = [o for p in self.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+        expanded = []
+        for arg in args:
+            if arg.startswith("--") and len(arg) > 2 and "=" not in arg and arg not in longs:
+                matches = [o for o in longs if o.startswith(arg)]
+                if len(matches) == 1:
+                    arg = matches[0]
+            expanded.append(arg)
+        return super().parse_args(ctx, expanded)
+
+
+@quorum_cmd.command("describe", cls=_AbbreviatingCommand)
+@click.option("--status", is_flag=True, help="A short summary of the quorum status.")
+@click.option("--replication", is_flag=True, help="Detailed information about the status of replication.")
+@click.option("--human-readable", is_flag=True,
+              help="With --replication: timestamps as how long ago ('123 ms ago').")
+@click.option("--brokers", is_flag=True,
+              help="(kraft-tck) Registered brokers with state and epoch, replayed from the leader's committed log.")
 @click.pass_obj
-def describe_cmd(obj: dict[str, Any], mode: str) -> None:
-    """DescribeQuorum against any node that speaks it (KIP-595, KIP-836 fields)."""
-    from kraft_tck.reference.quorum_client import (
-        QuorumError,
-        describe_quorum,
-        render_replication,
-        render_status,
-    )
+def describe_cmd(obj: _QuorumOptions, status: bool, replication: bool, human_readable: bool,
+                 brokers: bool) -> None:
+    """Describe the metadata quorum (DescribeQuorum, KIP-595 and KIP-836), as kafka-metadata-quorum does.
 
-    if mode == "brokers":
+    Exactly one of --status and --replication (or --brokers)."""
+    from kraft_tck.reference.quorum_client import QuorumError, describe_sync, render_replication, render_status
+
+    endpoints, timeout_s = obj.connection()
+    if brokers:
+        if status or replication or human_readable:
+            raise TerseError("--brokers is a describe of its own: give it without --status, --replication "
+                             "or --human-readable")
         from kraft_tck.reference.broker_client import BrokerError, read_registry, render_brokers
 
         try:
-            registry, qinfo = asyncio.run(read_registry(obj["endpoints"], obj["timeout"]))
+            registry, qinfo = asyncio.run(read_registry(endpoints, timeout_s))
         except BrokerError as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(render_brokers(registry, qinfo))
         return
+    # MetadataQuorumCommand.execute, in its order and with its words.
+    if status and replication:
+        raise TerseError("Only one of --status or --replication should be specified with describe sub-command")
+    if status and human_readable:
+        raise TerseError("The option --human-readable is only supported along with --replication")
+    if not status and not replication:
+        raise TerseError("One of --status or --replication must be specified with describe sub-command")
     try:
-        info = asyncio.run(describe_quorum(obj["host"], obj["port"], obj["timeout"]))
+        info = describe_sync(endpoints, timeout_s, with_cluster_id=status)
+        if status:
+            click.echo(render_status(info))
+            if info.cluster_id is None:
+                # Kafka's tool reads it with DescribeCluster (KIP-919), which this node does not answer.
+                click.echo("kraft-tck quorum: ClusterId unknown: the leader does not answer DescribeCluster "
+                           "(api key 60); its meta.properties has it", err=True)
+        else:
+            click.echo(render_replication(info, human_readable, now_ms=int(time.time() * 1000)))
     except QuorumError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(render_status(info) if mode == "status" else render_replication(info, now_ms=int(time.time() * 1000)))
+
+
+# KIP-853's voter changes, with kafka-metadata-quorum's options, checks and --dry-run output. The reference
+# node's quorum is static (controller.quorum.voters, kraft.version 0) and this kit's codec has no
+# AddRaftVoter / RemoveRaftVoter definitions: without --dry-run the command says so in one line.
+
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+
+
+def _voter_change_unavailable(obj: _QuorumOptions, api_key: int, name: str) -> click.ClickException:
+    """Why the change cannot be made: the leader does not serve the RPC, or this kit cannot send it."""
+    from kraft_tck.reference.net import KafkaClient, RequestError
+    from kraft_tck.reference.quorum_client import QuorumError, find_leader
+
+    endpoints, timeout_s = obj.connection()
+
+    async def advertised() -> tuple[str, bool]:
+        (host, port), _ = await find_leader(endpoints, timeout_s)
+        client = KafkaClient(host, port, client_id="kraft-tck-quorum")
+        try:
+            await client.connect(timeout_s)
+            return f"{host}:{port}", api_key in client.versions
+        finally:
+            await client.close()
+
+    try:
+        where, served = asyncio.run(advertised())
+    except (QuorumError, RequestError) as exc:
+        return click.ClickException(str(exc))
+    if not served:
+        return click.ClickException(f"the leader at {where} does not serve {name} (api key {api_key}): its voters "
+                                    f"are fixed by controller.quorum.voters (a static quorum)")
+    return click.ClickException(f"the leader at {where} serves {name}, but kraft-tck cannot send it yet: use "
+                                f"Kafka's kafka-metadata-quorum (or --dry-run)")
+
+
+def _controller_endpoints(props: dict[str, str]) -> list[tuple[str, str, int]]:
+    """``MetadataQuorumCommand.getControllerAdvertisedListeners``: each controller listener's endpoint,
+    advertised.listeners over listeners."""
+    found: dict[str, tuple[str, str, int]] = {}
+    for key in ("listeners", "advertised.listeners"):
+        for item in filter(None, (x.strip() for x in props.get(key, "").split(","))):
+            m = re.fullmatch(r"([^:/]+)://\[?([^\]]*?)\]?:(\d+)", item)
+            if m:
+                found[m.group(1).upper()] = (m.group(1).upper(), m.group(2) or "localhost", int(m.group(3)))
+    if "controller.listener.names" not in props:
+        raise TerseError("controller.listener.names was not found. Is this a valid controller configuration file?")
+    out = []
+    for name in props["controller.listener.names"].split(","):
+        name = name.strip().upper()
+        if name not in found:
+            raise TerseError(f"Cannot find information about controller listener name: {name}")
+        out.append(found[name])
+    return out
+
+
+@quorum_cmd.command("add-controller")
+@click.option("--dry-run", is_flag=True, help="Print what would be done, but do not do it.")
+@click.pass_obj
+def add_controller_cmd(obj: _QuorumOptions, dry_run: bool) -> None:
+    """Add a controller to the quorum (KIP-853), the one whose configuration --command-config names."""
+    from kraft_tck.reference.storage import StorageError, read_meta_file
+
+    obj.connection()
+    if obj.command_config is None:
+        raise TerseError("You must supply the configuration file of the controller you are adding when using "
+                         "add-controller.")
+    props = _command_config(obj.command_config)
+    if "node.id" not in props:
+        raise TerseError("node.id not found in configuration file. Is this a valid controller configuration file?")
+    try:
+        node_id = int(props["node.id"])
+    except ValueError as exc:
+        raise TerseError(f"node.id={props['node.id']} is not a number") from exc
+    if node_id < 0:
+        raise TerseError("node.id was negative in configuration file. Is this a valid controller configuration file?")
+    if "controller" not in props.get("process.roles", ""):
+        raise TerseError("process.roles did not contain 'controller' in configuration file. Is this a valid "
+                         "controller configuration file?")
+    metadata_dir = props.get("metadata.log.dir") or (props.get("log.dirs", "").strip().split(",")[0] or None)
+    if metadata_dir is None:
+        raise TerseError("Neither metadata.log.dir nor log.dirs were found. Is this a valid controller "
+                         "configuration file?")
+    try:
+        meta = read_meta_file(Path(metadata_dir) / "meta.properties")
+    except StorageError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if meta is None:
+        raise TerseError(f"Unable to read meta.properties from {metadata_dir}")
+    if not meta.directory_id:
+        raise TerseError(f"No directory id found in {metadata_dir}")
+    endpoints = ", ".join(f"{n}://{f'[{h}]' if ':' in h else h}:{p}" for n, h, p in _controller_endpoints(props))
+    if not dry_run:
+        raise _voter_change_unavailable(obj, ADD_RAFT_VOTER, "AddRaftVoter")
+    click.echo(f"DRY RUN of adding controller {node_id} with directory id {meta.directory_id} "
+               f"and endpoints: {endpoints}")
+
+
+@quorum_cmd.command("remove-controller")
+@click.option("-i", "--controller-id", type=int, required=True, help="The id of the controller to remove.")
+@click.option("-d", "--controller-directory-id", required=True, help="The directory id of the controller to remove.")
+@click.option("--dry-run", is_flag=True, help="Print what would be done, but do not do it.")
+@click.pass_obj
+def remove_controller_cmd(obj: _QuorumOptions, controller_id: int, controller_directory_id: str,
+                          dry_run: bool) -> None:
+    """Remove a controller from the quorum (KIP-853)."""
+    import base64
+    import binascii
+
+    obj.connection()
+    if controller_id < 0:
+        raise TerseError(f"Invalid negative --controller-id: {controller_id}")
+    try:
+        raw = base64.urlsafe_b64decode(controller_directory_id + "=" * (-len(controller_directory_id) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise TerseError(f"Failed to parse --controller-directory-id: {exc}") from exc
+    if len(raw) != 16:
+        raise TerseError(f"Failed to parse --controller-directory-id: {controller_directory_id} decoded as "
+                         f"{len(raw)} bytes, which is not the expected 16 bytes")
+    if not dry_run:
+        raise _voter_change_unavailable(obj, REMOVE_RAFT_VOTER, "RemoveRaftVoter")
+    # Kafka's printf puts "DRY RUN of removing " before " KRaft controller": two spaces, kept.
+    click.echo(f"DRY RUN of removing  KRaft controller {controller_id} with directory id {controller_directory_id}")
 
 
 # ---------------------------------------------------------------------------------------------- other areas

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import json
 import os
 import random
 import signal
@@ -115,7 +117,9 @@ class LocalCluster:
         cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "node", "--config", str(self.config_path(node_id)),
                *self.extra_args]
         if self.trace:
-            k = self.incarnations.get(node_id, 0) + 1
+            # After the traces already there (a cluster started again from its directory): none is overwritten.
+            on_disk = [int(p.stem.split("-")[1]) for p in self.trace_files(node_id)]
+            k = max(self.incarnations.get(node_id, 0), *on_disk, 0) + 1
             self.incarnations[node_id] = k
             cmd += ["--trace-file", str(self.node_dir(node_id) / f"trace-{k}.ndjson")]
         log = open(self.node_dir(node_id) / "node.log", "ab")  # noqa: SIM115 - owned by the child from here on
@@ -189,3 +193,159 @@ class LocalCluster:
                     return info
             await asyncio.sleep(0.05)
         raise TimeoutError(f"node {node_id} did not reach offset {min_offset} within {timeout_s}s")
+
+
+# ============================================================================================ a supervised cluster
+#
+# ``kraft-tck cluster`` runs in the foreground and keeps the cluster running when a node dies; it writes
+# its settings and pids to ``<dir>/cluster.json`` (so a stopped cluster can be started again from its
+# directory) and takes requests from other commands as files in ``<dir>/control/`` (``restart-<id>``),
+# which ``kraft-tck cluster restart`` writes and the running command removes once it has acted.
+
+STATE_FILE = "cluster.json"
+CONTROL_DIR = "control"
+
+
+class ClusterDirError(Exception):
+    """The cluster directory cannot be used as asked; the message says what to do."""
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether ``host:port`` cannot be bound now (something listens there, or holds it). SO_REUSEADDR as
+    the node's listener has it: connections of a stopped node in TIME_WAIT do not make the port busy."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.errno in (errno.EADDRINUSE, errno.EACCES)
+    return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def node_process_alive(pid: int, base_dir: Path) -> bool:
+    """Whether ``pid`` is a node process of the cluster in ``base_dir`` (its command line names a config
+    there; where /proc is missing, whether the pid is alive)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return True
+    return str(base_dir) in cmdline and " node " in cmdline.replace("\0", " ")
+
+
+def read_state(base_dir: Path) -> dict[str, Any] | None:
+    """The ``cluster.json`` of a cluster directory, None when there is none."""
+    path = base_dir / STATE_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no cluster there yet (preparing the directory says what is wrong with it, if anything)
+    except (OSError, ValueError) as exc:
+        raise ClusterDirError(f"{path} cannot be read ({exc}): remove it to start the cluster afresh") from exc
+    if not isinstance(doc, dict):
+        raise ClusterDirError(f"{path} is not a cluster state file: remove it to start the cluster afresh")
+    return doc
+
+
+def request_path(base_dir: Path, node_id: int) -> Path:
+    return base_dir / CONTROL_DIR / f"restart-{node_id}"
+
+
+def request_restart(base_dir: Path, node_id: int, timeout_s: float = 20.0) -> int:
+    """Ask the ``kraft-tck cluster`` running in ``base_dir`` to (re)start node ``node_id``; wait until it
+    has, and return the node's new pid."""
+    state = read_state(base_dir)
+    if state is None:
+        raise ClusterDirError(f"{base_dir} holds no cluster: start one with kraft-tck cluster --dir {base_dir}")
+    voters = int(state.get("voters", 0))
+    if not 1 <= node_id <= voters:
+        raise ClusterDirError(f"the cluster in {base_dir} has nodes 1..{voters}: there is no node {node_id}")
+    pid = int(state.get("pid", 0))
+    if not pid or not pid_alive(pid):
+        raise ClusterDirError(f"no kraft-tck cluster is running in {base_dir}: start it again with "
+                              f"kraft-tck cluster --dir {base_dir}")
+    path = request_path(base_dir, node_id)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".part")
+    tmp.write_text(str(os.getpid()), encoding="utf-8")
+    tmp.rename(path)
+    deadline = time.monotonic() + timeout_s
+    while path.exists():
+        if time.monotonic() > deadline or not pid_alive(pid):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            raise ClusterDirError(f"the kraft-tck cluster running in {base_dir} (pid {pid}) did not act on the "
+                                  f"restart within {timeout_s:.0f}s")
+        time.sleep(0.05)
+    new = read_state(base_dir) or {}
+    return int((new.get("nodes") or {}).get(str(node_id), 0))
+
+
+@dataclass
+class Supervisor:
+    """Keeps a ``LocalCluster`` running: notices nodes that exit (once each) and acts on restart requests."""
+
+    cluster: LocalCluster
+    reported: set[int] = field(default_factory=set)
+
+    def save(self, running: bool = True) -> None:
+        """Write ``cluster.json``: the settings, and (while ``running``) this process's pid and the nodes'."""
+        c = self.cluster
+        state = {
+            "voters": c.voters, "base_port": c.base_port, "trace": c.trace, "extra_args": c.extra_args,
+            "cluster_id": c.cluster_id, "pid": os.getpid() if running else 0,
+            "nodes": {str(i): p.pid for i, p in sorted(c.procs.items()) if p.poll() is None},
+        }
+        path = c.base_dir / STATE_FILE
+        tmp = path.with_suffix(".part")
+        tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+        tmp.rename(path)
+
+    def clear_requests(self) -> None:
+        """Requests left by an earlier run are not for this one."""
+        for path in (self.cluster.base_dir / CONTROL_DIR).glob("restart-*"):
+            path.unlink(missing_ok=True)
+
+    def exited(self) -> list[tuple[int, int]]:
+        """(node id, exit code) of each node that has exited since the last call."""
+        out = []
+        for i, proc in sorted(self.cluster.procs.items()):
+            code = proc.poll()
+            if code is not None and i not in self.reported:
+                self.reported.add(i)
+                out.append((i, code))
+        if out:
+            self.save()
+        return out
+
+    def restart_requests(self) -> list[int]:
+        """Act on every restart request: the node is stopped (SIGTERM) if it runs, then started again."""
+        done = []
+        for path in sorted((self.cluster.base_dir / CONTROL_DIR).glob("restart-*")):
+            if path.suffix == ".part":
+                continue
+            try:
+                node_id = int(path.name.split("-", 1)[1])
+            except ValueError:
+                path.unlink(missing_ok=True)
+                continue
+            if 1 <= node_id <= self.cluster.voters:
+                if node_id in self.cluster.procs:
+                    self.cluster.kill(node_id, signal.SIGTERM)
+                self.cluster.start(node_id)
+                self.reported.discard(node_id)
+                done.append(node_id)
+                self.save()
+            path.unlink(missing_ok=True)
+        return done
