@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl as _ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,6 +242,10 @@ _INT_SETTINGS: tuple[tuple[str, str, int, int], ...] = (
     ("controller.quorum.append.linger.ms", "append_linger_ms", 25, 0),
     ("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", 500, 0),
     ("socket.request.max.bytes", "socket_request_max_bytes", 104857600, 1),
+    # Kafka's SocketServerConfigs: a negative idle time keeps idle connections open (Selector); a
+    # queued.max.request.bytes of 0 or less leaves request memory unbounded (SocketServer's MemoryPool.NONE).
+    ("connections.max.idle.ms", "connections_max_idle_ms", 600000, -1),
+    ("queued.max.request.bytes", "queued_max_request_bytes", -1, -1),
     ("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1),
     # This node's own setting, not Kafka's (Kafka leaves old log data to the OS page cache): how many
     # bytes of the newest batches the core's log keeps in memory; older ones are read back from the
@@ -259,9 +264,32 @@ _OTHER_KEYS = frozenset(
         "log.dir",
         "metadata.log.dir",
         "process.roles",
+        "listener.security.protocol.map",
     }
 )
-KNOWN_KEYS = _OTHER_KEYS | {k for k, *_ in _INT_SETTINGS}
+#: The TLS settings this node honours (Kafka's names; each may also be given per listener as
+#: ``listener.name.<listener>.<key>``, which wins, as in Kafka).
+SSL_KEYS = (
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.client.auth",
+    "ssl.endpoint.identification.algorithm",
+)
+KNOWN_KEYS = _OTHER_KEYS | {k for k, *_ in _INT_SETTINGS} | set(SSL_KEYS)
+#: Security settings this node cannot honour yet: a config naming one stops the node (serving without
+#: what it asks for would be a silent downgrade). ``ssl.*`` keys outside SSL_KEYS count too.
+_UNSUPPORTED_SECURITY = re.compile(
+    r"^(?:listener\.name\.[^.]+\.)?(?:sasl\..*|ssl\..*|[a-z0-9._-]*\.sasl\.jaas\.config)$"
+    r"|^(?:authorizer\.class\.name|super\.users|principal\.builder\.class|allow\.everyone\.if\.no\.acl\.found"
+    r"|security\.inter\.broker\.protocol|sasl\.mechanism\.controller\.protocol|early\.start\.listeners)$"
+)
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_CLIENT_AUTH = ("required", "requested", "none")
 
 
 def _int_setting(props: Mapping[str, str], key: str, default: int | None, minimum: int) -> int:
@@ -294,7 +322,13 @@ class NodeConfig:
     socket_request_max_bytes: int = 104857600
     broker_session_timeout_ms: int = 9000
     log_cache_bytes: int = 8 * 1024 * 1024
+    connections_max_idle_ms: int = 600000
+    queued_max_request_bytes: int = -1
     process_roles: tuple[str, ...] = ()
+    #: The controller listener's security protocol (listener.security.protocol.map): PLAINTEXT or SSL.
+    security_protocol: str = "PLAINTEXT"
+    #: The TLS settings when security_protocol is SSL.
+    ssl: SslSettings | None = None
     # Keys this node does not interpret (Kafka configs carry many), kept verbatim.
     extra: Mapping[str, str] = field(default_factory=dict)
 
@@ -373,7 +407,23 @@ class NodeConfig:
                 f"({ints['request_timeout_ms']}), got {ints['fetch_max_wait_ms']}"
             )
 
-        extra = {k: v for k, v in props.items() if k not in KNOWN_KEYS}
+        if ints["queued_max_request_bytes"] > 0 and ints["queued_max_request_bytes"] < ints["socket_request_max_bytes"]:
+            # Kafka's KafkaConfig.validateValues: one request of the largest size must fit in the pool.
+            raise ConfigError(
+                f"queued.max.request.bytes: expected 0 or less (unbounded) or at least socket.request.max.bytes "
+                f"({ints['socket_request_max_bytes']}), got {ints['queued_max_request_bytes']}"
+            )
+        if len({lst.name for lst in listeners}) != len(listeners):
+            raise ConfigError(f"listeners: each listener must have a different name, got {props['listeners']!r}")
+        if len({lst.endpoint.port for lst in listeners}) != len(listeners):
+            raise ConfigError(f"listeners: each listener must have a different port, got {props['listeners']!r}")
+
+        protocol = _security_protocol(props, listener, listeners, wanted)
+        ssl = _ssl_settings(props, listener, protocol)
+
+        # Kept verbatim (to_properties writes them back) but read here, so not warned about.
+        kept = {k for k in props if k.startswith("listener.name.") or k == "listener.security.protocol.map"}
+        extra = {k: v for k, v in props.items() if k not in KNOWN_KEYS and k not in kept}
         if extra:
             log.warning(
                 "%s: keeping %d key(s) this node does not use: %s",
@@ -387,7 +437,9 @@ class NodeConfig:
             voters=voters,
             log_dir=log_dir,
             process_roles=roles,
-            extra=extra,
+            security_protocol=protocol,
+            ssl=ssl,
+            extra={k: v for k, v in props.items() if k in extra or k in kept},
             **ints,
         )
 
@@ -406,5 +458,185 @@ class NodeConfig:
         props["log.dirs"] = str(self.log_dir)
         for key, attr, _default, _lo in _INT_SETTINGS:
             props[key] = str(getattr(self, attr))
+        if self.security_protocol != "PLAINTEXT" and "listener.security.protocol.map" not in self.extra:
+            props["listener.security.protocol.map"] = f"{self.listener.name}:{self.security_protocol}"
+        if self.ssl is not None:
+            props.update(self.ssl.to_properties())
         props.update(self.extra)
         return props
+
+
+@dataclass(frozen=True, slots=True)
+class SslSettings:
+    """The controller listener's TLS settings, by Kafka's names (``ssl.*``). Passwords stay out of repr."""
+
+    keystore_type: str = "PEM"
+    keystore_location: Path | None = None
+    keystore_password: str | None = field(default=None, repr=False)
+    key_password: str | None = field(default=None, repr=False)
+    truststore_type: str = "PEM"
+    truststore_location: Path | None = None
+    truststore_password: str | None = field(default=None, repr=False)
+    client_auth: str = "none"
+    endpoint_identification_algorithm: str = "https"
+
+    def to_properties(self) -> dict[str, str]:
+        out: dict[str, str] = {
+            "ssl.keystore.type": self.keystore_type,
+            "ssl.truststore.type": self.truststore_type,
+            "ssl.client.auth": self.client_auth,
+            "ssl.endpoint.identification.algorithm": self.endpoint_identification_algorithm,
+        }
+        for key, value in (("ssl.keystore.location", self.keystore_location),
+                           ("ssl.keystore.password", self.keystore_password),
+                           ("ssl.key.password", self.key_password),
+                           ("ssl.truststore.location", self.truststore_location),
+                           ("ssl.truststore.password", self.truststore_password)):
+            if value is not None:
+                out[key] = str(value)
+        return out
+
+    def _load(self, ctx: _ssl.SSLContext, need_keystore: bool) -> None:
+        if self.keystore_location is not None:
+            password = self.key_password or self.keystore_password
+            try:
+                ctx.load_cert_chain(str(self.keystore_location), password=password)
+            except FileNotFoundError:
+                raise ConfigError(f"ssl.keystore.location: {self.keystore_location}: no such file") from None
+            except (OSError, _ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"ssl.keystore.location: {self.keystore_location}: not a PEM private key and certificate "
+                    f"chain readable with ssl.key.password ({exc})"
+                ) from None
+        elif need_keystore:
+            raise ConfigError("ssl.keystore.location: missing (a TLS listener needs its certificate and key)")
+        if self.truststore_location is not None:
+            try:
+                ctx.load_verify_locations(cafile=str(self.truststore_location))
+            except FileNotFoundError:
+                raise ConfigError(f"ssl.truststore.location: {self.truststore_location}: no such file") from None
+            except (OSError, _ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"ssl.truststore.location: {self.truststore_location}: not PEM certificates ({exc})"
+                ) from None
+        elif not need_keystore:
+            ctx.load_default_certs()  # a client without a truststore trusts the system's CAs, as Java does
+
+    def server_context(self) -> _ssl.SSLContext:
+        """The listener's context: its certificate, and the peer certificates ssl.client.auth asks for."""
+        ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = _ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
+        self._load(ctx, need_keystore=True)
+        ctx.verify_mode = {"required": _ssl.CERT_REQUIRED, "requested": _ssl.CERT_OPTIONAL,
+                           "none": _ssl.CERT_NONE}[self.client_auth]
+        return ctx
+
+    def client_context(self) -> _ssl.SSLContext:
+        """The context of the node's requests to its peers: their certificates checked against the
+        truststore (and their host name, with ssl.endpoint.identification.algorithm=https), ours offered."""
+        ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = _ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = self.endpoint_identification_algorithm.lower() == "https"
+        ctx.verify_mode = _ssl.CERT_REQUIRED
+        self._load(ctx, need_keystore=False)
+        return ctx
+
+
+def _security_protocol(props: Mapping[str, str], listener: Listener, listeners: tuple[Listener, ...],
+                       controller_names: list[str]) -> str:
+    """The controller listener's protocol, as Kafka's ``KafkaConfig.effectiveListenerSecurityProtocolMap``
+    decides it: the map given, else the protocol names map to themselves and, when no listener is named
+    after SSL or SASL, the controller listeners are PLAINTEXT. PLAINTEXT and SSL are served; SASL stops."""
+    raw = props.get("listener.security.protocol.map")
+    if raw is not None:
+        mapping: dict[str, str] = {}
+        for part in raw.split(","):
+            name, sep, proto = part.strip().partition(":")
+            if not sep or not name.strip() or proto.strip().upper() not in _PROTOCOLS:
+                raise ConfigError(
+                    f"listener.security.protocol.map: expected NAME:PROTOCOL[,...] with PROTOCOL one of "
+                    f"{', '.join(_PROTOCOLS)}, got {raw!r}"
+                )
+            mapping[name.strip().upper()] = proto.strip().upper()
+    else:
+        mapping = {p: p for p in _PROTOCOLS}
+        names = {lst.name for lst in listeners} | set(controller_names)
+        if not names & {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}:
+            mapping.update({n: "PLAINTEXT" for n in controller_names or [listener.name]})
+    protocol = mapping.get(listener.name)
+    if protocol is None:
+        raise ConfigError(
+            f"listener.security.protocol.map: no security protocol for the controller listener {listener.name}"
+        )
+    if protocol.startswith("SASL"):
+        raise ConfigError(
+            f"listener.security.protocol.map: the controller listener {listener.name} is {protocol}; SASL is not "
+            "supported by this node yet (use SSL with ssl.client.auth=required, or PLAINTEXT)"
+        )
+    return protocol
+
+
+def _ssl_settings(props: Mapping[str, str], listener: Listener, protocol: str) -> SslSettings | None:
+    """The TLS settings for an SSL listener; a config that asks for security this node does not honour
+    (SASL, authorization, ssl.* keys it does not read, TLS settings on a PLAINTEXT listener) stops it."""
+    prefix = f"listener.name.{listener.name.lower()}."
+    unsupported = sorted(k for k in props if _UNSUPPORTED_SECURITY.match(k)
+                         and k not in SSL_KEYS and k.removeprefix(prefix) not in SSL_KEYS)
+    if unsupported:
+        raise ConfigError(
+            f"{unsupported[0]}: not supported by this node yet"
+            + (f" (nor {', '.join(unsupported[1:])})" if len(unsupported) > 1 else "")
+            + "; it would run without the security this asks for, so it does not start"
+        )
+
+    def get(key: str) -> str | None:
+        value = props.get(prefix + key, props.get(key))
+        if value is None or (not value.strip() and key != "ssl.endpoint.identification.algorithm"):
+            return None
+        return value.strip()
+
+    given = [k for k in SSL_KEYS if get(k) is not None and k != "ssl.endpoint.identification.algorithm"]
+    if protocol != "SSL":
+        if given:
+            raise ConfigError(
+                f"{given[0]}: set, but the controller listener {listener.name} is {protocol} "
+                f"(listener.security.protocol.map): it would serve without TLS; map it to SSL or remove the ssl.* keys"
+            )
+        return None
+    settings: dict[str, object] = {}
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        if key == "ssl.truststore.type" and get("ssl.truststore.location") is None:
+            settings["truststore_type"] = (get(key) or "PEM").upper()  # no truststore: the type is unused
+            continue
+        kind = (get(key) or "JKS").upper()  # Kafka's default store type is JKS
+        if kind != "PEM":
+            what = {"JKS": "a Java KeyStore" + (", Kafka's default" if get(key) is None else ""),
+                    "PKCS12": "reading it needs the cryptography package"}.get(kind, "unknown")
+            raise ConfigError(f"{key}: {kind} ({what}) is not supported by this node yet; use PEM")
+        settings[key.split(".")[1] + "_type"] = kind
+    client_auth = (get("ssl.client.auth") or "none").lower()
+    if client_auth not in _CLIENT_AUTH:
+        raise ConfigError(f"ssl.client.auth: expected one of {', '.join(_CLIENT_AUTH)}, got {get('ssl.client.auth')!r}")
+    algorithm = get("ssl.endpoint.identification.algorithm")
+    algorithm = "https" if algorithm is None else algorithm
+    if algorithm.lower() not in ("https", ""):
+        raise ConfigError(f"ssl.endpoint.identification.algorithm: expected https or empty, got {algorithm!r}")
+    keystore = get("ssl.keystore.location")
+    truststore = get("ssl.truststore.location")
+    if keystore is None:
+        raise ConfigError(f"ssl.keystore.location: missing (the controller listener {listener.name} is SSL)")
+    if client_auth != "none" and truststore is None:
+        raise ConfigError(
+            f"ssl.truststore.location: missing (ssl.client.auth={client_auth} needs the certificates to trust)"
+        )
+    return SslSettings(
+        keystore_type=str(settings["keystore_type"]),
+        keystore_location=Path(keystore),
+        keystore_password=get("ssl.keystore.password"),
+        key_password=get("ssl.key.password"),
+        truststore_type=str(settings["truststore_type"]),
+        truststore_location=Path(truststore) if truststore else None,
+        truststore_password=get("ssl.truststore.password"),
+        client_auth=client_auth,
+        endpoint_identification_algorithm=algorithm,
+    )

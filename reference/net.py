@@ -17,6 +17,21 @@ Kafka rules this module keeps:
 * any other request the server cannot decode (unknown api key, unsupported version, malformed body,
   oversized frame) closes that connection — Kafka's network layer does the same, since no response
   layout exists that the client could parse. The server keeps serving other connections.
+
+Limits a server may be given, with Kafka's broker settings as models (``SocketServerConfigs``):
+* ``one_in_flight``: a connection's next request is read only once the answer to the one before is
+  written and the transport is not holding back writes (below its high-water mark; Kafka's ``Processor``
+  mutes a channel while its request is handled and until its response is sent). A client that pipelines
+  requests and never reads then holds about one answer's memory on the server, not one per request.
+* ``max_frame_bytes`` (``socket.request.max.bytes``): a larger frame closes the connection, with a log line.
+* ``idle_timeout_ms`` (``connections.max.idle.ms``): a connection with no bytes read or written for that
+  long, and no answer being computed, is closed.
+* ``queued_max_bytes`` (``queued.max.request.bytes``, -1 unbounded): the request bytes held across all
+  connections, counted per frame from the moment its length is read until its answer is written. Once
+  the total reaches the bound, connections starting a new frame are muted until memory is released;
+  as in Kafka's non-strict memory pool, a frame is admitted while *any* memory is left, so the total
+  exceeds the bound by at most one frame.
+* ``ssl``: TLS on the listener (an ``ssl.SSLContext``); the client takes one too.
 """
 
 from __future__ import annotations
@@ -25,7 +40,10 @@ import asyncio
 import collections
 import contextlib
 import logging
+import re
+import ssl as _ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -42,6 +60,44 @@ API_VERSIONS = 18
 CLIENT_SOFTWARE: dict[str, Any] = {"ClientSoftwareName": "kraft-tck-reference", "ClientSoftwareVersion": "0.1.0"}
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _CORRELATION = struct.Struct(">i")
+#: Kafka's ``connections.max.idle.ms`` default (``SocketServerConfigs.CONNECTIONS_MAX_IDLE_MS_DEFAULT``).
+DEFAULT_IDLE_MS = 600_000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_control(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``, ``\\u2028``): a value
+    a peer chose (a topic name, a client id) cannot start a new log line or drive a terminal."""
+
+    def one(m: re.Match[str]) -> str:
+        c = m.group()
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+            f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return _CONTROL.sub(one, text)
+
+
+class EscapingFilter(logging.Filter):
+    """A handler filter that escapes control characters in every record's message (not in tracebacks,
+    which are the program's own text)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True  # the logging module reports a bad format itself
+        escaped = escape_control(message)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True
+
+
+def install_log_escaping(logger: logging.Logger | None = None) -> None:
+    """Add :class:`EscapingFilter` to every handler of ``logger`` (the root logger by default)."""
+    target = logger or logging.getLogger()
+    for handler in target.handlers:
+        if not any(isinstance(f, EscapingFilter) for f in handler.filters):
+            handler.addFilter(EscapingFilter())
 
 
 class BodyCodec(Protocol):
@@ -134,7 +190,7 @@ class Reply:
 
 
 class KafkaServer:
-    """Accepts connections and answers requests through one handler."""
+    """Accepts connections and answers requests through one handler (limits: see the module's notes)."""
 
     def __init__(
         self,
@@ -146,6 +202,10 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME,
         observer: FrameObserver | None = None,
         bodies: BodyCodec = codec,
+        one_in_flight: bool = False,
+        idle_timeout_ms: int | None = None,
+        queued_max_bytes: int = -1,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self._handler = handler
         self._bodies = bodies
@@ -156,6 +216,15 @@ class KafkaServer:
         self._observer = observer
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_ServerConnection] = set()
+        self.one_in_flight = one_in_flight
+        self._idle_s = idle_timeout_ms / 1000 if idle_timeout_ms is not None and idle_timeout_ms >= 0 else None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._ssl = ssl
+        # queued.max.request.bytes: bytes of the request frames held (read or being read, not yet answered).
+        self.queued_max_bytes = queued_max_bytes
+        self.queued_bytes = 0
+        self._memory_waiters: collections.deque[_ServerConnection] = collections.deque()
+        self.idle_closed = 0  # connections closed by connections.max.idle.ms (for tests and logs)
 
     @property
     def port(self) -> int:
@@ -165,9 +234,16 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _ServerConnection(self), self._host, self._port)
+        self._server = await loop.create_server(
+            lambda: _ServerConnection(self), self._host, self._port, ssl=self._ssl,
+            ssl_handshake_timeout=None if self._ssl is None else 10.0)
+        if self._idle_s is not None:
+            self._idle_timer = loop.call_later(self._idle_period(), self._close_idle)
 
     async def close(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         if self._server is not None:
             self._server.close()
         conns = list(self._conns)
@@ -180,6 +256,53 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
+
+    # connections.max.idle.ms -----------------------------------------------------------------------
+
+    def _idle_period(self) -> float:
+        assert self._idle_s is not None
+        return min(max(self._idle_s / 4, 0.005), 1.0)
+
+    def _close_idle(self) -> None:
+        """Close every connection idle for longer than connections.max.idle.ms (Kafka's Selector does the
+        same on each poll: no bytes read or sent in that time). One whose answer is still being computed
+        is not idle: the server, not the client, is the one keeping it waiting."""
+        assert self._idle_s is not None
+        now = time.monotonic()
+        for conn in list(self._conns):
+            if now - conn.last_active > self._idle_s and not conn.computing():
+                log.info("closing %s: idle for more than connections.max.idle.ms=%d",
+                         conn.peer, round(self._idle_s * 1000))
+                self.idle_closed += 1
+                conn.shut()
+        if self._server is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(self._idle_period(), self._close_idle)
+
+    # queued.max.request.bytes ------------------------------------------------------------------------
+
+    def _reserve(self, conn: _ServerConnection, size: int) -> bool:
+        """Take ``size`` bytes for a frame ``conn`` starts reading; False (``conn`` waits) when none is left."""
+        if self.queued_max_bytes < 0:
+            return True
+        if self.queued_bytes >= self.queued_max_bytes:
+            if conn not in self._memory_waiters:
+                self._memory_waiters.append(conn)
+            return False
+        self.queued_bytes += size
+        return True
+
+    def _release(self, size: int) -> None:
+        if self.queued_max_bytes < 0 or size == 0:
+            return
+        self.queued_bytes -= size
+        loop = asyncio.get_running_loop()
+        while self._memory_waiters and self.queued_bytes < self.queued_max_bytes:
+            loop.call_soon(self._memory_waiters.popleft().retry_memory)
+
+    def _forget(self, conn: _ServerConnection) -> None:
+        self._conns.discard(conn)
+        with contextlib.suppress(ValueError):
+            self._memory_waiters.remove(conn)
 
     def _dispatch(self, payload: bytes, peer: str, responses: _InOrderResponses) -> None:
         try:
@@ -206,7 +329,14 @@ class KafkaServer:
             peer=peer,
         )
         if self._observer:
-            self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
+            try:
+                self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
+            except Exception as exc:
+                # The observer (the node's frame trace) refuses what a peer sent, e.g. a field out of the
+                # trace schema's range: the request is dropped unhandled, as an undecodable one would be.
+                log.warning("closing %s: request not recorded: %s", peer, str(exc)[:500])
+                responses.add_frame(None)
+                return
         answer: Answer | Reply | Awaitable[Answer]
         if req.api_key == API_VERSIONS:
             answer = api_versions_body(self.api_ranges)
@@ -225,54 +355,148 @@ class KafkaServer:
 class _ServerConnection(asyncio.BufferedProtocol):
     """One accepted connection: frames are cut and dispatched as bytes arrive, in the event-loop round
     that reads them (no reader task, no extra round per request). Reads go into one reused buffer
-    (``FrameSplitter.get_buffer``), not a fresh 256 KiB ``bytes`` per read as ``asyncio.Protocol``'s do."""
+    (``FrameSplitter.get_buffer``), not a fresh 256 KiB ``bytes`` per read as ``asyncio.Protocol``'s do.
+
+    Reading stops (the transport's reading is paused) while the peer does not read our answers (write
+    backpressure), while the pool of queued.max.request.bytes has nothing left for the next frame, and,
+    with ``one_in_flight``, while a request is being handled and bytes of the next one have arrived. The
+    pause is taken only when bytes come in that must wait: a client that sends one request at a time
+    costs no pause and no resume."""
 
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
         self._frames = FrameSplitter(server._max_frame)
         self._transport: asyncio.Transport | None = None
         self._responses: _InOrderResponses | None = None
-        self._peer = "?"
+        self.peer = "?"
         self._reading = True  # False once the peer stopped sending or sent something we cannot read
+        self._muted = False  # the transport's reading is paused by us
+        self._write_paused = False
+        self._waiting_memory = False
+        self._busy = False  # one_in_flight: a request was dispatched and its answer is not yet sent
+        self._frame_reserved = -1  # pool bytes taken for the frame being read (-1: none yet)
+        self._held: collections.deque[int] = collections.deque()  # pool bytes of each dispatched frame
+        self._resume_scheduled = False
+        self._pumping = False  # inside _pump: an answer given there needs no later round to go on
+        self._eof = False  # the peer will send nothing more
+        self.last_active = time.monotonic()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport; not an asyncio.Transport subclass on every event loop (uvloop's are not).
         self._transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
-        self._peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        self._responses = _InOrderResponses(self._transport, self._peer, self._server._observer)
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self._responses = _InOrderResponses(self._transport, self.peer, self._server._observer, self._sent)
         self._server._conns.add(self)
+
+    def computing(self) -> bool:
+        """Is an answer of ours still being computed (the peer is waiting on us, not idle)?"""
+        return self._responses is not None and self._responses.waiting() and not self._write_paused
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        responses = self._responses
-        if not self._reading or responses is None:
+        if not self._reading or self._responses is None:
             return  # read after we stopped reading: dropped, as the connection is ending
+        self._frames.buffer_updated(nbytes)
+        self.last_active = time.monotonic()
+        self._pump()
+
+    def _pump(self) -> None:
+        """Dispatch the whole frames that have arrived, as far as the limits allow, then pause or resume
+        reading to match."""
+        responses = self._responses
+        if responses is None:
+            return
+        server = self._server
         frames = self._frames
-        frames.buffer_updated(nbytes)
-        while not responses.closed:
+        self._pumping = True
+        try:
+            self._pump_frames(responses, server, frames)
+        finally:
+            self._pumping = False
+        self._update_reading()
+
+    def _pump_frames(self, responses: _InOrderResponses, server: KafkaServer, frames: FrameSplitter) -> None:
+        while self._reading and not responses.closed and not self._write_paused and not self._busy:
+            if server.queued_max_bytes >= 0 and self._frame_reserved < 0:
+                size = frames.pending_size()
+                if size is not None and 0 <= size <= server._max_frame:
+                    if not server._reserve(self, size + 4):
+                        self._waiting_memory = True
+                        break
+                    self._frame_reserved = size + 4
             try:
                 payload = frames.next_frame()
             except FrameTooLargeError as exc:
-                log.warning("closing %s: %s", self._peer, exc)
+                log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
                 self._stop_reading()
                 return
             except DecodeError as exc:
-                log.debug("connection %s ended: %s", self._peer, exc)
+                log.debug("connection %s ended: %s", self.peer, exc)
                 self._stop_reading()
                 return
             if payload is None:
-                return
-            self._server._dispatch(payload, self._peer, responses)
+                if self._eof:
+                    self._stop_reading()  # every whole frame received is dispatched: nothing more comes
+                break
+            self._held.append(max(self._frame_reserved, 0))
+            self._frame_reserved = -1
+            if server.one_in_flight:
+                self._busy = True
+            server._dispatch(payload, self.peer, responses)
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        blocked = (not self._reading or self._eof or self._write_paused or self._waiting_memory
+                   or (self._busy and self._frames.buffered() > 0))
+        if blocked and not self._muted:
+            self._muted = True
+            with contextlib.suppress(Exception):
+                transport.pause_reading()
+        elif not blocked and self._muted:
+            self._muted = False
+            with contextlib.suppress(Exception):
+                transport.resume_reading()
+
+    def _sent(self) -> None:
+        """One answer (or the close it asked for) left, in order: release its frame's memory, and with
+        one_in_flight take the next request (from a later loop round: this may run inside a handler's call,
+        and handlers are not re-entered)."""
+        self.last_active = time.monotonic()
+        if self._held:
+            self._server._release(self._held.popleft())
+        if self._busy and not (self._responses is not None and self._responses.waiting()):
+            self._busy = False
+            self._schedule_resume()
+
+    def _schedule_resume(self) -> None:
+        if self._pumping or self._resume_scheduled or not (self._muted or self._frames.buffered()):
+            return  # nothing waits: the next bytes are read and dispatched as they come
+        self._resume_scheduled = True
+        asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        self._resume_scheduled = False
+        self._pump()
+
+    def retry_memory(self) -> None:
+        """The pool has memory again: try to take this connection's next frame."""
+        self._waiting_memory = False
+        self._pump()
 
     def eof_received(self) -> bool:
         err = self._frames.end_error()
         if err is not None:
-            log.debug("connection %s ended: %s", self._peer, err)
-        self._stop_reading()
+            log.debug("connection %s ended: %s", self.peer, err)
+        # Requests already received are still handled (one at a time with one_in_flight), then answered,
+        # then the connection closes.
+        self._eof = True
+        self._pump()
         return True  # keep the transport open: answers to what was read still go out
 
     def _stop_reading(self) -> None:
@@ -281,9 +505,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         if not self._reading:
             return
         self._reading = False
-        if self._transport is not None and not self._transport.is_closing():
-            with contextlib.suppress(Exception):
-                self._transport.pause_reading()
+        self._update_reading()
         if self._responses is not None:
             self._responses.close_when_written()
 
@@ -297,20 +519,26 @@ class _ServerConnection(asyncio.BufferedProtocol):
 
     # Backpressure: stop reading requests while the peer is not reading our responses.
     def pause_writing(self) -> None:
-        if self._reading and self._transport is not None:
-            self._transport.pause_reading()
+        self._write_paused = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
-        if self._reading and self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+        self._write_paused = False
+        self.last_active = time.monotonic()
+        self._schedule_resume()
+        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
-            log.debug("connection %s ended: %s", self._peer, exc)
+            log.debug("connection %s ended: %s", self.peer, exc)
         self._reading = False
         if self._responses is not None:
             self._responses.abandon()
-        self._server._conns.discard(self)
+        held = sum(self._held) + max(self._frame_reserved, 0)
+        self._held.clear()
+        self._frame_reserved = -1
+        self._server._forget(self)
+        self._server._release(held)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -319,10 +547,12 @@ class _InOrderResponses:
     """One connection's responses, written in request order, each as soon as it and all before it are
     ready: straight from the call that completes it, with no writer task or queue in between."""
 
-    def __init__(self, transport: asyncio.Transport, peer: str, observer: FrameObserver | None) -> None:
+    def __init__(self, transport: asyncio.Transport, peer: str, observer: FrameObserver | None,
+                 on_sent: Callable[[], None] | None = None) -> None:
         self._transport = transport
         self._peer = peer
         self._observer = observer
+        self._on_sent = on_sent  # called once per answer written (or close it asked for), in order
         # Oldest first: (request, its answer, a Reply or a future of it) or (None, an encoded frame / None
         # to close).
         self._slots: collections.deque[tuple[Request | None, Any]] = collections.deque()
@@ -353,6 +583,10 @@ class _InOrderResponses:
         self._slots.append((None, frame))
         self._flush()
 
+    def waiting(self) -> bool:
+        """Is an answer not yet written (being computed, or behind one that is)?"""
+        return bool(self._slots)
+
     def close_when_written(self) -> None:
         """Close the connection once every pending answer is written (at once if none is pending)."""
         self._close_when_written = True
@@ -380,7 +614,10 @@ class _InOrderResponses:
         if self._observer and answer is not None:
             body = answer.body if isinstance(answer, Encoded) else answer
             if body is not None:
-                self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
+                try:
+                    self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
+                except Exception as exc:
+                    log.warning("answer to %s not recorded: %s", req.peer, str(exc)[:500])
 
     def _close(self) -> None:
         self.closed = True
@@ -415,6 +652,8 @@ class _InOrderResponses:
                     self._close()
                     break
                 self._transport.write(frame)
+            if self._on_sent is not None:
+                self._on_sent()
         if self._close_when_written and not slots and not self.closed:
             self._close()
 
@@ -534,6 +773,7 @@ class KafkaClient:
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     observer: FrameObserver | None = None
     bodies: BodyCodec = codec  # how bodies are read and written (see BodyCodec)
+    ssl: _ssl.SSLContext | None = None  # TLS to the server (its certificate checked as the context says)
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     _transport: asyncio.Transport | None = None
     _protocol: _ClientProtocol | None = None
@@ -559,9 +799,11 @@ class KafkaClient:
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout_s
+                loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port, ssl=self.ssl,
+                                       server_hostname=self.host if self.ssl is not None else None),
+                timeout_s,
             )
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
         self._transport, self._protocol, self._loop = cast(asyncio.Transport, transport), protocol, loop
         if negotiate:

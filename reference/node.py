@@ -12,9 +12,12 @@ writes block the loop briefly; that is deliberate: the ordering rule above is th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
+import os
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ from typing import Any
 
 from kraft_tck.reference import controller as broker_controller
 from kraft_tck.reference import wire
-from kraft_tck.reference.config import NodeConfig
+from kraft_tck.reference.config import ConfigError, NodeConfig
 from kraft_tck.reference.controller import Controller, Decision
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
@@ -40,7 +43,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchResponse
+from kraft_tck.reference.messages import FetchRequest, FetchResponse
 from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
 from kraft_tck.reference.registry import BrokerRegistry
 from kraft_tck.reference.roles import Leader
@@ -90,6 +93,19 @@ def _same_response(a: Any, b: Any) -> bool:
 
 class StartupError(Exception):
     """The node cannot start; the message names the file or setting at fault."""
+
+
+#: Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTES: the most a leader returns for one Fetch.
+MAX_FETCH_SIZE_BYTES = 8 * 1024 * 1024
+
+
+def _probe_writable(directory: Path) -> None:
+    """Raise OSError unless a file can be created in ``directory`` (read-only file systems, permissions):
+    found at start rather than at the first vote, which would halt the node."""
+    probe = directory / f".write-probe-{os.getpid()}"
+    with open(probe, "wb") as f:
+        f.write(b"probe")
+    probe.unlink()
 
 
 class Clock:
@@ -152,6 +168,8 @@ class Node:
         self.storage: LogDir | None = None
         self.core: KRaftCore | None = None
         self.server: KafkaServer | None = None
+        self._server_tls: ssl.SSLContext | None = None  # the listener's TLS (security protocol SSL)
+        self._client_tls: ssl.SSLContext | None = None  # TLS of our requests to the other voters
         self._tick_handle: asyncio.TimerHandle | None = None  # the one pending core.tick, at _tick_at
         self._tick_at: int | None = None
         # Kept from ``start``: on Python 3.11 each asyncio.get_running_loop() from a coroutine makes a
@@ -182,12 +200,22 @@ class Node:
         self._loop = asyncio.get_running_loop()
         # Generated codec functions for the APIs served, made before the first request rather than by it.
         codec.precompile([*wire.SERVED_API_VERSIONS, *broker_controller.SERVED_API_VERSIONS, codec.API_VERSIONS_KEY])
+        # TLS contexts first: a keystore that does not load stops the node before it touches its files.
+        try:
+            self._server_tls = cfg.ssl.server_context() if cfg.ssl is not None else None
+            self._client_tls = cfg.ssl.client_context() if cfg.ssl is not None else None
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from exc
         try:
             self.storage = LogDir.open(cfg.log_dir, fsync=self._fsync)
+            _probe_writable(self.storage.partition_dir)
             meta = self.storage.read_meta()
             qs = self.storage.read_quorum_state()
         except StorageError as exc:
             raise StartupError(str(exc)) from exc
+        except OSError as exc:  # a file where the directory should be, a read-only or full file system...
+            raise StartupError(f"log.dirs: {cfg.log_dir}: cannot use it as the log directory: "
+                               f"{exc.strerror or exc}") from exc
         if meta is not None and meta.node_id != cfg.node_id:
             raise StartupError(
                 f"{cfg.log_dir}/meta.properties: node.id={meta.node_id} but the config says node.id={cfg.node_id}"
@@ -252,8 +280,20 @@ class Node:
             max_frame_bytes=cfg.socket_request_max_bytes,
             observer=self._observe_server if self._wants_frames() else None,
             bodies=codec if self.typed is None else self.typed,
+            # Kafka's network layer: one request per connection at a time (the channel is muted until its
+            # response is sent), idle connections closed, request memory bounded as configured.
+            one_in_flight=True,
+            idle_timeout_ms=cfg.connections_max_idle_ms if cfg.connections_max_idle_ms >= 0 else None,
+            queued_max_bytes=cfg.queued_max_request_bytes if cfg.queued_max_request_bytes > 0 else -1,
+            ssl=self._server_tls,
         )
-        await self.server.start()
+        try:
+            await self.server.start()
+        except OSError as exc:  # port in use, unresolvable host, an address not of this machine
+            self.storage.close()
+            if self.trace is not None:
+                self.trace.close()
+            raise StartupError(f"listeners: cannot listen on {cfg.listener}: {exc.strerror or exc}") from exc
         self._apply(first)
         self._controller_task = asyncio.create_task(self._controller_loop())
         log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(cfg.voter_ids))
@@ -473,6 +513,15 @@ class Node:
         except wire.WireError as exc:
             log.warning("refusing request from %s: %s", req.peer, exc)
             return wire.error_response_body(req.api_key, req.api_version, exc.error)
+        if not getattr(core_req, "valid_partition", True) and isinstance(req.body, dict) and req.api_key != wire.FETCH:
+            # Names chosen by the peer: the log handlers escape their control characters (workload.run_node).
+            topics = ", ".join(str(t.get("TopicName")) for t in req.body.get("Topics") or [])
+            log.info("%s from %s names topic %s, not __cluster_metadata partition 0: refused",
+                     codec.api_name(req.api_key), req.peer, topics)
+        if isinstance(core_req, FetchRequest) and core_req.max_bytes > MAX_FETCH_SIZE_BYTES:
+            # Kafka's leader reads at most KafkaRaftClient.MAX_FETCH_SIZE_BYTES (8 MiB) per Fetch, whatever
+            # MaxBytes asks (KafkaMetadataLog.read with maxFetchSizeInBytes; at least one batch).
+            core_req = dataclasses.replace(core_req, max_bytes=MAX_FETCH_SIZE_BYTES)
         token = next(self._reply_ids)
         reply = Reply()
         self._replies[token] = (reply, req.api_version)
@@ -491,7 +540,7 @@ class Node:
                 raise RequestError(f"node {peer.node_id}: reconnect backoff")
             client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
                                  observer=self._observe_client(peer.node_id) if self._wants_frames() else None,
-                                 bodies=codec if self.typed is None else self.typed)
+                                 bodies=codec if self.typed is None else self.typed, ssl=self._client_tls)
             try:
                 await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
             except RequestError:

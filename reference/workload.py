@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.histogram import LatencyHistogram
+from kraft_tck.reference.net import install_log_escaping
 from kraft_tck.reference.node import Node, NodeHalted, StartupError, WriteLost
 from kraft_tck.reference.roles import Leader
 
@@ -144,6 +145,9 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
 
 async def run_node(cfg: NodeConfig, *, trace_file: str | None, throughput: int, record_size: int,
                    fsync: bool = True, closed_loop: bool = False) -> None:
+    # Peers choose some of what is logged (topic names, client ids): escape control characters so that
+    # none can forge a log line.
+    install_log_escaping()
     node = Node(cfg, trace_file=trace_file, fsync=fsync)
     try:
         await node.start()

@@ -110,6 +110,16 @@ class FrameSplitter:
             self._pos = end
         return payload
 
+    def buffered(self) -> int:
+        """Bytes received and not yet taken as frames."""
+        return len(self._buf) - self._pos
+
+    def pending_size(self) -> int | None:
+        """The declared payload size of the next frame once its length has arrived (unchecked), else None."""
+        if len(self._buf) - self._pos < 4:
+            return None
+        return int(_SIZE.unpack_from(self._buf, self._pos)[0])
+
     def end_error(self) -> DecodeError | None:
         """At end of stream: the error for a frame cut short (as :func:`read_frame` reports it), or None."""
         have = len(self._buf) - self._pos
