@@ -135,6 +135,32 @@ def random_uuid_cmd() -> None:
     click.echo(new_uuid())
 
 
+@main.command("certs")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False),
+              help="Write the CA (ca.pem) and the keystores here.")
+@click.option("--nodes", type=int, default=3, show_default=True, help="Keystores node-1 .. node-N.")
+@click.option("--client/--no-client", default=True, show_default=True,
+              help="Also a keystore for a client (the harness, kraft-tck quorum) under mutual TLS.")
+def certs_cmd(directory: str, nodes: int, client: bool) -> None:
+    """Make throw-away TLS certificates (with openssl) for a local quorum, and print each node's settings.
+
+    For trying TLS on the controller listener (listener.security.protocol.map=CONTROLLER:SSL), in tests and
+    demos: the keys are unencrypted and the CA's key lies beside them. Never for production."""
+    from kraft_tck.reference.certs import CertError, throw_away_certs
+
+    names = [f"node-{i}" for i in range(1, nodes + 1)] + (["client"] if client else [])
+    try:
+        made = throw_away_certs(Path(directory), names)
+    except CertError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for i in range(1, nodes + 1):
+        click.echo(f"# node {i}: add to its server.properties")
+        for key, value in made.node_properties(f"node-{i}").items():
+            click.echo(f"{key}={value}")
+    if client:
+        click.echo(f"# a client: truststore {made.truststore}, keystore {made.keystores['client']} (PEM)")
+
+
 # ---------------------------------------------------------------------------------------------- node
 
 

@@ -2,8 +2,8 @@
 ``ssl.keystore.*``, ``ssl.truststore.*``, ``ssl.client.auth``, ``ssl.endpoint.identification.algorithm``):
 served by the node and used for its own requests to the other voters.
 
-Certificates are made at test time with the ``openssl`` command (a CA, and one certificate per node for
-127.0.0.1), and everything runs on real sockets between node processes."""
+Certificates are made at test time with the ``openssl`` command (``reference/certs.py``: a CA, and one
+certificate per node for 127.0.0.1), and everything runs on real sockets between node processes."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.reference import wire
+from kraft_tck.reference.certs import make_ca, make_keystore, throw_away_certs
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.net import KafkaClient, RequestError
 from kraft_tck.reference.procs import LocalCluster, free_base_port
@@ -30,42 +31,13 @@ pytestmark = [
 ]
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    assert OPENSSL is not None
-    subprocess.run([OPENSSL, *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(d: Path) -> tuple[Path, Path]:
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=kraft-tck test CA", cwd=d)
-    return d / "ca.pem", d / "ca.key"
-
-
-def make_cert(d: Path, name: str, password: str | None = None) -> Path:
-    """A PEM keystore for ``name``: its private key (encrypted with ``password`` if given) and a
-    certificate for 127.0.0.1/localhost signed by the test CA, in one file as Kafka's PEM keystores."""
-    (d / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key",
-             "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
-    key = d / f"{name}.key"
-    if password is not None:
-        _openssl("pkey", "-in", f"{name}.key", "-out", f"{name}.enc.key", "-aes256", "-passout", f"pass:{password}",
-                 cwd=d)
-        key = d / f"{name}.enc.key"
-    keystore = d / f"{name}.keystore.pem"
-    keystore.write_text(key.read_text() + (d / f"{name}.crt").read_text())
-    return keystore
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("certs")
     make_ca(d)
     for i in (1, 2, 3):
-        make_cert(d, f"node-{i}", password="node-secret" if i == 2 else None)
-    make_cert(d, "client")
+        make_keystore(d, f"node-{i}", password="node-secret" if i == 2 else None)
+    make_keystore(d, "client")
     return d
 
 
@@ -194,3 +166,20 @@ def test_a_node_with_a_wrong_key_password_stops_with_one_line(tmp_path: Path, ce
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "ssl.keystore.location" in lines[0], proc.stderr
+
+
+def test_kraft_tck_certs_makes_keystores_a_node_loads(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from kraft_tck.reference.cli import main
+
+    out = CliRunner().invoke(main, ["certs", "--dir", str(tmp_path / "c"), "--nodes", "2"])
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "c" / "ca.pem").exists() and (tmp_path / "c" / "client.keystore.pem").exists()
+    props = dict(line.split("=", 1) for line in out.output.splitlines() if "=" in line and not line.startswith("#"))
+    cfg = NodeConfig.from_properties({"node.id": "1", "listeners": "CONTROLLER://127.0.0.1:9093",
+                                      "controller.quorum.voters": "1@127.0.0.1:9093", "log.dirs": str(tmp_path),
+                                      **props})
+    assert cfg.security_protocol == "SSL" and cfg.ssl is not None
+    cfg.ssl.server_context()  # the keystore loads: key and certificate belong together
+    made = throw_away_certs(tmp_path / "d", ["a"])
+    assert made.node_properties("a")["ssl.keystore.location"].endswith("a.keystore.pem")

@@ -1,0 +1,125 @@
+"""What TLS costs a 3-node reference quorum: commit latency and throughput, plaintext (the baseline) beside
+TLS and mutual TLS on the controller listener, in the same run.
+
+Each variant is a fresh cluster of 3 node processes on loopback (no fsync) with the leader's closed-loop
+workload: one 100-byte write at a time, the next once the last committed, so the figures are those of a
+commit's critical path (a Fetch answer and the next Fetch cross TLS on every commit). Rounds alternate the
+variants so that the machine's drift falls on all of them alike. Certificates are throw-away ones made with
+openssl (``reference/certs.py``). SASL is not measured: the node refuses SASL settings (not implemented).
+
+    python bench/bench_tls.py [--rounds 2] [--window 8] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraft_tck.reference.certs import ThrowAwayCerts, throw_away_certs
+from kraft_tck.reference.procs import LocalCluster, free_base_port
+
+SETTINGS = {
+    "controller.quorum.election.timeout.ms": 500,
+    "controller.quorum.fetch.timeout.ms": 1000,
+    "controller.quorum.fetch.max.wait.ms": 500,
+    "controller.quorum.append.linger.ms": 0,
+}
+_REPORT = re.compile(
+    r"committed (?P<records>\d+) records in (?P<secs>[\d.]+)s .*?commit latency "
+    r"p50=(?P<p50>\S+)ms p75=(?P<p75>\S+)ms p99=(?P<p99>\S+)ms p99\.9=(?P<p999>\S+)ms over (?P<writes>\d+) writes"
+)
+VARIANTS = ("plaintext", "TLS", "mutual TLS")
+
+
+@dataclass
+class Result:
+    variant: str
+    writes_per_s: float
+    p50: float
+    p99: float
+    p999: float
+
+
+def settings_for(variant: str, certs: ThrowAwayCerts, node: int) -> dict[str, str]:
+    if variant == "plaintext":
+        return {}
+    return certs.node_properties(f"node-{node}", client_auth="required" if variant == "mutual TLS" else "none")
+
+
+def leader_report(c: LocalCluster) -> dict[str, float]:
+    """The last workload report of the node that committed the most writes (the leader)."""
+    best: dict[str, float] = {}
+    for i in range(1, c.voters + 1):
+        matches = list(_REPORT.finditer((c.node_dir(i) / "node.log").read_text(encoding="utf-8", errors="replace")))
+        if matches:
+            m = {k: float(v) for k, v in matches[-1].groupdict().items()}
+            if m["writes"] > best.get("writes", -1):
+                best = m
+    if not best:
+        raise RuntimeError(f"no workload report in {c.base_dir}/node-*/node.log (did the quorum elect a leader?)")
+    return best
+
+
+def run_variant(root: Path, variant: str, certs: ThrowAwayCerts, warmup_s: float, window_s: float) -> Result:
+    c = LocalCluster(root / variant.replace(" ", "-"), voters=3, base_port=free_base_port(3), settings=SETTINGS,
+                     extra_args=["--closed-loop", "--record-size", "100", "--no-fsync"])
+    c.prepare()
+    for i in range(1, 4):  # each node its own keystore; the cluster's describe speaks plaintext, so none is used
+        with open(c.config_path(i), "a", encoding="utf-8") as f:
+            f.writelines(f"{k}={v}\n" for k, v in settings_for(variant, certs, i).items())
+    c.start_all()
+    try:
+        time.sleep(warmup_s)  # an election, then writes: the reports count from the SIGUSR1 below
+        for proc in c.procs.values():
+            proc.send_signal(signal.SIGUSR1)
+        t0 = time.monotonic()
+        time.sleep(window_s)
+        elapsed = time.monotonic() - t0
+    finally:
+        c.stop_all(signal.SIGTERM)
+    rep = leader_report(c)
+    return Result(variant, rep["writes"] / elapsed, rep["p50"], rep["p99"], rep["p999"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds; each runs every variant once")
+    ap.add_argument("--window", type=float, default=10.0, help="seconds measured per run, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=4.0, help="seconds before measuring (election, first writes)")
+    ap.add_argument("--quick", action="store_true", help="one round of 4 s windows (make bench)")
+    args = ap.parse_args(argv)
+    rounds, window = (1, 4.0) if args.quick else (args.rounds, args.window)
+    results: dict[str, list[Result]] = {v: [] for v in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
+        root = Path(tmp)
+        certs = throw_away_certs(root / "certs", [f"node-{i}" for i in (1, 2, 3)])
+        for r in range(rounds):
+            order = VARIANTS if r % 2 == 0 else tuple(reversed(VARIANTS))
+            for variant in order:
+                res = run_variant(root / f"round-{r}", variant, certs, args.warmup, window)
+                results[variant].append(res)
+                print(f"round {r + 1} {variant:<10} {res.writes_per_s:8.0f} writes/s  p50 {res.p50:.2f} ms  "
+                      f"p99 {res.p99:.2f} ms", file=sys.stderr, flush=True)
+    base = statistics.median(x.p50 for x in results["plaintext"])
+    base_rate = statistics.median(x.writes_per_s for x in results["plaintext"])
+    print(f"\nCommit path of a 3-process quorum, closed loop, {rounds} round(s) of {window:.0f} s "
+          "(medians over rounds; plaintext is the baseline)")
+    print(f"{'variant':<12}{'writes/s':>10}{'vs plain':>10}{'p50 ms':>9}{'vs plain':>10}{'p99 ms':>9}{'p99.9 ms':>10}")
+    for variant in VARIANTS:
+        rs = results[variant]
+        rate = statistics.median(x.writes_per_s for x in rs)
+        p50 = statistics.median(x.p50 for x in rs)
+        print(f"{variant:<12}{rate:>10.0f}{rate / base_rate:>9.2f}x{p50:>9.2f}{p50 / base:>9.2f}x"
+              f"{statistics.median(x.p99 for x in rs):>9.2f}{statistics.median(x.p999 for x in rs):>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
