@@ -26,6 +26,7 @@ import pytest
 from kraft_tck.conformance.catalog import CatalogError, select_cases
 from kraft_tck.conformance.report import ReportPlugin
 from kraft_tck.conformance.scenario import ConformanceFailure
+from kraft_tck.conformance.security import SecurityConfigError, TargetSecurity
 from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session
 from kraft_tck.conformance.target import (
     EMBEDDED_TIMEOUTS,
@@ -98,6 +99,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption("--target-image", help="container image of the target (needs Docker; testcontainers)")
     g.addoption(
+        "--target-command-config",
+        metavar="FILE",
+        help="client properties for a secured target, as Kafka's tools take them (security.protocol=SSL, "
+        "ssl.truststore.location, ssl.keystore.location, ...); the virtual voters serve TLS with the same identity",
+    )
+    g.addoption(
         "--target-profile",
         help=f"what the target supports: {' or '.join(PROFILE_NAMES)} (shipped) or a YAML file "
         "(default: reference for the embedded node, kafka for any other target)",
@@ -133,7 +140,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 #: Options that make a run a harness run even when it collects no case (a typo'd path, say).
-_HARNESS_OPTIONS = ("--target", "--target-cmd", "--target-image", "--target-profile", "--cluster-id", "--report")
+_HARNESS_OPTIONS = ("--target", "--target-cmd", "--target-image", "--target-profile", "--cluster-id", "--report",
+                    "--target-command-config")
 
 
 def strict(config: pytest.Config) -> bool:
@@ -241,6 +249,15 @@ def build_target(config: pytest.Config) -> tuple[Target, Timeouts]:
     except TargetError as exc:
         raise pytest.UsageError(str(exc)) from None
     target.profile = profile
+    command_config = opt("--target-command-config")
+    if command_config is not None:
+        try:
+            target.security = TargetSecurity.from_file(Path(command_config))
+            target.ssl  # noqa: B018 - load the keys now: a wrong password is a usage error, not a failed case
+            if target.security.tls:
+                target.security.server_context()
+        except SecurityConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
     return target, timeouts
 
 
@@ -324,7 +341,7 @@ def open_session(config: pytest.Config) -> Session:
             _stop(config, f"nothing tested: {reason}", EXIT_NOTHING_TESTED)
     if isinstance(target, AddressTarget):
         try:
-            probe_kafka(target.host, target.port)
+            probe_kafka(target.host, target.port, ssl_context=target.ssl)
         except TargetUnreachable as exc:
             _stop(config, f"target unreachable: {exc}", EXIT_TARGET_UNREACHABLE)
     trace_dir = config.getoption("--trace-dir")
@@ -348,7 +365,7 @@ def open_session(config: pytest.Config) -> Session:
     try:
         session.start()
         if not isinstance(target, AddressTarget):
-            probe_kafka(target.host, target.port)
+            probe_kafka(target.host, target.port, ssl_context=target.ssl)
     except TargetError as exc:
         first, _, rest = str(exc).partition("\n")
         tail = ("\n" + rest) if rest.strip() else ""

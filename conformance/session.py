@@ -227,12 +227,14 @@ class Session:
         target.on_restart = lambda wiped: self.loop.run(self._restarted(wiped), 10)
 
     async def _make_quorum(self, host: str, port: int, ports: dict[int, int]) -> Quorum:
+        security = self.target.security
         q = Quorum(
-            TargetAddress(self.target.node_id, host, port),
+            TargetAddress(self.target.node_id, host, port, ssl=self.target.ssl),
             self.target.cluster_id,
             ports,
             self.target.layout.harness_host,
             request_timeout_s=max(2.0, self.timeouts.request_timeout_ms / 250),
+            server_ssl=security.server_context() if security is not None else None,
         )
         await q.start()
         return q

@@ -17,6 +17,7 @@ prints for people who start their node by hand.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -24,6 +25,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from ssl import SSLContext
 from typing import IO
+
+from kraft_tck.conformance.security import TargetSecurity
 
 
 class TargetError(RuntimeError):
@@ -291,7 +296,8 @@ def wait_listening(
 VOTE_API_KEY = 52
 
 
-def probe_kafka(host: str, port: int, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
+def probe_kafka(host: str, port: int, timeout_s: float = 5.0,
+                ssl_context: SSLContext | None = None) -> dict[int, tuple[int, int]]:
     """Ask ``host:port`` for its ApiVersions (v0: every Kafka version answers it, KIP-511) and return the
     api key ranges; ``TargetUnreachable`` (one line) when nothing listens, the answer is not Kafka's, or
     the listener does not offer Vote (a broker listener, say, rather than the controller listener)."""
@@ -315,8 +321,19 @@ def probe_kafka(host: str, port: int, timeout_s: float = 5.0) -> dict[int, tuple
         raise TargetUnreachable(f"cannot connect to {where}: {exc}; check --target") from None
     not_kafka = (
         f"{where} accepts connections but does not answer ApiVersions as Kafka does"
-        " (is it the controller listener of a KRaft node?)"
+        " (is it the controller listener of a KRaft node?"
+        + (")" if ssl_context is not None else " If it serves TLS, pass --target-command-config.)")
     )
+    if ssl_context is not None:
+        try:
+            sock.settimeout(timeout_s)
+            sock = ssl_context.wrap_socket(sock, server_hostname=host)
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise TargetUnreachable(
+                f"TLS handshake with {where} failed: {exc}; check --target-command-config (the truststore "
+                "must hold the CA of the target's certificate, the keystore a certificate the target trusts)"
+            ) from None
     try:
         with sock:
             sock.settimeout(timeout_s)
@@ -371,6 +388,9 @@ class Target:
     on_restart: Callable[[bool], None] | None = None
     #: What the target supports (``--target-profile``); None: the shipped ``reference`` profile.
     profile: TargetProfile | None = None
+    #: How to reach a secured target (``--target-command-config``); None: plaintext.
+    security: TargetSecurity | None = None
+    _ssl: SSLContext | None = field(default=None, init=False, repr=False)
 
     def capability_missing(self, capability: str) -> str | None:
         """Why this target lacks ``capability`` (naming the profile and what to pass), or None."""
@@ -404,8 +424,21 @@ class Target:
     def port(self) -> int:
         return self.layout.target_port
 
+    @property
+    def ssl(self) -> SSLContext | None:
+        """The TLS context of every connection to the target (None: plaintext), made once."""
+        if self._ssl is None and self.security is not None and self.security.tls:
+            self._ssl = self.security.client_context()
+        return self._ssl
+
+    async def open_connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A raw connection to the target, over TLS when it is secured (for cases that send raw bytes)."""
+        ctx = self.ssl
+        return await asyncio.open_connection(self.host, self.port, ssl=ctx,
+                                             server_hostname=self.host if ctx else None)
+
     def describe(self) -> str:
-        return f"node {self.node_id} at {self.host}:{self.port}"
+        return f"node {self.node_id} at {self.host}:{self.port}" + (" (TLS)" if self.ssl else "")
 
     def start(self) -> None:
         wait_listening(self.host, self.port, 10)

@@ -51,7 +51,7 @@ async def test_advertises_kraft_apis(sc: Scenario) -> None:
 
 @case("KIP-511/ApiVersions/2")
 async def test_unknown_version_falls_back_to_v0(sc: Scenario) -> None:
-    reader, writer = await asyncio.open_connection(sc.target.host, sc.target.port)
+    reader, writer = await sc.target.open_connection()
     client_id = b"kraft-tck"
     # Request header v1 (a v0 client cannot know the flexible layout of an unknown version).
     payload = struct.pack(">hhih", B.API_VERSIONS, 127, 4242, len(client_id)) + client_id

@@ -19,7 +19,7 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
     """Send ``data`` on a fresh raw connection, then check the node answered or closed, and still serves."""
     a = sc.virtual_ids[0]
     epoch = sc.q.leader_epoch
-    reader, writer = await asyncio.open_connection(sc.target.host, sc.target.port)
+    reader, writer = await sc.target.open_connection()
     sc.frames.note(a, f"raw {name}: {data[:24].hex()}{'…' if len(data) > 24 else ''} ({len(data)} bytes)")
     writer.write(data)
     await writer.drain()
@@ -43,7 +43,7 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
             "an error response or the connection closed",
             f"{outcome} within the request timeout",
         )
-    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe")
+    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe", ssl=sc.target.ssl)
     try:
         await probe.connect(timeout_s=2)
     except RequestError as exc:

@@ -31,6 +31,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any
 
 from kraft_tck.spec import codec
@@ -93,9 +94,11 @@ class KafkaClient:
         client_id: str = "kraft-tck",
         observer: FrameObserver | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.ssl = ssl  # TLS to a secured target (conformance/security.py)
         self.client_id = client_id
         self.observer = observer
         self.max_frame_bytes = max_frame_bytes
@@ -120,7 +123,9 @@ class KafkaClient:
     async def connect(self, timeout_s: float = 5.0, negotiate: bool = True) -> None:
         """Open the connection and, unless ``negotiate`` is False, learn the server's versions (KIP-511)."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout_s)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, ssl=self.ssl,
+                                        server_hostname=self.host if self.ssl else None), timeout_s)
         except (OSError, TimeoutError) as exc:
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
         self._reader, self._writer, self._ended = reader, writer, None
@@ -257,8 +262,10 @@ class KafkaServer:
         port: int = 0,
         observer: FrameObserver | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        ssl: SSLContext | None = None,
     ) -> None:
         self._handler = handler
+        self._ssl = ssl
         #: what this server serves (ApiVersions itself included), as its ApiVersions answer says
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
         self._host = host
@@ -275,7 +282,7 @@ class KafkaServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        self._server = await asyncio.start_server(self._serve, self._host, self._port, ssl=self._ssl)
 
     async def close(self) -> None:
         if self._server is not None:

@@ -2,7 +2,8 @@
 
 On a terminal a rich spinner shows the latest progress line. Elsewhere (CI logs, pipes, pytest) a spinner
 shows nothing, so one plain line is written every ``every_s`` seconds — the label, the time so far and the
-latest progress — and one when the work ends: a log never goes silent for minutes.
+latest progress — and, when there was one, a last line when the work ends: a log never goes silent for
+minutes, and quick work stays quiet.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Progress:
         self._write = write or (lambda line: print(line, file=sys.stderr, flush=True))
         self._every_s = every_s if every_s is not None else _every_s()
         self._t0 = time.monotonic()
+        self._beats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._status: Any = None
@@ -59,6 +61,7 @@ class Progress:
 
     def _beat(self) -> None:
         while not self._stop.wait(self._every_s):
+            self._beats += 1
             self._write(f"{self.label}: running for {self.elapsed():.0f} s ({self.latest})")
 
     def __enter__(self) -> Progress:
@@ -75,6 +78,7 @@ class Progress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self._write(f"{self.label}: {'stopped' if exc_type else 'done'} after {self.elapsed():.0f} s")
+            if self._beats:
+                self._write(f"{self.label}: {'stopped' if exc_type else 'done'} after {self.elapsed():.0f} s")
         if self._status is not None:
             self._status.__exit__(exc_type, exc, tb)
