@@ -17,6 +17,10 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
 * CommittedNeverTruncated — a `log.truncatedTo` below the node's high watermark before that step.
 * LogMatching — `log.appended` batches with a digest: per (baseOffset, epoch) the batch with the smallest
   (seq, node) sets (lastOffset, digest); every node that appended another one is reported at its first seq.
+* LeaderCompleteness (tla/KRaft.tla) — at each BecomeLeader of node l in epoch e (seq s), every batch
+  some node counted committed (present in its replayed log, base offset below its highWatermark) at a seq
+  < s in an epoch <= e is in l's replayed log at s; reported once per BecomeLeader at its seq, node = l
+  (the rules: `Completeness`).
 * OnlineRequiresRegistration (KIP-631 "Register Flow") — a `BrokerEvent` whose broker state is
   Online is reported at its seq unless the same node's trace shows, at a smaller seq, a `BrokerEvent` of a
   RegisterBrokerRecord for that broker id and broker epoch whose offset is below the highest high watermark
@@ -28,6 +32,7 @@ harness and simulator traces).
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from collections import defaultdict
@@ -39,7 +44,7 @@ from typing import Any
 from kraft_tck.spec.trace import FORMAT_VERSION, iter_lines, line_errors
 
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
-              "CommittedNeverTruncated", "LogMatching", "OnlineRequiresRegistration")
+              "CommittedNeverTruncated", "LogMatching", "LeaderCompleteness", "OnlineRequiresRegistration")
 REGISTER_BROKER_RECORD = "RegisterBrokerRecord"
 
 
@@ -118,6 +123,97 @@ def event_problems(obj: Any, line: int, validate: bool) -> list[str]:
     return problems
 
 
+# Batch identity in a trace: (baseOffset, epoch, lastOffset, digest or "").
+Ident = tuple[int, int, int, str]
+
+
+def batch_ident(b: dict[str, Any]) -> Ident:
+    return (b["baseOffset"], b["epoch"], b["lastOffset"], b.get("digest") or "")
+
+
+class Completeness:
+    """LeaderCompleteness over one run (KRaft.tla ``LeaderCompleteness``), from what a trace holds.
+
+    Each node's log is replayed from its state events in seq order: a `log.truncatedTo` t removes the
+    batches whose last offset is >= t, then `log.appended` adds batches; a batch is *present* on that node
+    from the seq of its append until the seq of the truncation that removes it. A node *counts a batch
+    committed* at the first of its state events, while the batch is present, whose highWatermark is above
+    the batch's base offset (the online checker's rule), in that state's epoch. Every BecomeLeader (node l,
+    epoch e, seq s) then must have present, at s, every batch some node counted committed at a seq < s in
+    an epoch <= e. One violation per such BecomeLeader, naming the first missing batch (least identity) and
+    its first qualifying commit (least seq, then node).
+
+    Seq orders events of different nodes: true of one-file runs (simulator, harness); a node's events of
+    one run must come in seq order (`feed`). The Spark pipeline runs this very replay per run.
+    """
+
+    def __init__(self) -> None:
+        # node -> present batches in append order: [ident, append seq]
+        self.logs: dict[int, list[tuple[Ident, int]]] = defaultdict(list)
+        # node -> heap of (baseOffset, append seq, ident) not yet counted committed in their presence
+        self.pending: dict[int, list[tuple[int, int, Ident]]] = defaultdict(list)
+        self.present: dict[int, set[tuple[Ident, int]]] = defaultdict(set)  # node -> {(ident, append seq)}
+        # (node, ident) -> [[append seq, removal seq or None], ...]
+        self.spans: dict[tuple[int, Ident], list[list[int | None]]] = defaultdict(list)
+        self.commits: dict[Ident, list[tuple[int, int, int]]] = defaultdict(list)  # ident -> (seq, node, epoch)
+        self.leaders: list[tuple[int, int, int]] = []  # (seq, node, epoch)
+
+    def feed(self, node: int, seq: int, event: str, epoch: int, hw: int, truncated_to: int | None,
+             appended: Iterable[Ident]) -> None:
+        """One state event of ``node`` (a node's events in seq order); ``appended``: its `log.appended`
+        batches' identities (`batch_ident`). An event that changes no log, is no BecomeLeader and does not
+        raise the node's high watermark above its previous state's changes nothing here (the pipeline
+        leaves those out)."""
+        log = self.logs[node]
+        if truncated_to is not None and log:
+            keep = []
+            for ident, at in log:
+                if ident[2] >= truncated_to:
+                    self.present[node].discard((ident, at))
+                    for span in self.spans[(node, ident)]:
+                        if span[0] == at and span[1] is None:
+                            span[1] = seq
+                else:
+                    keep.append((ident, at))
+            log[:] = keep
+        pending = self.pending[node]
+        for ident in appended:
+            log.append((ident, seq))
+            self.present[node].add((ident, seq))
+            self.spans[(node, ident)].append([seq, None])
+            heapq.heappush(pending, (ident[0], seq, ident))
+        present = self.present[node]
+        while pending and pending[0][0] < hw:
+            _, at, ident = heapq.heappop(pending)
+            if (ident, at) in present:
+                self.commits[ident].append((seq, node, epoch))
+        if event == "BecomeLeader":
+            self.leaders.append((seq, node, epoch))
+
+    def _has(self, node: int, ident: Ident, seq: int) -> bool:
+        return any(a is not None and a <= seq and (r is None or seq < r) for a, r in self.spans.get((node, ident), ()))
+
+    def violations(self, src: str, run: str) -> list[Violation]:
+        out = []
+        for seq, node, epoch in self.leaders:
+            missing = []
+            for ident, recs in self.commits.items():
+                first = min(((q, n, ep) for q, n, ep in recs if q < seq and ep <= epoch), default=None)
+                if first is not None and not self._has(node, ident, seq):
+                    missing.append((ident, first))
+            if missing:
+                (base, b_epoch, last, _), (q, n, ep) = min(missing)
+                out.append(Violation("LeaderCompleteness", src, run, node, epoch, seq, leader_incomplete(
+                    epoch, len(missing), base, last, b_epoch, n, ep, q)))
+        return out
+
+
+def leader_incomplete(epoch: int, count: int, base: int, last: int, b_epoch: int, node: int, c_epoch: int,
+                      c_seq: int) -> str:
+    return (f"became leader of epoch {epoch} without {count} committed batch(es); the first: offsets {base}.."
+            f"{last} of epoch {b_epoch}, counted committed by node {node} in epoch {c_epoch} at seq {c_seq}")
+
+
 class _State:
     """Everything the checks keep between events: small per-node and per-epoch summaries."""
 
@@ -133,6 +229,7 @@ class _State:
         self.max_hw: dict[tuple[str, str, int], int] = {}  # node -> highest high watermark so far
         # (src, run, node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported
         self.registrations: dict[tuple[str, str, int, int, int], int] = {}
+        self.completeness: dict[tuple[str, str], Completeness] = {}
 
     def event(self, src: str, run: str, ev: dict[str, Any]) -> None:
         st = ev.get("state")
@@ -177,6 +274,11 @@ class _State:
                 self.out.append(Violation("CommittedNeverTruncated", src, run, node, epoch, seq,
                                           f"truncated to {t} below high watermark {p_hw}"))
         self.last[(src, run, node)] = (epoch, hw)
+        lc = self.completeness.get((src, run))
+        if lc is None:
+            lc = self.completeness[(src, run)] = Completeness()
+        lc.feed(node, seq, ev["event"], epoch, hw, log.get("truncatedTo"),
+                [batch_ident(b) for b in log.get("appended") or ()])
         for b in log.get("appended") or ():
             digest = b.get("digest")
             if digest is None:
@@ -232,6 +334,8 @@ class _State:
                                          f"batch at offset {base} epoch {epoch}: digest {sig[1]} (last offset"
                                          f" {sig[0]}) on node {n}, {first_sig[1]} (last offset {first_sig[0]})"
                                          f" on node {first_node} at seq {first_seq}"))
+        for (src, run), lc in self.completeness.items():
+            out.extend(lc.violations(src, run))
         return sorted_violations(out)
 
 

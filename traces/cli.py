@@ -55,9 +55,26 @@ def parse_duration_ms(text: str) -> int:
     show_default=True,
     help="Simulated brokers registering with the active controller (KIP-631); 0 turns them off.",
 )
+@click.option(
+    "--observers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Observer replicas (ids after the voters') that fetch from the leader and never vote or count "
+    "toward the high watermark; faults never hit them.",
+)
+@click.option(
+    "--foreign-rate",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Requests per virtual second (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) from a node of "
+    "another cluster, with its own cluster id, to the voters; each must be refused with "
+    "INCONSISTENT_CLUSTER_ID and change nothing (checked as ClusterIdIsolation). 0 turns it off.",
+)
 def simulate_cmd(
     seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float,
-    brokers: int,
+    brokers: int, observers: int, foreign_rate: float,
 ) -> None:
     """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
     invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
@@ -85,7 +102,7 @@ def simulate_cmd(
         for seed in range(first_seed, first_seed + seeds):
             config = SimConfig(
                 seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate,
-                brokers=brokers,
+                brokers=brokers, observers=observers, foreign_rate=foreign_rate,
             )
             result = simulate(config, out / f"seed-{seed}.ndjson")
             events += result.events
@@ -109,9 +126,12 @@ def simulate_cmd(
     Console().print(table)
     if violations:
         seed = min(s for bad in violations.values() for s in bad)
+        extra = (f" --observers {observers}" if observers else "") + (
+            f" --foreign-rate {foreign_rate:g}" if foreign_rate else "")
         click.echo(
             f"reproduce: kraft-tck simulate --seeds 1 --first-seed {seed} --nodes {nodes} "
-            f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --brokers {brokers} --out {out_dir}"
+            f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --brokers {brokers}{extra}"
+            f" --out {out_dir}"
         )
         raise SystemExit(1)
 

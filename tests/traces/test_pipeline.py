@@ -25,6 +25,7 @@ PLANTS: dict[str, tuple[Callable[[list[dict[str, Any]]], tuple[int, int, int]], 
     "diverging records at the same offset and epoch": (synth.plant_diverging_records, "LogMatching"),
     "high watermark going backwards": (synth.plant_hw_backwards, "HighWatermarkMonotonic"),
     "epoch going backwards": (synth.plant_epoch_backwards, "EpochMonotonic"),
+    "a leader elected without a committed batch": (synth.plant_leader_without_committed_batch, "LeaderCompleteness"),
 }
 
 

@@ -2,14 +2,18 @@
 
 Each check takes the `events` table (or `appends`, or the `_steps` table of `tables.steps_frame`) and
 returns violations as rows of (invariant, source, run, node, epoch, seq, detail) — the shape of
-`checker.Violation`, so the Spark and the single-process results compare directly.
+`checker.Violation`, so the Spark and the single-process results compare directly. LeaderCompleteness is
+the one sequential check: a replay per run on the executors (`leader_completeness`).
 """
 
 from __future__ import annotations
 
-from kraft_tck.traces.checker import Violation, sorted_violations
-from pyspark.sql import Column, DataFrame, Window
+from collections.abc import Iterable, Iterator
+
+from kraft_tck.traces.checker import Completeness, Violation, sorted_violations
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 COLUMNS = ("invariant", "source", "run", "node", "epoch", "seq", "detail")
 
@@ -114,9 +118,54 @@ def online_requires_registration(events: DataFrame) -> DataFrame:
                   F.col("brokerEpoch"), F.col("seq"), detail)
 
 
+def _replay_runs(rows: Iterable[Row]) -> Iterator[tuple[str, str, str, int, int, int, str]]:
+    """One partition's state rows, sorted by (source, run, node, seq): `checker.Completeness` per run."""
+    key: tuple[str, str] | None = None
+    lc = Completeness()
+    for source, run, node, seq, event, epoch, hw, truncated_to, appended in rows:
+        if (source, run) != key:
+            if key is not None:
+                yield from _rows(lc.violations(*key))
+            key, lc = (source, run), Completeness()
+        if epoch is None or hw is None:
+            continue  # not a state the trace schema allows (ingest quarantines those): nothing to replay
+        lc.feed(node, seq, event, epoch, hw, truncated_to, [(b, e, last, d or "") for b, last, e, d in appended or ()])
+    if key is not None:
+        yield from _rows(lc.violations(*key))
+
+
+def _rows(vs: list[Violation]) -> Iterator[tuple[str, str, str, int, int, int, str]]:
+    for v in vs:
+        yield (v.invariant, v.source, v.run, v.node, v.epoch, v.seq, v.detail)
+
+
+def leader_completeness(events: DataFrame) -> DataFrame:
+    """KRaft.tla LeaderCompleteness. It needs each node's log replayed in order (which batches are present
+    when the high watermark passes them, and at each BecomeLeader), a sequential pass per run: the state
+    rows are partitioned by run and sorted in the JVM, and each partition replays its runs with the very
+    rules of the Python checker (`checker.Completeness`), so the two cannot drift apart. Only the rows the
+    replay can act on cross into Python: a log change, a BecomeLeader, or a high watermark above the node's
+    previous state's (the window reuses the run partitioning: one shuffle)."""
+    w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
+    batch = F.transform("appended", lambda b: F.struct(b["baseOffset"], b["lastOffset"], b["epoch"], b["digest"]))
+    rows = _states(events).select("source", "run", "node", "seq", "file", "line", "event", "epoch",
+                                  "highWatermark", "truncatedTo", batch.alias("appended")) \
+        .repartition("source", "run").withColumn("prevHw", F.lag("highWatermark").over(w)) \
+        .where((F.size("appended") > 0) | F.col("truncatedTo").isNotNull() | (F.col("event") == "BecomeLeader")
+               | F.col("prevHw").isNull() | (F.col("highWatermark") > F.col("prevHw"))) \
+        .sortWithinPartitions("source", "run", "node", "seq", "file", "line") \
+        .select("source", "run", "node", "seq", "event", "epoch", "highWatermark", "truncatedTo", "appended")
+    schema = T.StructType([T.StructField("invariant", T.StringType()), T.StructField("source", T.StringType()),
+                           T.StructField("run", T.StringType()), T.StructField("node", T.LongType()),
+                           T.StructField("epoch", T.LongType()), T.StructField("seq", T.LongType()),
+                           T.StructField("detail", T.StringType())])
+    return events.sparkSession.createDataFrame(rows.rdd.mapPartitions(_replay_runs), schema)
+
+
 def all_checks(events: DataFrame, appends: DataFrame, steps: DataFrame) -> DataFrame:
     return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(steps)) \
-        .unionByName(log_matching(appends)).unionByName(online_requires_registration(events))
+        .unionByName(log_matching(appends)).unionByName(online_requires_registration(events)) \
+        .unionByName(leader_completeness(events))
 
 
 def collect_violations(df: DataFrame) -> list[Violation]:

@@ -262,9 +262,17 @@ def plant_second_vote(events: list[Event]) -> tuple[int, int, int]:
 
 
 def plant_truncation_below_hw(events: list[Event]) -> tuple[int, int, int]:
-    """A follower truncates below its high watermark (HW itself unchanged, so only this is wrong)."""
-    i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and e["state"]["highWatermark"] > 2,
-                     len(events) // 3)
+    """A follower truncates below its high watermark (HW itself unchanged, so only this is wrong). The follower
+    is one that wins no later election: a leader without the entries it cut would break LeaderCompleteness too."""
+    def never_leads_after(i: int) -> bool:
+        return not any(e["event"] == "BecomeLeader" and e["node"] == events[i]["node"] for e in events[i:])
+
+    i = len(events) // 3
+    while True:
+        i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and e["state"]["highWatermark"] > 2, i)
+        if never_leads_after(i):
+            break
+        i += 1
     node = events[i]["node"]
     st = _last_state(events, node, i + 1)
     to = st["highWatermark"] - 2
@@ -274,9 +282,11 @@ def plant_truncation_below_hw(events: list[Event]) -> tuple[int, int, int]:
 
 
 def plant_diverging_records(events: list[Event]) -> tuple[int, int, int]:
-    """A follower's copy of a batch differs (same offset and epoch, another digest)."""
+    """A follower's copy of a batch differs (same offset and epoch, another digest). After the last election: a
+    later leader would lack one of the two copies, both counted committed (LeaderCompleteness)."""
+    last = max(i for i, e in enumerate(events) if e["event"] == "BecomeLeader")
     i = _index_after(events, lambda e: e["event"] == "HandleFetchResponse" and bool(e.get("log", {}).get("appended")),
-                     len(events) // 3)
+                     max(last, len(events) // 3))
     events[i]["log"] = copy.deepcopy(events[i]["log"])  # batches are shared with the leader's events
     batch = events[i]["log"]["appended"][0]
     batch["digest"] = "deadbeef"
@@ -302,3 +312,28 @@ def plant_epoch_backwards(events: list[Event]) -> tuple[int, int, int]:
     st.update(role="Unattached", epoch=st["epoch"] - 1, votedId=-1, leaderId=-1)
     ev = {"node": node, "event": "HandleBeginQuorumEpochRequest", "state": st}
     return _insert(events, i + 1, ev), node, st["epoch"]
+
+
+def plant_leader_without_committed_batch(events: list[Event]) -> tuple[int, int, int]:
+    """A voter's log loses a batch it fetched and the old leader committed; that voter then wins the next
+    election (no later one) without it: the new leader lacks a committed entry (KRaft.tla LeaderCompleteness,
+    which Raft's election restriction guarantees). Only the fetch event's `log.appended` changes."""
+    elections = [(i, e["node"]) for i, e in enumerate(events) if e["event"] == "BecomeLeader"]
+    for j in range(len(elections) - 1, 0, -1):
+        i, node = elections[j]
+        if any(n == node for _, n in elections[j + 1:]):
+            continue
+        hw = _last_state(events, node, i)["highWatermark"]
+        for k in range(i - 1, elections[j - 1][0], -1):
+            ev = events[k]
+            appended = (ev.get("log") or {}).get("appended") or []
+            if ev["node"] != node or ev["event"] != "HandleFetchResponse":
+                continue
+            gone = next((b for b in appended if b["baseOffset"] < hw), None)
+            if gone is not None:
+                ev["log"] = copy.deepcopy(ev["log"])  # batches are shared with the leader's events
+                ev["log"]["appended"] = [b for b in appended if b is not gone]
+                if not ev["log"]["appended"]:
+                    del ev["log"]["appended"]
+                return i, node, events[i]["state"]["epoch"]
+    raise ValueError("no election to plant on: no elected voter fetched a committed batch before it won")

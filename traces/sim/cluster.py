@@ -14,6 +14,14 @@ trace, byte for byte. Wall-clock time never enters.
 
 Trace timestamps (``ts``) are global virtual time; each node's core runs on its own skewed clock.
 
+Observers (``SimConfig.observers``): replicas whose ids are not voters run the same core, which makes
+them observers (``CoreConfig.is_voter``: they find the leader by asking the voters in turn, fetch from it,
+never vote, never campaign and never count toward the high watermark); faults name voters only, so an
+observer is never crashed nor partitioned. A foreign-cluster sender (``SimConfig.foreign_rate``) is a node
+of another cluster that sends Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch requests with its own
+cluster id to voters that know theirs: each must be answered INCONSISTENT_CLUSTER_ID and change nothing
+(KIP-595: every handler checks the cluster id first), checked online as ``ClusterIdIsolation``.
+
 Brokers (``brokers.py``): every node runs the reference ``Controller`` while it is the active
 controller and applies committed records to its own ``BrokerRegistry``, emitting ``BrokerEvent``s, with
 ``reference/node.py``'s rules (``_apply_committed_records``, ``_sync_controller``, ``_commit_decision``).
@@ -48,7 +56,16 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchRequest, Request, Response, VoteRequest, VoteResponse, api_name
+from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+    api_name,
+)
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
 from kraft_tck.reference.roles import Leader
 from kraft_tck.spec.errors import Errors
@@ -79,6 +96,12 @@ _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH
 # Broker events: a broker's own timer, its request reaching a node, the answer reaching it, its
 # request timing out, and a controller's session-expiry check.
 _BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
+# A request of the foreign-cluster sender reaching a voter.
+_FOREIGN = 14
+# The other cluster's id (22 characters, like a formatted cluster id).
+FOREIGN_CLUSTER_ID = "ForeignCluster00000000"
+# The online check of the foreign-cluster sender's requests (KIP-595: each handler's cluster id check).
+CLUSTER_ID_ISOLATION = "ClusterIdIsolation"
 
 # The end of a message event's line per note ("lost", "duplicate", ...): '}\n' or ',"note":"..."}\n'.
 _NOTES: dict[str | None, bytes] = {}
@@ -100,6 +123,11 @@ class SimConfig:
 
     ``brokers``: simulated brokers registering with the active controller; 0 turns them off,
     and then a seed's trace is byte for byte what it was before brokers existed.
+
+    ``observers``: observer replicas (ids ``nodes + 1`` ..), fetching from the leader like Kafka's brokers;
+    ``foreign_rate``: requests per virtual second from a node of another cluster (id after the observers',
+    cluster id ``FOREIGN_CLUSTER_ID``) to this cluster's voters. Both 0 by default: a seed's trace is then
+    byte for byte what it was before they existed.
     """
 
     seed: int
@@ -119,6 +147,8 @@ class SimConfig:
     brokers: int = 3
     broker_heartbeat_interval_ms: int = 1000  # Kafka's broker.heartbeat.interval.ms (default 2000)
     broker_session_timeout_ms: int = 4000  # Kafka's broker.session.timeout.ms (default 9000)
+    observers: int = 0
+    foreign_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -129,6 +159,10 @@ class SimConfig:
             raise ValueError(f"write_rate must be >= 0, got {self.write_rate}")
         if self.brokers < 0:
             raise ValueError(f"brokers must be >= 0, got {self.brokers}")
+        if self.observers < 0:
+            raise ValueError(f"observers must be >= 0, got {self.observers}")
+        if self.foreign_rate < 0:
+            raise ValueError(f"foreign_rate must be >= 0, got {self.foreign_rate}")
         if self.broker_heartbeat_interval_ms <= 0:
             raise ValueError(f"broker_heartbeat_interval_ms must be > 0, got {self.broker_heartbeat_interval_ms}")
         if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms:
@@ -142,7 +176,17 @@ class SimConfig:
 
     @property
     def node_ids(self) -> list[int]:
+        """The voters."""
         return list(range(1, self.nodes + 1))
+
+    @property
+    def observer_ids(self) -> list[int]:
+        return list(range(self.nodes + 1, self.nodes + self.observers + 1))
+
+    @property
+    def foreign_id(self) -> int:
+        """The foreign-cluster sender's node id: no replica of this cluster has it."""
+        return self.nodes + self.observers + 1
 
 
 @dataclass
@@ -159,6 +203,7 @@ class SimResult:
     violation: InvariantViolation | None = None
     trace_path: Path | None = None
     broker_events: int = 0  # BrokerEvent trace events (every node's registry changes)
+    foreign_requests: int = 0  # requests of the foreign-cluster sender delivered to a voter
 
     def raise_for_violation(self) -> None:
         if self.violation is not None:
@@ -254,6 +299,12 @@ class Simulation:
             self.nodes[i] = _Node(
                 i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
             )
+        for i in config.observer_ids:  # the same core; not in ``voters``, so an observer
+            cfg = dataclasses.replace(cfg, node_id=i)
+            ppm = self.rng.randint(-skew, skew) if skew else 0
+            self.nodes[i] = _Node(
+                i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
+            )
         # Drawn after everything above and from a stream of its own: brokers change no seed's schedule.
         self.fleet: BrokerFleet | None = None
         if config.brokers > 0:
@@ -267,6 +318,11 @@ class Simulation:
                 prof.broker_shutdowns_per_min,
             )
         self.checker = InvariantChecker(config.seed)
+        # The foreign sender draws from a stream of its own (what, when, to whom).
+        self.foreign_rng = random.Random(f"foreign-{config.seed}") if config.foreign_rate > 0 else None
+        self.foreign_requests = 0
+        self._foreign_corr = 0
+        self._foreign_reply: Response | None = None
         self.now = 0
         self.seq = 0  # trace sequence number of the next event (counted even when not tracing)
         self.broker_events = 0
@@ -310,6 +366,12 @@ class Simulation:
             "clock.skew.ppm": {str(n.id): n.ppm for n in self.nodes.values()},
             "schedule": [{"kind": type(f).__name__, **_fault_fields(f)} for f in self.faults],
         }
+        if c.observers:  # only when asked for, like brokers
+            config["observers"] = c.observer_ids
+        if self.foreign_rng is not None:
+            config["foreign.rate"] = c.foreign_rate
+            config["foreign.node"] = c.foreign_id
+            config["foreign.clusterId"] = FOREIGN_CLUSTER_ID
         if self.fleet is not None:  # only then: a broker-less trace stays what it was before brokers
             config["brokers"] = sorted(self.fleet.brokers)
             config["broker.heartbeat.interval.ms"] = c.broker_heartbeat_interval_ms
@@ -354,6 +416,7 @@ class Simulation:
             violation=violation,
             trace_path=self.trace_path,
             broker_events=self.broker_events,
+            foreign_requests=self.foreign_requests,
         )
 
     def _flush_lines(self) -> None:
@@ -374,6 +437,8 @@ class Simulation:
             self._push(f.at_ms, _FAULT_START, f)
         if self.config.write_rate > 0:
             self._push(self._next_write_gap(), _WRITE, None)
+        if self.foreign_rng is not None:
+            self._push(self._next_foreign_gap(), _FOREIGN, None)
         if self.fleet is not None:
             for bid, at in self.fleet.start_times():
                 self._push(at, _BROKER_TIMER, bid, (0, "start"))
@@ -423,6 +488,8 @@ class Simulation:
                 self._broker_timeout(a, b)
             elif kind == _FENCE:
                 self._fence(nodes[a], b)
+            elif kind == _FOREIGN:
+                self._foreign_request()
             else:  # pragma: no cover - the kinds above are exhaustive
                 raise SimulationError(f"unknown event kind {kind}")
 
@@ -484,8 +551,6 @@ class Simulation:
             for ev in ready.trace:
                 ev["ts"] = now
                 check_state(nid, ev["state"], seq, now)
-                if ev["event"] == "BecomeLeader":
-                    checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq, now)
                 if lines is not None:
                     # The line TraceWriter.emit writes, its "seq" spliced in after the encoded "type" (the
                     # core's events start with it) instead of a copy of the dict without it.
@@ -497,6 +562,9 @@ class Simulation:
                         data = encode_line(ev)[1:]
                     lines += b'{"type":"event","seq":%d,%b\n' % (seq, data)
                 seq += 1
+                if ev["event"] == "BecomeLeader":
+                    # After its line: the trace shows the election the offline checkers judge too.
+                    checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now)
         finally:
             self.seq = seq
         hw = core.high_watermark
@@ -579,12 +647,15 @@ class Simulation:
         api = api_name(req)
         node.inflight[corr] = (dst, api, out.request_id)
         target = self.nodes.get(dst)
-        if target is None:
+        if target is None and (dst != self.config.foreign_id or self.foreign_rng is None):
             raise SimulationError(f"node {src} sent {api} to unknown node {dst}")
         delays: list[int]
         why: str | None
         now, heap = self.now, self._heap
-        if target.core is None:
+        if target is None:  # a core that took the foreign node for one of its own: nothing comes back
+            delays, why = [], "refused: another cluster's node"
+            timeout_at = now + self.config.request_timeout_ms
+        elif target.core is None:
             delays, why = [], "refused: destination down"
             timeout_at = now + self.net.min_delay_ms + 1
         else:
@@ -602,6 +673,7 @@ class Simulation:
             self.seq += 1
         dup = False
         for d in delays:
+            assert target is not None
             self._order += 1
             heappush(heap, (now + d, self._order, _REQUEST, dst, (src, corr, req, target.incarnation, dup, msg)))
             dup = True
@@ -613,6 +685,13 @@ class Simulation:
         resp = rep.response
         if type(resp) is VoteResponse and resp.vote_granted:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
+        if corr < 0:  # the foreign sender's: judged by ``_foreign_request``, not sent over the network
+            self._foreign_reply = resp
+            if self._bodies is not None:
+                self._message_event(node.id, b"Send", self._bodies.response(resp, -corr, node.id, dst), None)
+            else:
+                self.seq += 1
+            return
         delays, why = self._fate(node.id, dst)
         msg: bytes | None = None
         bodies = self._bodies
@@ -762,6 +841,73 @@ class Simulation:
                 self.writes_refused += 1
             self._apply(leader, ready)
         self._push(self.now + self._next_write_gap(), _WRITE, None)
+
+    # ------------------------------------------------------------------------------------ foreign sender
+
+    def _next_foreign_gap(self) -> int:
+        assert self.foreign_rng is not None
+        return max(1, round(self.foreign_rng.expovariate(self.config.foreign_rate / 1000)))
+
+    def _foreign_request(self) -> None:
+        """A node of another cluster sends one request, with its cluster id, to a running voter that knows
+        its own (an unformatted node accepts any id: KIP-595 "Cluster Bootstrapping"). The request claims a
+        newer epoch and an up-to-date log, so a core that skips the cluster id check acts on it. KIP-595,
+        every handler's step 1 (Kafka ``KafkaRaftClient.hasValidClusterId``): the answer is
+        INCONSISTENT_CLUSTER_ID and the node's state stays as it was."""
+        rng = self.foreign_rng
+        assert rng is not None
+        self._push(self.now + self._next_foreign_gap(), _FOREIGN, None)
+        targets = [n for n in self.nodes.values()
+                   if n.core is not None and n.core.config.is_voter and n.core.cluster_id is not None]
+        api = rng.randrange(4)
+        bump = rng.randint(0, 3)
+        if not targets:
+            return
+        node = rng.choice(targets)
+        core = node.core
+        assert core is not None
+        me, epoch = self.config.foreign_id, core.epoch
+        req: Request
+        if api == 0:
+            req = VoteRequest(FOREIGN_CLUSTER_ID, epoch + bump + 1, me, epoch + bump, core.log.end_offset + 100)
+        elif api == 1:
+            req = BeginQuorumEpochRequest(FOREIGN_CLUSTER_ID, me, epoch + bump)
+        elif api == 2:
+            leader = core.leader_id if core.leader_id >= 0 else me
+            req = EndQuorumEpochRequest(FOREIGN_CLUSTER_ID, leader, epoch + bump, (node.id,))
+        else:
+            req = FetchRequest(FOREIGN_CLUSTER_ID, me, epoch, core.log.end_offset + 100, epoch)
+        self._foreign_corr += 1
+        corr = self._foreign_corr
+        self.foreign_requests += 1
+        bodies = self._bodies
+        if bodies is not None:
+            self._message_event(node.id, b"Receive", bodies.request(req, corr, me, node.id), "another cluster")
+        else:
+            self.seq += 1
+        before = core.state_snapshot()
+        key = ("role", "epoch", "votedId", "leaderId")
+        was = {k: before[k] for k in key}
+        self._foreign_reply = None
+        seq = self.seq
+        ready = self._step(node, RequestReceived(sender_id=me, reply_to=(me, -corr, me), request=req))
+        reply, self._foreign_reply = self._foreign_reply, None
+        name = api_name(req)
+        handled = next((ev for ev in ready.trace if ev["event"] == f"Handle{name}Request"), None)
+        after = {k: handled["state"][k] for k in key} if handled is not None else was
+        error: Errors | None = getattr(reply, "error", None)
+        if after != was or error is not Errors.INCONSISTENT_CLUSTER_ID:
+            answer = "no answer" if error is None else f"answered {error.name}"
+            moved = ", ".join(f"{k} {was[k]} -> {after[k]}" for k in key if was[k] != after[k]) or "unchanged"
+            raise self.checker.fail(
+                CLUSTER_ID_ISOLATION,
+                node.id,
+                after["epoch"],
+                seq,
+                self.now,
+                f"a {name} request of cluster {FOREIGN_CLUSTER_ID!r} (node {me}) reached a node of cluster "
+                f"{core.cluster_id!r}: {answer} (KIP-595: INCONSISTENT_CLUSTER_ID), state {moved}",
+            )
 
     # ------------------------------------------------------------------------------------ controller side
 
