@@ -297,6 +297,11 @@ class KRaftCore:
         return epoch if epoch > 0 else 0
 
     @property
+    def begin_quorum_epoch_timeout_ms(self) -> int:
+        """The BeginQuorumEpoch heartbeat period (Kafka's ``LeaderState``: ``fetchTimeoutMs / 2``)."""
+        return self.config.fetch_timeout_ms // 2
+
+    @property
     def check_quorum_timeout_ms(self) -> int:
         """How long a leader may go without fetches from a majority (Kafka: ``(int) (1.5 * fetch timeout)``)."""
         return int(self.config.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
@@ -497,7 +502,8 @@ class KRaftCore:
 
         The LeaderChange control record is the first entry of the new epoch: once it is on a majority
         the high watermark may move (Fetch Request Handling step 4). Voters learn of the leader from
-        BeginQuorumEpoch, resent by ``_poll`` until each one acknowledges it or fetches.
+        BeginQuorumEpoch, which ``_poll`` sends at once and then every fetch.timeout/2 for as long as
+        this node leads (``_send_begin_quorum_epoch``).
         """
         cand = self.role
         assert isinstance(cand, Candidate), f"become_leader from {cand.name}"
@@ -510,7 +516,7 @@ class KRaftCore:
                 epoch_start_offset=start,
                 granting_voters=cand.granted,
                 replicas={v: ReplicaProgress(v) for v in sorted(voters)},
-                awaiting_begin_epoch=voters - {me},
+                begin_epoch_deadline_ms=self._now,  # Kafka's timer starts at 0: the first round goes now
                 progress_deadline_ms=self._now + self.check_quorum_timeout_ms,
             )
         )
@@ -555,7 +561,10 @@ class KRaftCore:
         return BeginQuorumEpochResponse(self.leader_id, self.epoch)
 
     def handle_begin_quorum_epoch_response(self, sender_id: int, resp: BeginQuorumEpochResponse) -> None:
-        """KIP-595 "BeginQuorumEpoch Response Handling": stop resending to a voter that acknowledged."""
+        """KIP-595 "BeginQuorumEpoch Response Handling": a newer epoch deposes the leader; an error backs off
+        that destination. An acknowledgement changes nothing: the heartbeat goes on regardless (Kafka 3.9+
+        ``KafkaRaftClient.handleBeginQuorumEpochResponse`` only notes it, ``LeaderState.addAcknowledgementFrom``,
+        and ``maybeSendBeginQuorumEpochRequests`` no longer reads it)."""
         if resp.error != Errors.NONE:
             self._request_failed(sender_id)
             self._emit("HandleBeginQuorumEpochResponse", note=f"top-level error {resp.error.name}")
@@ -563,10 +572,7 @@ class KRaftCore:
         if self._handle_common_response(sender_id, resp.partition_error, resp.leader_id, resp.leader_epoch):
             self._emit("HandleBeginQuorumEpochResponse", note="newer epoch or stale response")
             return
-        role = self.role
-        if isinstance(role, Leader) and resp.partition_error == Errors.NONE:
-            role.awaiting_begin_epoch = role.awaiting_begin_epoch - {sender_id}
-        elif resp.partition_error != Errors.NONE:
+        if resp.partition_error != Errors.NONE:
             self._request_failed(sender_id)
         self._emit("HandleBeginQuorumEpochResponse", note=f"{resp.partition_error.name} from {sender_id}")
 
@@ -581,7 +587,6 @@ class KRaftCore:
             return early
         leader = self.role
         assert isinstance(leader, Leader)
-        self._note_leader_known(req.replica_id)
         # Step 3: LastFetchedEpoch/FetchOffset must agree with our epoch cache.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
@@ -670,12 +675,6 @@ class KRaftCore:
         progress.last_fetch_ms = max(progress.last_fetch_ms, now)
         progress.last_fetch_leader_end_offset = leader_end
         self._maybe_advance_high_watermark()
-
-    def _note_leader_known(self, replica_id: int) -> None:
-        """A valid-epoch fetch from a voter: it knows the leader, so no more BeginQuorumEpoch to it."""
-        leader = self.role
-        if isinstance(leader, Leader) and replica_id in leader.awaiting_begin_epoch:
-            leader.awaiting_begin_epoch = leader.awaiting_begin_epoch - {replica_id}
 
     def _note_fetch_from(self, replica_id: int) -> None:
         """A valid fetch from a voter keeps the leader in office (Kafka's
@@ -1156,6 +1155,25 @@ class KRaftCore:
         for dest in self._due:
             if self._ready_at.get(dest, 0) <= now:
                 self._send_role_request(dest)
+        role = self.role
+        if isinstance(role, Leader) and now >= role.begin_epoch_deadline_ms:
+            self._send_begin_quorum_epoch(role)
+
+    def _send_begin_quorum_epoch(self, leader: Leader) -> None:
+        """The leader's BeginQuorumEpoch heartbeat (Kafka 3.9+, KAFKA-16536:
+        ``KafkaRaftClient.maybeSendBeginQuorumEpochRequests``, ``LeaderState.resetBeginQuorumEpochTimer``;
+        ``KafkaRaftClientTest.testBeginQuorumEpochHeartbeat``). When the timer passes, every other voter
+        whose connection is free (no request in flight, no backoff: Kafka's ``RequestManager.isReady``)
+        gets BeginQuorumEpoch, acknowledged before or not; the others wait for the next round. Then the
+        timer restarts at fetch.timeout/2. It tells a voter that restarted, or missed the first round,
+        who leads before its fetch timeout sends it campaigning. (KIP-595 "BeginQuorumEpoch" only asks
+        the leader to send it until each voter acknowledged; Kafka before 3.9 did that.)"""
+        now = self._now
+        me = self.config.node_id
+        for dest in sorted(self.config.voters):
+            if dest != me and self._ready_at.get(dest, 0) <= now:
+                self._send(dest, BeginQuorumEpochRequest(self._cluster_id, me, leader.epoch, dest))
+        leader.begin_epoch_deadline_ms = now + self.begin_quorum_epoch_timeout_ms
 
     def _fire_timers(self) -> None:
         # The commonest roles first: the branches are disjoint, so their order changes nothing else.
@@ -1197,7 +1215,7 @@ class KRaftCore:
         if isinstance(role, Follower):
             return [role.leader_id]
         if isinstance(role, Leader):
-            return sorted(role.awaiting_begin_epoch)
+            return []  # BeginQuorumEpoch goes out on its own timer (``_send_begin_quorum_epoch``)
         if isinstance(role, Candidate) and role.backoff_until_ms is None:
             return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
         if isinstance(role, Resigned):
@@ -1217,8 +1235,6 @@ class KRaftCore:
                     self.log.end_offset, voter_id=dest,
                 ),
             )
-        elif isinstance(role, Leader):
-            self._send(dest, BeginQuorumEpochRequest(self._cluster_id, self.config.node_id, role.epoch, dest))
         elif isinstance(role, Resigned):
             self._send(
                 dest,
@@ -1251,7 +1267,8 @@ class KRaftCore:
         if isinstance(role, Follower):
             deadline = role.fetch_deadline_ms
         elif isinstance(role, Leader):
-            deadline = None if self._sole_voter() else role.progress_deadline_ms
+            # a sole voter has no check quorum and nobody to send BeginQuorumEpoch to
+            deadline = None if self._sole_voter() else min(role.progress_deadline_ms, role.begin_epoch_deadline_ms)
             if self._accumulator is not None:
                 drain = self._accumulator.drain_at_ms
                 deadline = drain if deadline is None else min(deadline, drain)

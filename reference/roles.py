@@ -68,17 +68,19 @@ class ReplicaProgress:
 @dataclass(slots=True)
 class Leader:
     """Leads ``epoch``. ``epoch_start_offset`` is the log end offset when it won: the high watermark
-    may only move past it (an entry of this epoch on a majority). ``awaiting_begin_epoch`` are voters
-    that have neither acknowledged BeginQuorumEpoch nor fetched. ``fetched_voters`` collects voters
-    whose valid fetches arrived since the check-quorum timer (``progress_deadline_ms``, 1.5 x the fetch
-    timeout as Kafka's LeaderState) was last reset."""
+    may only move past it (an entry of this epoch on a majority). ``begin_epoch_deadline_ms`` is the
+    BeginQuorumEpoch heartbeat timer (Kafka 3.9+ ``LeaderState.beginQuorumEpochTimer``, KAFKA-16536):
+    when it passes, the leader sends BeginQuorumEpoch to every other voter and restarts it at half the
+    fetch timeout; it starts expired, so the first round leaves with the win. ``fetched_voters``
+    collects voters whose valid fetches arrived since the check-quorum timer (``progress_deadline_ms``,
+    1.5 x the fetch timeout as Kafka's LeaderState) was last reset."""
 
     name: ClassVar[str] = "Leader"
     epoch: int
     epoch_start_offset: int
     granting_voters: frozenset[int]
     replicas: dict[int, ReplicaProgress]
-    awaiting_begin_epoch: frozenset[int]
+    begin_epoch_deadline_ms: int
     progress_deadline_ms: int
     fetched_voters: frozenset[int] = frozenset()
 

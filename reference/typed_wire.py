@@ -111,8 +111,10 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                          _error(partition_error), _error(error), log_start_offset, encoded)
 
 
-#: The Fetch versions the bindings serve: every version the node serves (KRaft's fields start at v12).
-BOUND_VERSIONS = range(max(codec.supported_versions(FETCH)[0], MIN_FETCH_VERSION),
+#: The Fetch versions the bindings serve: every version the node serves a partition at. KRaft's fields start
+#: at v12, but a v12 request names no TopicId, which Kafka's raft reads as the zero uuid and refuses
+#: (``RaftUtil.hasValidTopicPartition``): the dict path answers it INVALID_REQUEST (``wire.request_from_body``).
+BOUND_VERSIONS = range(max(codec.supported_versions(FETCH)[0], MIN_FETCH_VERSION + 1),
                        codec.supported_versions(FETCH)[1] + 1)
 #: The four generated functions per version.
 GENERATED = ("request decoder", "request encoder", "response decoder", "response encoder")

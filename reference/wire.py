@@ -2,7 +2,8 @@
 
 Bodies are the codec's dicts, keyed by the field names of Kafka's JSON definitions
 (``spec/messages/*.json``). Every KRaft RPC addresses one partition, ``__cluster_metadata-0``; Fetch
-v13+ names it by topic id (Kafka's ``Uuid.METADATA_TOPIC_ID``). A request for any other partition still
+v13+ names it by topic id (Kafka's ``Uuid.METADATA_TOPIC_ID``), and a v12 Fetch, which has no TopicId, is
+another partition to Kafka (``RaftUtil.hasValidTopicPartition``). A request for any other partition still
 reaches the core, marked (``valid_partition=False``; DescribeQuorum: ``unknown``), because Kafka checks
 the cluster id first (``KafkaRaftClient.handleVoteRequest`` and siblings): the core answers a foreign
 cluster id with INCONSISTENT_CLUSTER_ID and only then a wrong partition with a top-level INVALID_REQUEST
@@ -203,11 +204,10 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
         ok = len(topics) == 1 and len(topics[0].get("Partitions") or []) == 1
         if ok:
             topic = topics[0]
-            ok_topic = (
-                topic.get("TopicId") == METADATA_TOPIC_ID
-                if version >= 13
-                else topic.get("Topic") == METADATA_TOPIC
-            )
+            # RaftUtil.hasValidTopicPartition(FetchRequestData, ...) compares the TopicId only, never the
+            # name. A v12 request has no TopicId field, so Kafka compares its default, the zero uuid, with
+            # Uuid.METADATA_TOPIC_ID and refuses it: v12 is answered INVALID_REQUEST whatever it names.
+            ok_topic = version >= 13 and topic.get("TopicId") == METADATA_TOPIC_ID
             p = topic["Partitions"][0]
             ok = ok_topic and p["Partition"] == METADATA_PARTITION
         if not ok:

@@ -119,14 +119,16 @@ def test_virtual_leaders_write_a_metadata_log_a_kafka_controller_replays() -> No
     # the reference controller's replay takes them (no broker record, no error)
     changes, errors = BrokerRegistry().apply_committed(batches, log.end)
     assert (changes, errors) == ([], [])
-    assert log.committed == 4 and log.end == 6
+    # epoch 4 starts with its leader's LeaderChange (LeaderState.appendStartOfEpochControlRecords)
+    assert [b.is_control for b in batches] == [True, False, False, False, True, False, False]
+    assert log.committed == 4 and log.end == 7
 
 
 def test_only_a_log_without_data_starts_with_metadata_version() -> None:
     log = VLog()
     log.append_metadata(1, 1)
     log.append_metadata(1, 1)
-    names = [codec.decode_metadata_record(b.records[0].value or b"")[0] for b in log.batches]
+    names = [codec.decode_metadata_record(b.records[0].value or b"")[0] for b in log.batches if not b.is_control]
     assert names == ["FeatureLevelRecord", "NoOpRecord"]
-    log.append_metadata(2, 0)  # nothing to append
-    assert log.end == 2
+    log.append_metadata(2, 0)  # nothing to append, not even a LeaderChange
+    assert log.end == 3

@@ -38,8 +38,9 @@ REQUESTS: list[tuple[Request, range]] = [
     (VoteRequest(None, 4, 1, 3, 10), range(0, 2)),
     (BeginQuorumEpochRequest("cid", 1, 4, voter_id=2), range(0, 2)),
     (EndQuorumEpochRequest("cid", 1, 4, (3, 2)), range(0, 2)),
-    (FetchRequest("cid", 2, 4, 10, 3, 500, 1024), range(12, 18)),
-    (FetchRequest(None, 9, 4, 0, -1, 0), range(12, 18)),
+    # v13+: a v12 request names no TopicId and reads as another topic (RaftUtil.hasValidTopicPartition)
+    (FetchRequest("cid", 2, 4, 10, 3, 500, 1024), range(13, 18)),
+    (FetchRequest(None, 9, 4, 0, -1, 0), range(13, 18)),
     (DescribeQuorumRequest(), range(0, 3)),
 ]
 

@@ -11,6 +11,7 @@ the tests in KafkaRaftClientTest.java named in the table.
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ from kraft_tck.reference.messages import (
     VoteResponse,
 )
 from kraft_tck.reference.roles import Candidate, Follower, Leader, Resigned, Unattached, Voted
+from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import RecordBatch, data_batch
@@ -455,14 +457,55 @@ def test_begin_epoch_overflow() -> None:
     assert_unchanged(core, before, ready)
 
 
+def begin_sent(ready: Ready) -> list[tuple[int, BeginQuorumEpochRequest]]:
+    return sorted((o.dest_id, o.request) for o in ready.send if isinstance(o.request, BeginQuorumEpochRequest))
+
+
 def test_begin_resend() -> None:
-    core = leader_of(5)
-    timeout = core.config.request_timeout_ms
-    resent = core.tick(timeout).send
-    assert sorted(o.dest_id for o in resent if isinstance(o.request, BeginQuorumEpochRequest)) == [2, 3]
-    core.step(ResponseReceived(2, BeginQuorumEpochResponse(1, 5)), timeout + 1)
-    fetch(core, 3, 0, 0, now=timeout + 2)  # a fetch acknowledges the leader too
-    assert not any(isinstance(o.request, BeginQuorumEpochRequest) for o in core.tick(2 * timeout + 10).send)
+    """Kafka 3.9+ (KAFKA-16536) ``KafkaRaftClientTest.testBeginQuorumEpochHeartbeat``: the leader sends
+    BeginQuorumEpoch to every other voter when it wins and then every fetch.timeout/2
+    (``LeaderState.beginQuorumEpochTimeoutMs``) for as long as it leads, acknowledged or not; a voter with
+    a request still in flight waits for the next round (``KafkaRaftClient.maybeSendBeginQuorumEpochRequests``
+    sends only where ``RequestManager.isReady``). The KIP's rule (until acknowledged) stops after the acks."""
+    period = FETCH_TIMEOUT // 2
+    core = core_of(1, QuorumStateSnapshot(5, -1, 1))
+    won = core.step(ResponseReceived(2, VoteResponse(-1, 5, True)), 0)
+    assert isinstance(core.role, Leader)
+    announce = [(2, BeginQuorumEpochRequest(CID, 1, 5, 2)), (3, BeginQuorumEpochRequest(CID, 1, 5, 3))]
+    assert begin_sent(won) == announce  # the timer starts expired: the first round goes with the win
+    # both voters acknowledge, and voter 3 fetches too: under the KIP's rule nothing more would be sent
+    core.step(ResponseReceived(2, BeginQuorumEpochResponse(1, 5)), 1)
+    acked = core.step(ResponseReceived(3, BeginQuorumEpochResponse(1, 5)), 1)
+    fetch(core, 3, 0, 0, now=2)
+    assert acked.next_deadline_ms == period  # the heartbeat is the leader's next timer
+    assert begin_sent(core.tick(period - 1)) == []
+    assert begin_sent(core.tick(period)) == announce  # a heartbeat, though both acknowledged
+    assert begin_sent(core.tick(period + period // 2)) == []  # not before the next period
+    # voter 2 answers this round, voter 3 does not: its request is still in flight at the next round
+    core.step(ResponseReceived(2, BeginQuorumEpochResponse(1, 5)), period + period // 2)
+    assert begin_sent(core.tick(2 * period)) == announce[:1]
+    assert isinstance(core.role, Leader) and core.role.begin_epoch_deadline_ms == 3 * period
+    # the leader goes on for as long as it leads (fetches from a voter keep it in office)
+    for n in range(3, 7):
+        core.step(ResponseReceived(2, BeginQuorumEpochResponse(1, 5)), n * period - 1)
+        fetch(core, 2, 1, 5, now=n * period - 1)
+        assert [dest for dest, _ in begin_sent(core.tick(n * period))][:1] == [2]
+
+
+def test_begin_resend_is_idempotent_at_the_follower() -> None:
+    """A follower takes the leader's repeated BeginQuorumEpoch of its own epoch as a no-op (Kafka's
+    ``KafkaRaftClient.maybeTransition``: leader known, same epoch, no new endpoints): NONE, no persist, its
+    fetch timer and its fetch in flight untouched."""
+    core = follower_of(2, 5, 1)
+    assert isinstance(core.role, Follower)
+    deadline, inflight = core.role.fetch_deadline_ms, inflight_fetch(core, 1)
+    for now in (10, FETCH_TIMEOUT // 2 + 10, FETCH_TIMEOUT - 10):
+        before = state(core)
+        resp, ready = ask(core, BeginQuorumEpochRequest(CID, 1, 5, 2), now=now)
+        assert resp == BeginQuorumEpochResponse(1, 5)
+        assert state(core) == before and ready.persist is None and ready.log_ops == [] and ready.send == []
+        assert isinstance(core.role, Follower) and core.role.fetch_deadline_ms == deadline
+        assert inflight_fetch(core, 1) == inflight
 
 
 # ============================================================================================ EndQuorumEpoch
@@ -708,7 +751,7 @@ def test_fetch_diverging_epoch() -> None:
     assert isinstance(resp, FetchResponse)  # answered at once, not parked
     assert (resp.partition_error, resp.diverging_epoch, resp.batches) == (Errors.NONE, (2, 5), ())
     assert progress(core, 2) == (-1, -1) and check_quorum_deadline(core) == deadline
-    assert isinstance(core.role, Leader) and 2 not in core.role.awaiting_begin_epoch  # it knows the leader
+    assert isinstance(core.role, Leader)
 
 
 def test_fetch_new_leader_hw_unknown() -> None:
@@ -770,12 +813,39 @@ def test_fetch_truncate_below_hw_fails() -> None:
 
 
 def test_fetch_v12_topic_id() -> None:
-    v12 = wire.request_from_body(wire.FETCH, 12, _fetch_body(version=12))
-    assert isinstance(v12, FetchRequest) and v12.valid_partition  # the kit serves v12 by topic name
+    """``RaftUtil.hasValidTopicPartition(FetchRequestData, TopicPartition, Uuid)`` (called by
+    ``KafkaRaftClient.handleFetchRequest`` right after the cluster id) compares the TopicId with the log's,
+    ``Uuid.METADATA_TOPIC_ID`` (= ``Uuid.ONE_UUID``, 0...01; ``KafkaRaftServer.MetadataTopicId``), and never
+    the name. A v12 request has no TopicId, so Kafka compares the zero uuid and answers top-level
+    INVALID_REQUEST, whatever topic name it gives; v13+ is served when its TopicId is the metadata one."""
+    assert uuid.UUID(int=1) == wire.METADATA_TOPIC_ID
+    core = leader_of(5)
+    before = state(core)
+    body, ready = via_wire(core, wire.FETCH, 12, _fetch_body(version=12))
+    assert body["ErrorCode"] == Errors.INVALID_REQUEST and body["Responses"] == []
+    assert_unchanged(core, before, ready)
+    assert progress(core, 2) == (-1, -1)  # and it counted for nothing
+    # the cluster id is still checked first
+    foreign = via_wire(core, wire.FETCH, 12, _fetch_body(version=12, cluster="other"))[0]
+    assert foreign["ErrorCode"] == Errors.INCONSISTENT_CLUSTER_ID
+    # the node's hot path (TypedCodec, straight from the frame) refuses it too: it leaves v12 to wire.py
+    frame = codec.encode_request(wire.FETCH, 12, 7, "c", _fetch_body(version=12))
+    _, decoded = TypedCodec().decode_request(frame[4:])
+    v12 = wire.request_from_kafka(wire.FETCH, 12, decoded)
+    assert isinstance(v12, FetchRequest) and not v12.valid_partition
+    # v13+: matched by TopicId (no name on the wire)
+    for version in range(13, codec.supported_versions(wire.FETCH)[1] + 1):
+        answer, _ = via_wire(core, wire.FETCH, version, _fetch_body(version=version))
+        assert answer["ErrorCode"] == Errors.NONE
+        assert answer["Responses"][0]["TopicId"] == wire.METADATA_TOPIC_ID
+        assert answer["Responses"][0]["Partitions"][0]["ErrorCode"] == Errors.NONE
+        _, decoded = TypedCodec().decode_request(
+            codec.encode_request(wire.FETCH, version, 7, "c", _fetch_body(version=version))[4:]
+        )
+        assert wire.request_from_kafka(wire.FETCH, version, decoded).valid_partition
     zero_id = _fetch_body(version=13)
-    zero_id["Topics"][0]["TopicId"] = wire.ZERO_UUID  # what Kafka compares a v12 request's TopicId as
-    v13 = wire.request_from_body(wire.FETCH, 13, zero_id)
-    assert isinstance(v13, FetchRequest) and not v13.valid_partition
+    zero_id["Topics"][0]["TopicId"] = wire.ZERO_UUID
+    assert via_wire(core, wire.FETCH, 13, zero_id)[0]["ErrorCode"] == Errors.INVALID_REQUEST
 
 
 # ============================================================================================ check quorum

@@ -81,11 +81,13 @@ def _violation(core: type[KRaftCore], seed: int, schedule: tuple[Fault, ...]) ->
     return None if result.violation is None else result.violation.invariant
 
 
-def _shrunk(core: type[KRaftCore], invariant: str) -> tuple[Any, ...]:
-    """hypothesis.find: search seeds and schedules for the violation, then shrink to a minimal example."""
+def _shrunk(core: type[KRaftCore], invariant: str | frozenset[str]) -> tuple[Any, ...]:
+    """hypothesis.find: search seeds and schedules for the violation (of ``invariant``, or of any one of a
+    set), then shrink to a minimal example."""
+    wanted = frozenset({invariant}) if isinstance(invariant, str) else invariant
     return find(
         st.tuples(seeds, schedules),
-        lambda example: _violation(core, *example) == invariant,
+        lambda example: _violation(core, *example) in wanted,
         settings=settings(max_examples=300, deadline=None, database=None),
     )
 
@@ -97,8 +99,15 @@ def test_a_second_vote_is_caught_as_vote_once() -> None:
     assert _violation(KRaftCore, seed, schedule) is None  # and the correct core passes it
 
 
-def test_committing_without_a_majority_is_caught_as_committed_never_truncated() -> None:
-    seed, schedule = _shrunk(CommitWithoutMajority, "CommittedNeverTruncated")
-    assert _violation(CommitWithoutMajority, seed, schedule) == "CommittedNeverTruncated"
+# A leader that commits without a majority breaks LeaderCompleteness (a later leader lacks an entry it
+# committed) and CommittedNeverTruncated (another node commits other records at that offset); which one the
+# checker meets first depends on the run: since the leader's BeginQuorumEpoch heartbeat (Kafka 3.9+) a
+# deposed leader hears of its successor sooner, and it is mostly the first.
+COMMIT_WITHOUT_MAJORITY_BREAKS = frozenset({"LeaderCompleteness", "CommittedNeverTruncated"})
+
+
+def test_committing_without_a_majority_is_caught() -> None:
+    seed, schedule = _shrunk(CommitWithoutMajority, COMMIT_WITHOUT_MAJORITY_BREAKS)
+    assert _violation(CommitWithoutMajority, seed, schedule) in COMMIT_WITHOUT_MAJORITY_BREAKS
     assert len(schedule) <= 2, f"hypothesis shrank to {schedule}"
     assert _violation(KRaftCore, seed, schedule) is None
