@@ -44,17 +44,26 @@ class BodyError(ValueError):
 
 
 def vote_request(
-    cluster_id: str | None, candidate_epoch: int, candidate_id: int, last_epoch: int, last_offset: int, voter_id: int
+    cluster_id: str | None,
+    candidate_epoch: int,
+    candidate_id: int,
+    last_epoch: int,
+    last_offset: int,
+    voter_id: int,
+    *,
+    topic: str = METADATA_TOPIC,
+    partition_index: int = 0,
 ) -> Body:
+    """``topic``/``partition_index``: another partition than ``__cluster_metadata``-0 (a malformed request)."""
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
         "Topics": [
             {
-                "TopicName": METADATA_TOPIC,
+                "TopicName": topic,
                 "Partitions": [
                     {
-                        "PartitionIndex": 0,
+                        "PartitionIndex": partition_index,
                         "CandidateEpoch": candidate_epoch,
                         "CandidateId": candidate_id,
                         "LastOffsetEpoch": last_epoch,
@@ -66,14 +75,22 @@ def vote_request(
     }
 
 
-def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: int, voter_id: int) -> Body:
+def begin_quorum_epoch_request(
+    cluster_id: str | None,
+    leader_id: int,
+    epoch: int,
+    voter_id: int,
+    *,
+    topic: str = METADATA_TOPIC,
+    partition_index: int = 0,
+) -> Body:
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
         "Topics": [
             {
-                "TopicName": METADATA_TOPIC,
-                "Partitions": [{"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}],
+                "TopicName": topic,
+                "Partitions": [{"PartitionIndex": partition_index, "LeaderId": leader_id, "LeaderEpoch": epoch}],
             }
         ],
         "LeaderEndpoints": [],
@@ -81,16 +98,23 @@ def begin_quorum_epoch_request(cluster_id: str | None, leader_id: int, epoch: in
 
 
 def end_quorum_epoch_request(
-    cluster_id: str | None, leader_id: int, epoch: int, successors: list[int], version: int
+    cluster_id: str | None,
+    leader_id: int,
+    epoch: int,
+    successors: list[int],
+    version: int,
+    *,
+    topic: str = METADATA_TOPIC,
+    partition_index: int = 0,
 ) -> Body:
-    part: Body = {"PartitionIndex": 0, "LeaderId": leader_id, "LeaderEpoch": epoch}
+    part: Body = {"PartitionIndex": partition_index, "LeaderId": leader_id, "LeaderEpoch": epoch}
     if version == 0:
         part["PreferredSuccessors"] = list(successors)
     else:
         part["PreferredCandidates"] = [{"CandidateId": s, "CandidateDirectoryId": uuid.UUID(int=0)} for s in successors]
     return {
         "ClusterId": cluster_id,
-        "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [part]}],
+        "Topics": [{"TopicName": topic, "Partitions": [part]}],
         "LeaderEndpoints": [],
     }
 
@@ -103,7 +127,12 @@ def fetch_request(
     fetch_offset: int,
     last_fetched_epoch: int,
     max_wait_ms: int = 0,
+    *,
+    topic: str = METADATA_TOPIC,
+    topic_id: uuid.UUID = METADATA_TOPIC_ID,
+    partition_index: int = 0,
 ) -> Body:
+    """``topic`` (v12) / ``topic_id`` (v13+) and ``partition_index``: another partition (a malformed request)."""
     if version < MIN_FETCH_VERSION:
         raise BodyError(f"Fetch v{version} cannot carry LastFetchedEpoch; KRaft needs v{MIN_FETCH_VERSION}+")
     body: Body = {"ClusterId": cluster_id, "MaxWaitMs": max_wait_ms, "MinBytes": 0, "ForgottenTopicsData": []}
@@ -111,22 +140,22 @@ def fetch_request(
         body["ReplicaState"] = {"ReplicaId": replica_id, "ReplicaEpoch": -1}
     else:
         body["ReplicaId"] = replica_id
-    topic: Body = {"TopicId": METADATA_TOPIC_ID} if version >= 13 else {"Topic": METADATA_TOPIC}
-    topic["Partitions"] = [
+    named: Body = {"TopicId": topic_id} if version >= 13 else {"Topic": topic}
+    named["Partitions"] = [
         {
-            "Partition": 0,
+            "Partition": partition_index,
             "CurrentLeaderEpoch": leader_epoch,
             "FetchOffset": fetch_offset,
             "LastFetchedEpoch": last_fetched_epoch,
             "PartitionMaxBytes": 1 << 20,
         }
     ]
-    body["Topics"] = [topic]
+    body["Topics"] = [named]
     return body
 
 
-def describe_quorum_request() -> Body:
-    return {"Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [{"PartitionIndex": 0}]}]}
+def describe_quorum_request(*, topic: str = METADATA_TOPIC, partition_index: int = 0) -> Body:
+    return {"Topics": [{"TopicName": topic, "Partitions": [{"PartitionIndex": partition_index}]}]}
 
 
 # ---------------------------------------------------------------------------------------------- responses

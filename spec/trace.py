@@ -56,6 +56,9 @@ CAUSES: tuple[str, ...] = ("ElectionTimeout", "FetchTimeout", "ElectionBackoff",
 MODEL_STEPS: dict[str, str] = {
     "AnswerParkedFetch": "the leader answers a parked long poll inside another step (new data, a new HW, "
                          "MaxWaitMs, lost leadership); trace validation inserts it (core: _answer_parked_fetch)",
+    "SendBeginQuorumEpoch": "the leader's BeginQuorumEpoch heartbeat (Kafka 3.9+), a timer's send inside a step "
+                            "with no action of its own; a node trace shows it as a Send only "
+                            "(core: _send_begin_quorum_epoch)",
     "DropMessage": "environment: the network loses a message",
     "DuplicateMessage": "environment: the network delivers a message again (and a sender resends one)",
     "ForeignClusterCopy": "environment: a node of another cluster sends the same request with its cluster id",

@@ -31,7 +31,10 @@
 (*    are lost; the role resumed follows Kafka's QuorumState.initialize;   *)
 (*  - the leader's long poll: a caught-up fetch may be parked and answered *)
 (*    later (AnswerParkedFetch) with the log and HW of that later moment;  *)
-(*  - observers: they fetch and follow, but never vote or count for the HW.*)
+(*  - observers: they fetch and follow, but never vote or count for the HW;*)
+(*  - the leader's BeginQuorumEpoch heartbeat (Kafka 3.9+, KAFKA-16536):   *)
+(*    a leader sends BeginQuorumEpoch again for as long as it leads,       *)
+(*    acknowledged or not (SendBeginQuorumEpoch).                          *)
 (*                                                                         *)
 (* Deliberately not modelled (and why):                                    *)
 (*  - time: timers are nondeterministic enabling conditions, so every      *)
@@ -41,13 +44,16 @@
 (*    StartElection (cause EndQuorumEpoch), i.e. timing, so it is not      *)
 (*    carried; leaving it out also keeps node ids free of any order, which *)
 (*    makes symmetry reduction over voters sound;                          *)
-(*  - resending BeginQuorumEpoch / EndQuorumEpoch until acknowledged:      *)
-(*    DuplicateMessage already lets a request arrive any number of times; *)
+(*  - resending Vote / EndQuorumEpoch until answered: DuplicateMessage     *)
+(*    already lets a request arrive any number of times.  (Node-trace      *)
+(*    validation maps a BeginQuorumEpoch heartbeat to such a copy too,     *)
+(*    made while the first send was in flight: the same behaviour; a       *)
+(*    black-box target's heartbeat is a hidden SendBeginQuorumEpoch.)      *)
 (*  - correlation ids: a follower only acts on the answer to the fetch it  *)
 (*    has in flight; the model approximates that by the answer echoing the *)
 (*    request's FetchOffset/LastFetchedEpoch, which must still match the   *)
 (*    follower's log, and by never moving a follower's HW backwards;       *)
-(*  - record batches: one record per entry, at most MaxFetchRecords per   *)
+(*  - record batches: one record per entry, at most MaxFetchRecords per    *)
 (*    Fetch response (Kafka's max bytes), record values are abstract;      *)
 (*  - snapshots (FetchSnapshot), voter-set changes (KIP-853) and the      *)
 (*    pre-vote of KIP-996.  DescribeQuorum is a read-only action           *)
@@ -304,6 +310,10 @@ HandleVoteResponse(i, m) ==
 \* id also appends, right after LeaderChange and in the same step, the record
 \* that carries the new cluster id (extra = <<ClusterIdRecord>>); it is an
 \* ordinary record of the leader's epoch for replication and the HW.
+BeginQuorumEpochTo(i, j) ==
+    [type |-> "BeginQuorumEpochRequest", from |-> i, to |-> j,
+     clusterId |-> clusterId[i], epoch |-> epoch[i], leaderId |-> i]
+
 BecomeLeaderAppending(i, extra) ==
     /\ role[i] = Candidate
     /\ IsQuorum(votesGranted[i])
@@ -312,12 +322,22 @@ BecomeLeaderAppending(i, extra) ==
     /\ log' = [log EXCEPT ![i] = (@ \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>)
                                    \o [k \in DOMAIN extra |-> [epoch |-> epoch[i], value |-> extra[k]]]]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
-    /\ msgs' = WithMsgs(msgs,
-                 {[type |-> "BeginQuorumEpochRequest", from |-> i, to |-> j,
-                   clusterId |-> clusterId[i], epoch |-> epoch[i],
-                   leaderId |-> i] : j \in Voters \ {i}})
+    /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Voters \ {i}})
     /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts>>
 BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
+
+\* core: _send_begin_quorum_epoch.  The leader's heartbeat (Kafka 3.9+, KAFKA-16536:
+\* KafkaRaftClient.maybeSendBeginQuorumEpochRequests, every fetch.timeout/2 while it
+\* leads; KafkaRaftClientTest.testBeginQuorumEpochHeartbeat): BeginQuorumEpoch of its
+\* epoch to another voter, whether that voter acknowledged the last one or not.
+\* KIP-595 "BeginQuorumEpoch" asks only for sends until acknowledged, which this
+\* allows too.  Timers are not modelled: the leader may send at any step.  Only
+\* voters get it (Kafka's lastVoterSet), never observers.
+SendBeginQuorumEpoch(i, j) ==
+    /\ role[i] = Leader
+    /\ j \in Voters \ {i}
+    /\ Send(BeginQuorumEpochTo(i, j))
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
 \* core: handle_begin_quorum_epoch_request.  "BeginQuorumEpoch Request
 \* Handling": follow the announced leader of this or a higher epoch; refuse
@@ -347,7 +367,8 @@ HandleBeginQuorumEpochRequest(i, m) ==
             /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
 \* core: handle_begin_quorum_epoch_response.  "BeginQuorumEpoch Response
-\* Handling": the leader stops resending; a higher epoch deposes it.
+\* Handling": a higher epoch deposes the leader; an acknowledgement changes
+\* nothing (Kafka 3.9+ keeps sending the heartbeat regardless).
 HandleBeginQuorumEpochResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "BeginQuorumEpochResponse"
@@ -713,6 +734,7 @@ ForeignClusterCopy(m) ==
 Next ==
     \/ \E i \in Nodes : StartElection(i)
     \/ \E i \in Nodes : BecomeLeader(i)
+    \/ \E i \in Nodes, j \in Voters : SendBeginQuorumEpoch(i, j)
     \/ \E i \in Nodes : SendFetchRequest(i)
     \/ \E i \in Nodes, v \in Values : ClientAppend(i, v)
     \/ \E i \in Nodes : LeaderProgressTimeout(i)

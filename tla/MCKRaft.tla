@@ -26,6 +26,8 @@ ForeignInFlight == {m \in DOMAIN msgs : m.type \in Requests /\ m.clusterId = For
 MCNext ==
     \/ \E i \in Nodes : epoch[i] < MaxEpoch /\ StartElection(i)
     \/ \E i \in Nodes : BecomeLeader(i)
+    \* a heartbeat only while no copy of it is in flight (as Kafka sends only on a free connection)
+    \/ \E i \in Nodes, j \in Voters : ~InFlight(BeginQuorumEpochTo(i, j)) /\ SendBeginQuorumEpoch(i, j)
     \/ \E i \in Nodes : SendFetchRequest(i)
     \/ \E i \in Nodes, v \in Values : Len(log[i]) < MaxLogLen /\ ClientAppend(i, v)
     \/ \E i \in Nodes : LeaderProgressTimeout(i)

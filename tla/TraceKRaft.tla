@@ -213,6 +213,25 @@ EnvironmentReceive(ev) ==
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
                    votesGranted, endOffset, restarts>>
 
+(***************************************************************************)
+(* A request KRaft has no record of (another partition than              *)
+(* __cluster_metadata-0, a Fetch from a negative offset), or one its      *)
+(* receiver refused as malformed (Kafka's INVALID_REQUEST for a negative  *)
+(* epoch or offset, a LastOffsetEpoch not below the candidate's epoch,   *)
+(* and so on: KafkaRaftClient checks them before anything may change):   *)
+(* with its answer, one step that changes nothing.  Python leaves the    *)
+(* request out of the network (it never enters msgs) and puts this row   *)
+(* where the receiver answered it (ev.msg names it in words only).  In a *)
+(* node's own trace the row carries the state the node reported, which   *)
+(* must be the one it had; in black-box mode a target that did change    *)
+(* (adopted the epoch, voted) fails at its next answer that shows it.    *)
+(* Sound either way: for KRaft a refused request is a lost one.          *)
+(***************************************************************************)
+RefuseRequest == UNCHANGED kvars
+
+\* The largest epoch (int32) a node may adopt, which no election can go past: a node at it starts none.
+EpochMax == 2147483647
+
 \* The KRaft action a trace event names, taken by node i.
 Do(ev) ==
     LET e == ev.event
@@ -252,6 +271,7 @@ Do(ev) ==
       [] e = "EnvironmentReceive" -> EnvironmentReceive(ev)
       \* black-box: the harness killed the target (kill -9) and started it on the same directory
       [] e = "TargetRestart" -> K!Restart(i)
+      [] e = "RefuseRequest" -> RefuseRequest
       [] OTHER -> FALSE
 
 \* Remember the furthest event matched (short: TLC prints one line per event;
@@ -274,6 +294,7 @@ TraceStep ==
     /\ Holds(Answered(TraceLog[l]))
     /\ Holds(\/ TraceLog[l].event \in {"DuplicateMessage", "DropMessage", "AnswerParkedFetch",
                                       "EnvironmentSend", "EnvironmentReceive", "TargetRestart"}
+             \/ BlackBox  \* no row states the target's state
              \/ StateMatches(TraceLog[l].node, TraceLog[l].state))
     /\ l' = l + 1
     /\ hidden' = 0
@@ -301,8 +322,14 @@ MissingRecords(ev) ==
 \* Client appends are not among these steps: see HiddenAppend.
 TargetNext ==
     LET i == TraceTarget IN
-    \/ K!StartElection(i)
+    \/ epoch[i] < EpochMax /\ K!StartElection(i)
     \/ K!BecomeLeader(i)
+    \* the leader's heartbeat (Kafka 3.9+), only for the row that receives it: a spare copy sent ahead
+    \* is never taken out of the network (no epoch makes a request to the harness dead) and would tell
+    \* states apart for the rest of the trace
+    \/ \E j \in TraceVoters :
+         /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
+         /\ K!SendBeginQuorumEpoch(i, j)
     \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
     \/ K!LeaderProgressTimeout(i)
