@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from ssl import SSLContext
 from typing import Any
 
 from kraft_tck.conformance import bodies as B
@@ -199,6 +200,10 @@ class VLog:
     def __init__(self) -> None:
         self.batches: list[RecordBatch] = []
         self.committed = 0  # the highest high watermark the harness announced or was told
+        # who writes (the virtual leader, Quorum.set_leader) and the voter set, for its LeaderChange records
+        self.writer_id = -1
+        self.voters: list[int] = []
+        self.granting: list[int] = []
 
     @property
     def end(self) -> int:
@@ -260,12 +265,17 @@ class VLog:
         """``count`` metadata records as a virtual leader writes them: a valid KRaft metadata log that a
         Kafka controller replays (it treats a committed record it cannot read as fatal). A log that holds
         no data batch yet starts with FeatureLevelRecord(metadata.version); every other record is a
-        NoOpRecord (KIP-835), each in a batch of its own as Kafka's controller appends them."""
+        NoOpRecord (KIP-835), each in a batch of its own as Kafka's controller appends them. The first write
+        in a new epoch starts with the leader's LeaderChange control batch."""
         if count <= 0:
             return
         values = [NOOP_VALUE] * count
         if not any(not b.is_control for b in self.batches):
             values[0] = METADATA_VERSION_VALUE
+        if epoch > self.last_epoch:
+            # The leader's first batch of its epoch is LeaderChange (KafkaRaftClient.onBecomeLeader ->
+            # LeaderState.appendStartOfEpochControlRecords), as in every epoch of a Kafka controller's log.
+            self.append_leader_change(epoch, self.writer_id, self.voters, self.granting)
         self.append_values(epoch, values, commit)
 
     def append_values(self, epoch: int, values: list[bytes], commit: bool = True) -> None:
@@ -278,14 +288,18 @@ class VLog:
         if commit:
             self.committed = self.end
 
-    def append_leader_change(self, epoch: int, leader_id: int, voters: list[int]) -> None:
+    def append_leader_change(
+        self, epoch: int, leader_id: int, voters: list[int], granting: list[int] | None = None
+    ) -> None:
         """LeaderChange as Kafka writes it at the start of an epoch (KafkaRaftClient.onBecomeLeader ->
-        LeaderState.appendStartOfEpochControlRecords): a one-record control batch, LeaderChangeMessage v0."""
+        LeaderState.appendStartOfEpochControlRecords): a one-record control batch, LeaderChangeMessage v0
+        (ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION) naming the leader, the voters and those that
+        granted its election (``granting``; default: every voter)."""
         body = {
             "Version": 0,
             "LeaderId": leader_id,
             "Voters": [{"VoterId": v} for v in voters],
-            "GrantingVoters": [{"VoterId": v} for v in voters],
+            "GrantingVoters": [{"VoterId": v} for v in (voters if granting is None else granting)],
         }
         now = int(time.time() * 1000)
         self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body, timestamp=now))
@@ -325,11 +339,23 @@ def refuse_all(_candidate: int, _epoch: int, _part: dict[str, Any]) -> bool:
     return False
 
 
+def grant_to(candidate: int) -> VotePolicy:
+    """Grant ``candidate`` (once per epoch) and answer everyone else VoteGranted=false: with ``refuse_all``
+    on the other voters, a split vote whose grants the scenario counts (KIP-595 "Vote Response Handling")."""
+
+    def policy(cand: int, _epoch: int, _part: dict[str, Any]) -> bool:
+        return cand == candidate
+
+    return policy
+
+
 @dataclass
 class TargetAddress:
     node_id: int
     host: str
     port: int
+    #: TLS to a secured target (``--target-command-config``); None: plaintext
+    ssl: SSLContext | None = None
 
 
 @dataclass
@@ -351,7 +377,8 @@ class VirtualVoter:
         ranges = {k: codec.supported_versions(k) for k in B.KRAFT_APIS.values()}
         lo, hi = ranges[B.FETCH]
         ranges[B.FETCH] = (max(lo, B.MIN_FETCH_VERSION), hi)
-        self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server)
+        self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server,
+                                  ssl=self.quorum.server_ssl)
         try:
             await self.server.start()
         except OSError as exc:
@@ -462,7 +489,7 @@ class VirtualVoter:
             await self.client.close()
         t = self.quorum.target
         client = KafkaClient(
-            t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}", observer=self._observe_client
+            t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}", observer=self._observe_client, ssl=t.ssl
         )
         await client.connect(timeout_s=self.quorum.request_timeout_s)
         self.client = client
@@ -568,8 +595,10 @@ class Quorum:
         voter_ports: dict[int, int],
         host: str,
         request_timeout_s: float = 2.0,
+        server_ssl: SSLContext | None = None,
     ) -> None:
         self.target = target
+        self.server_ssl = server_ssl  # the virtual voters' listeners serve TLS to a secured target
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
         self.log = VLog()
@@ -617,8 +646,12 @@ class Quorum:
         return self.leader_epoch if self.leader_id != -1 else self.known_epoch - 1
 
     def set_leader(self, voter_id: int, epoch: int) -> None:
-        """Make a virtual voter leader of ``epoch`` (-1: no virtual leader)."""
+        """Make a virtual voter leader of ``epoch`` (-1: no virtual leader). Its first write in the epoch
+        starts with a LeaderChange naming it (``VLog.append_values``); the virtual voters are its votes."""
         self.leader_id, self.leader_epoch = voter_id, epoch
+        if voter_id != -1:
+            self.log.writer_id, self.log.voters = voter_id, self.voter_ids
+            self.log.granting = sorted(self.voters)
         self.observe_epoch(epoch)
         self.changed()
 

@@ -9,6 +9,7 @@ CLI's ``node --config F --trace-file T`` arguments. The faults override the core
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -17,7 +18,9 @@ from typing import Any
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.controller import Controller
 from kraft_tck.reference.core import KRaftCore
+from kraft_tck.reference.messages import DescribeQuorumRequest, DescribeQuorumResponse, VoteResponse
 from kraft_tck.reference.node import Node
+from kraft_tck.reference.roles import Candidate, Leader, Resigned
 
 
 class SkipTruncation(KRaftCore):
@@ -53,6 +56,103 @@ class ObserversCount(KRaftCore):
         return True
 
 
+class NeedsUnanimity(KRaftCore):
+    """Leads only when every voter granted (KIP-595 "Vote Response Handling" 2 asks a majority)."""
+
+    def become_leader(self) -> None:
+        role = self.role
+        if isinstance(role, Candidate) and len(role.granted) < len(self.config.voters):
+            return
+        super().become_leader()
+
+
+class RefusalCounts(KRaftCore):
+    """Counts every vote answer as a grant, VoteGranted ignored."""
+
+    def handle_vote_response(self, sender_id: int, resp: VoteResponse) -> None:
+        super().handle_vote_response(sender_id, dataclasses.replace(resp, vote_granted=True))
+
+
+class NoEpochBump(KRaftCore):
+    """A candidate retries its election in the same epoch (KIP-595 "Leader Election": epoch + 1)."""
+
+    def start_election(self, cause: str) -> None:
+        role = self.role
+        if not isinstance(role, Candidate):
+            super().start_election(cause)
+            return
+        me = self.config.node_id
+        self._transition(
+            Candidate(
+                epoch=role.epoch,
+                granted=frozenset({me}),
+                rejected=frozenset(),
+                retries=role.retries + 1,
+                election_deadline_ms=self._random_election_deadline(),
+            )
+        )
+        self._emit("StartElection", cause=cause)
+
+
+class ObserversKeepLeader(KRaftCore):
+    """Check quorum counts any fetching replica, observers included (KIP-595 "Leader Progress Timeout":
+    a majority of the quorum, i.e. of the voters)."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        leader = self.role
+        if not isinstance(leader, Leader) or replica_id == self.config.node_id or replica_id < 0:
+            return
+        fetched = leader.fetched_voters | {replica_id}
+        if len(fetched) + 1 >= self.config.majority:
+            fetched, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
+        leader.fetched_voters = fetched
+
+
+class AnyFetchKeepsLeader(KRaftCore):
+    """Check quorum restarts on any single voter's fetch: a minority of voters keeps the leader in office
+    (told apart from a majority only with 5 voters)."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        leader = self.role
+        if isinstance(leader, Leader) and replica_id in self.config.voters and replica_id != self.config.node_id:
+            leader.fetched_voters, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
+
+
+class CheckQuorumNeverReset(KRaftCore):
+    """Check quorum is a fixed term from the election: fetches never restart the timer."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        return None
+
+
+class SuccessorsLeastCaughtUpFirst(KRaftCore):
+    """PreferredSuccessors sorted least caught-up first (KIP-595 "EndQuorumEpoch": most caught-up first)."""
+
+    def _become_resigned(self, cause: str) -> None:
+        super()._become_resigned(cause)
+        role = self.role
+        assert isinstance(role, Resigned)
+        role.preferred_successors = tuple(reversed(role.preferred_successors))
+
+
+class CaughtUpIsLastFetch(KRaftCore):
+    """KIP-836 LastCaughtUpTimestamp reported as the last fetch time: a lagging voter looks caught up."""
+
+    def _update_replica_progress(self, replica_id: int, fetch_offset: int) -> None:
+        super()._update_replica_progress(replica_id, fetch_offset)
+        leader = self.role
+        progress = leader.replicas.get(replica_id) if isinstance(leader, Leader) else None
+        if progress is not None:
+            progress.last_caught_up_ms = progress.last_fetch_ms
+
+
+class ObserversUnlisted(KRaftCore):
+    """DescribeQuorum leaves out the observers (KIP-595/KIP-836: an Observers row per fetching observer)."""
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        return dataclasses.replace(super().handle_describe_quorum_request(req), observers=())
+
+
 class HaltBelowHighWatermark(KRaftCore):
     """Not a fault: Kafka's choice. Told to truncate below its high watermark, the process halts before
     truncating anything (KafkaRaftClient.handleFetchResponse throws; the fatal fault handler halts)."""
@@ -81,6 +181,15 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "never-resign": NeverResign,
     "ignore-cluster-id": IgnoreClusterId,
     "observers-count": ObserversCount,
+    "needs-unanimity": NeedsUnanimity,
+    "refusal-counts": RefusalCounts,
+    "no-epoch-bump": NoEpochBump,
+    "observers-keep-leader": ObserversKeepLeader,
+    "any-fetch-keeps-leader": AnyFetchKeepsLeader,
+    "check-quorum-never-reset": CheckQuorumNeverReset,
+    "successors-least-first": SuccessorsLeastCaughtUpFirst,
+    "caught-up-is-last-fetch": CaughtUpIsLastFetch,
+    "observers-unlisted": ObserversUnlisted,
     "halt-below-hw": HaltBelowHighWatermark,  # Kafka's behaviour, no fault: the catalog passes
     "none": KRaftCore,
 }

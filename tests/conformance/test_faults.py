@@ -22,10 +22,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 def run_catalog(
-    tmp_path: Path, fault: str, *modules: str, tlc: bool = False, launcher: Path = LAUNCHER
+    tmp_path: Path,
+    fault: str,
+    *modules: str,
+    tlc: bool = False,
+    launcher: Path = LAUNCHER,
+    extra: tuple[str, ...] = (),
 ) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
     """Run the catalog (or ``modules``) against the faulty node; TLC validation of its node trace only
-    with ``tlc`` (it costs seconds per run and the catalog's own verdicts are what these tests judge)."""
+    with ``tlc`` (it costs seconds per run and the catalog's own verdicts are what these tests judge).
+    ``extra``: more harness options (``--quorum-size 5``)."""
     report = tmp_path / "report"
     args = [
         sys.executable,
@@ -42,6 +48,7 @@ def run_catalog(
         "--junitxml",
         str(tmp_path / "junit.xml"),
         *(() if tlc else ("--no-tlc",)),
+        *extra,
     ]
     env = {**os.environ, "KRAFT_TCK_FAULT": fault}
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
@@ -104,6 +111,74 @@ def test_fault_fails_the_matching_cases(
         assert str(cases[cid]["clause"]).startswith(clause), cases[cid]["clause"]
         assert cid in proc.stdout and "expected:" in proc.stdout and "actual:" in proc.stdout
     assert proc.returncode == 1
+
+
+#: The scenario classes a third-party target is judged by over the wire only (no node trace, no TLC): each
+#: fault, the module run against it (and harness options), the cases it must fail and the clause the
+#: failing check names (the "clause:" line of the failure, not only the case's own clause).
+SCENARIO_CLASS_FAULTS = [
+    ("needs-unanimity", "conformance/test_majority.py", (), {"KIP-595/Majority/1"},
+     'KIP-595 "Vote Response Handling" step 2'),
+    ("refusal-counts", "conformance/test_majority.py", (), {"KIP-595/Majority/2"},
+     'KIP-595 "Vote Response Handling" step 2'),
+    ("no-epoch-bump", "conformance/test_retry.py", (), {"KIP-595/Retry/1", "KIP-595/Retry/2"},
+     'KIP-595 "Leader Election"'),
+    ("observers-keep-leader", "conformance/test_checkquorum.py", (),
+     {"KIP-595/CheckQuorum/1", "KIP-595/CheckQuorum/2"}, 'KIP-595 "Leader Progress Timeout"'),
+    ("check-quorum-never-reset", "conformance/test_checkquorum.py", (), {"KIP-595/CheckQuorum/1"},
+     'KIP-595 "Leader Progress Timeout"'),
+    # a minority of voters is told apart from a majority only in a 5-voter quorum (1 + 1 of 3 is a majority)
+    ("any-fetch-keeps-leader", "conformance/test_checkquorum.py", ("--quorum-size", "5"),
+     {"KIP-595/CheckQuorum/2"}, 'KIP-595 "Leader Progress Timeout"'),
+    ("caught-up-is-last-fetch", "conformance/test_lagging.py", (), {"KIP-836/Lagging/1"},
+     'KIP-836 "Proposed Changes" step LastCaughtUpTimestamp'),
+    ("observers-unlisted", "conformance/test_observers.py", (), {"KIP-836/Observer/1"},
+     'KIP-836 "Public Interfaces (ReplicaState)" step Observers'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fault", "module", "extra", "expected", "clause"), SCENARIO_CLASS_FAULTS, ids=[f[0] for f in SCENARIO_CLASS_FAULTS]
+)
+def test_scenario_class_fault_fails_its_case_black_box(
+    tmp_path: Path, fault: str, module: str, extra: tuple[str, ...], expected: set[str], clause: str
+) -> None:
+    cases, proc = run_catalog(tmp_path, fault, module, extra=extra)
+    failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
+    assert failed == expected, f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n{proc.stdout[-4000:]}"
+    for cid in expected:
+        message = str(cases[cid]["message"])
+        assert f"clause:   {clause}" in message, message
+    assert proc.returncode == 1
+
+
+def test_successors_least_caught_up_first_differs_from_kafka(tmp_path: Path) -> None:
+    # KIP-595 asks for PreferredSuccessors "sorted by preference"; most caught-up first is Kafka's order
+    # (spec/kafka-behaviour.yaml end.successor-order), so the reversed list is a KAFKA-level difference:
+    # reported on the case, and failing the run under --strict (exit 9).
+    cases, proc = run_catalog(tmp_path, "successors-least-first", "conformance/test_successors.py", extra=("--strict",))
+    case = cases["KIP-595/Successors/1"]
+    assert case["outcome"] == "passed", case["message"]
+    diffs = cast(list[dict[str, str]], case["kafkaDifferences"])
+    assert {d["kafka"] for d in diffs} == {"end.successor-order"}, diffs
+    assert any(d["clause"] == 'KIP-595 "EndQuorumEpoch" step PreferredSuccessors' for d in diffs), diffs
+    assert proc.returncode == 9, proc.stdout[-4000:]
+
+
+def test_scenario_class_cases_pass_against_the_correct_node_in_a_5_voter_quorum(tmp_path: Path) -> None:
+    modules = (
+        "conformance/test_majority.py",
+        "conformance/test_retry.py",
+        "conformance/test_checkquorum.py",
+        "conformance/test_successors.py",
+        "conformance/test_lagging.py",
+        "conformance/test_observers.py",
+    )
+    cases, proc = run_catalog(tmp_path, "none", *modules, extra=("--quorum-size", "5"))
+    bad = {cid: c["message"] for cid, c in cases.items() if c["outcome"] != "passed"}
+    assert not bad and len(cases) == 9, f"{bad}\n{proc.stdout[-4000:]}"
+    assert not any(c["kafkaDifferences"] for c in cases.values()), {c: v["kafkaDifferences"] for c, v in cases.items()}
+    assert proc.returncode == 0
 
 
 def test_correct_reference_node_passes_the_whole_catalog(tmp_path: Path) -> None:
