@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance cluster tlc gate-selfcheck soak pipeline check-java clean
+.PHONY: setup test lint bench conformance cluster tlc gate-selfcheck soak pipeline check-java clean mutants
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -36,6 +36,11 @@ bench: setup
 
 conformance: setup
 	$(BIN)/pytest conformance --report out/conformance $(PYTEST_ARGS)
+
+# Detection power: the catalog against every mutant of tests/mutants/mutants.py (black-box, then TLC for the
+# survivors); a table of mutants and the cases that caught them; fails if one survives (a sample runs in make test).
+mutants: setup
+	$(BIN)/python bench/mutants.py --tlc $(MUTANTS_ARGS)
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim

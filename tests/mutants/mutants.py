@@ -1,0 +1,1006 @@
+"""Mutation suite: small, plausible bugs in the reference node, one per test-only subclass.
+
+Each mutant overrides one rule of the core (reference/core.py: the "Fault injection" methods, the named
+handlers and helpers) or, for the shell's ordering of persist and send, one method of the shell
+(reference/node.py ``Node._apply_ready``). Nothing here is a flag in the product. ``MUTANTS`` maps a name
+to the class(es), the KIP clause or Kafka behaviour the bug breaks, and the conformance case ids expected
+to catch it; ``launcher.py`` runs the node with the mutant named by ``KRAFT_TCK_MUTANT``, and
+``bench/mutants.py`` runs the catalog against every mutant and prints which cases caught it.
+
+``expect`` lists the case ids (first the one the mutant is aimed at; others that may fail first, the
+catalog running in file order and stopping at the first failure). A ``pending:`` entry names a scenario
+the catalog does not have yet; ``white-box`` marks a bug only the TLC validation of the node's own trace
+can see (the wire never shows it in the catalog's scenarios).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kraft_tck.reference.controller import Controller
+from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.io import DurableState, QuorumStateSnapshot, Ready
+from kraft_tck.reference.log import Log
+from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ReplicaState,
+    Request,
+    VoteRequest,
+    VoteResponse,
+)
+from kraft_tck.reference.node import Node
+from kraft_tck.reference.roles import Candidate, Follower, Leader, ReplicaProgress, Resigned, Role, Unattached, Voted
+from kraft_tck.reference.storage import QuorumState
+from kraft_tck.spec.errors import Errors
+from kraft_tck.spec.records import RecordBatch, data_batch
+
+HERE = Path(__file__).resolve().parent
+FAULTY_NODE = HERE.parent / "conformance" / "faulty_node.py"
+
+
+def _load_faulty_node() -> ModuleType:
+    """tests/conformance/faulty_node.py (no package: loaded by path), whose faults are registered below."""
+    name = "kraft_tck_faulty_node"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, FAULTY_NODE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_faulty = _load_faulty_node()
+
+
+def _request_ok(core: KRaftCore, cluster_id: str | None, valid_partition: bool) -> bool:
+    """The checks every handler makes before it looks at epochs (cluster id, topic/partition)."""
+    return core._cluster_id_ok(cluster_id) and valid_partition
+
+
+# ================================================================================ Vote request handling
+
+
+class VoteIgnoresLastEpoch(KRaftCore):
+    """Compares only the log end offsets: a candidate whose log ends in an older epoch but runs longer
+    gets the vote (KIP-595 "Vote Request Handling": last epoch first, then the offset)."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        if isinstance(self.role, Unattached):
+            return end_offset >= self.log.end_offset
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class VoteIgnoresLogEnd(KRaftCore):
+    """Compares only the last epochs: a candidate with a shorter log of the same epoch gets the vote."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        if isinstance(self.role, Unattached):
+            return last_epoch >= self.last_epoch
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class VoteGrantsStaleLog(KRaftCore):
+    """No election restriction at all: any candidate of a new epoch gets the vote."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        if isinstance(self.role, Unattached):
+            return True
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class VoteTwicePerEpoch(KRaftCore):
+    """A voter that already voted in this epoch votes again for another candidate (VoteOnce)."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        role = self.role
+        if isinstance(role, Voted):
+            return (last_epoch, end_offset) >= (self.last_epoch, self.log.end_offset)
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class LeaderGrantsOwnEpoch(KRaftCore):
+    """The leader of an epoch grants a vote in that same epoch, its role unchecked (two leaders possible).
+    (Granting only an up-to-date log would be an equivalent mutant: a leader always holds its LeaderChange
+    record, and a candidate of the same epoch cannot hold a record of it.)"""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        if isinstance(self.role, Leader):
+            return True
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class FollowerGrantsOwnEpoch(KRaftCore):
+    """A follower that knows the leader of its epoch grants a vote in that epoch."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+        if isinstance(self.role, Follower):
+            return (last_epoch, end_offset) >= (self.last_epoch, self.log.end_offset)
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+
+
+class LeaderRefusesHigherEpochVote(KRaftCore):
+    """A leader asked for a vote in a higher epoch refuses it and keeps leading its old epoch, instead of
+    moving to the candidate's epoch first (KafkaRaftClient.handleVoteRequest: transitionToUnattached)."""
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        if (
+            isinstance(self.role, Leader)
+            and req.candidate_epoch > self.epoch
+            and _request_ok(self, req.cluster_id, req.valid_partition)
+            and 0 <= req.last_offset_epoch < req.candidate_epoch
+            and req.last_offset >= 0
+        ):
+            self._emit("HandleVoteRequest", note=f"refused {req.candidate_id}: still leading")
+            return VoteResponse(self.leader_id, self.epoch, False)
+        return super().handle_vote_request(req)
+
+
+class VoteAnswerOldEpoch(KRaftCore):
+    """A granted vote is answered with the voter's epoch from before the request (the candidate's
+    epoch is adopted, but the response is built from the old state)."""
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        before = self.epoch
+        resp = super().handle_vote_request(req)
+        return replace(resp, leader_epoch=before) if resp.vote_granted else resp
+
+
+class VoteFencedNamesCandidateEpoch(KRaftCore):
+    """A Vote of an older epoch is refused with FENCED_LEADER_EPOCH, but the answer echoes the candidate's
+    epoch instead of the voter's own (the candidate never learns the newer epoch)."""
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        resp = super().handle_vote_request(req)
+        if resp.partition_error == Errors.FENCED_LEADER_EPOCH:
+            return replace(resp, leader_epoch=req.candidate_epoch)
+        return resp
+
+
+# ================================================================================ Vote response / elections
+
+
+class CandidateNoEpochBump(KRaftCore):
+    """After a lost or timed-out election the candidate asks again in the same epoch instead of bumping
+    it (KIP-595 "Leader Election": each election is a new epoch; a voter that refused will refuse again)."""
+
+    def start_election(self, cause: str) -> None:
+        role = self.role
+        if isinstance(role, Candidate):
+            me = self.config.node_id
+            self._transition(
+                Candidate(
+                    epoch=role.epoch,
+                    granted=frozenset({me}),
+                    rejected=frozenset(),
+                    retries=role.retries + 1,
+                    election_deadline_ms=self._random_election_deadline(),
+                )
+            )
+            self._persist()
+            self._emit("StartElection", cause=cause)
+            return
+        super().start_election(cause)
+
+
+class CandidateCountsRefusals(KRaftCore):
+    """Counts every answered Vote as a grant: a candidate refused by everyone still becomes leader."""
+
+    def handle_vote_response(self, sender_id: int, resp: VoteResponse) -> None:
+        if resp.error == Errors.NONE and resp.partition_error == Errors.NONE:
+            resp = replace(resp, vote_granted=True)
+        super().handle_vote_response(sender_id, resp)
+
+
+@dataclass(frozen=True, slots=True)
+class _HalfMajority(CoreConfig):
+    """``len(voters) // 2``: one vote short of a majority for an odd quorum."""
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2
+
+
+class MajorityMiscount(KRaftCore):
+    """Majority computed as ``n // 2`` instead of ``n // 2 + 1``: a 3-voter candidate elects itself and a
+    leader commits entries alone (KIP-595 "Vote Response Handling" 2; "Fetch Request Handling" 4)."""
+
+    def __init__(self, config: CoreConfig, durable: DurableState, log: Log, rng: Any, now_ms: int) -> None:
+        loose = _HalfMajority(**{f.name: getattr(config, f.name) for f in fields(config)})
+        super().__init__(loose, durable, log, rng, now_ms)
+
+
+class NoElectionOnFetchTimeout(KRaftCore):
+    """A follower whose leader went silent never starts an election (the fetch timeout only rearms)."""
+
+    def _fire_timers(self) -> None:
+        role = self.role
+        if isinstance(role, Follower) and role.deadline_cause == "FetchTimeout" and self._now >= role.fetch_deadline_ms:
+            role.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+        super()._fire_timers()
+
+
+class ElectionSkipsAnEpoch(KRaftCore):
+    """A new election starts in epoch + 2 (KIP-595 "Leader Election": the candidate bumps its epoch by one)."""
+
+    def _transition(self, role: Role) -> None:
+        if isinstance(role, Candidate) and not isinstance(self.role, Candidate):
+            role = replace(role, epoch=role.epoch + 1)
+        super()._transition(role)
+
+
+class CandidateUnderstatesLog(KRaftCore):
+    """The Vote request reports LastOffset one below the candidate's log end."""
+
+    def _send(self, dest: int, req: Request) -> None:
+        if isinstance(req, VoteRequest) and req.last_offset > 0:
+            req = replace(req, last_offset=req.last_offset - 1)
+        super()._send(dest, req)
+
+
+class CandidateAsksOneVoter(KRaftCore):
+    """A candidate sends its Vote request to the first other voter only."""
+
+    def _due_destinations(self) -> list[int]:
+        due = super()._due_destinations()
+        if isinstance(self.role, Candidate):
+            return due[:1]
+        return due
+
+
+class CandidateNeverRetries(KRaftCore):
+    """After a lost election the candidate waits forever instead of retrying after its backoff."""
+
+    def start_election(self, cause: str) -> None:
+        role = self.role
+        if cause == "ElectionBackoff" and isinstance(role, Candidate):
+            role.backoff_until_ms = None
+            role.election_deadline_ms = self._now + 10**9
+            return
+        super().start_election(cause)
+
+
+class ObserverElectsItself(KRaftCore):
+    """An observer whose leader went silent stands for election (KIP-595: only voters are candidates)."""
+
+    def _fire_timers(self) -> None:
+        role = self.role
+        if (
+            not self.config.is_voter
+            and isinstance(role, Follower)
+            and self._now >= role.fetch_deadline_ms
+            and not self._shutting_down
+        ):
+            self.start_election("FetchTimeout")
+            return
+        super()._fire_timers()
+
+
+class RequestsWithoutClusterId(KRaftCore):
+    """The node's own requests carry a null ClusterId (KIP-595 "Cluster Id": every request names it)."""
+
+    def _send(self, dest: int, req: Request) -> None:
+        if hasattr(req, "cluster_id"):
+            req = replace(req, cluster_id=None)
+        super()._send(dest, req)
+
+
+# ================================================================================ BeginQuorumEpoch
+
+
+class BeginEpochNoFencing(KRaftCore):
+    """A BeginQuorumEpoch of an older epoch is acknowledged (no FENCED_LEADER_EPOCH)."""
+
+    def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        if req.leader_epoch < self.epoch and _request_ok(self, req.cluster_id, req.valid_partition):
+            self._emit("HandleBeginQuorumEpochRequest", note="stale epoch acknowledged")
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch)
+        return super().handle_begin_quorum_epoch_request(req)
+
+
+class BeginEpochFencedNamesRequestEpoch(KRaftCore):
+    """The FENCED_LEADER_EPOCH answer to a stale BeginQuorumEpoch names the request's epoch, not ours."""
+
+    def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        resp = super().handle_begin_quorum_epoch_request(req)
+        if resp.partition_error == Errors.FENCED_LEADER_EPOCH:
+            return replace(resp, leader_epoch=req.leader_epoch)
+        return resp
+
+
+class BeginEpochForgetsLeader(KRaftCore):
+    """BeginQuorumEpoch of a higher epoch moves to that epoch but does not follow the announced leader."""
+
+    def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        if req.leader_epoch > self.epoch and _request_ok(self, req.cluster_id, req.valid_partition):
+            self._become_unattached(req.leader_epoch)
+            self._emit("HandleBeginQuorumEpochRequest", note="epoch adopted, leader forgotten")
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch)
+        return super().handle_begin_quorum_epoch_request(req)
+
+
+class LeaderSkipsBeginEpoch(KRaftCore):
+    """A new leader never announces itself with BeginQuorumEpoch (KIP-595 "Vote Response Handling" 2)."""
+
+    def become_leader(self) -> None:
+        super().become_leader()
+        if isinstance(self.role, Leader):
+            self.role.awaiting_begin_epoch = frozenset()
+
+
+class LeaderChangeMissing(KRaftCore):
+    """A new leader starts its epoch with a plain data record instead of the LeaderChange control record."""
+
+    def _append_as_leader(self, batches: list[RecordBatch]) -> None:
+        if batches and batches[0].is_control:
+            first = batches[0]
+            batches = [data_batch(first.base_offset, first.partition_leader_epoch, [b"noop"], timestamp=self._now),
+                       *batches[1:]]
+        super()._append_as_leader(batches)
+
+
+# ================================================================================ EndQuorumEpoch / resigning
+
+
+class SuccessorsLeastCaughtUpFirst(KRaftCore):
+    """PreferredSuccessors sorted least caught-up first (KIP-595 "EndQuorumEpoch": most caught-up first,
+    the ones that can win the next election)."""
+
+    def _become_resigned(self, cause: str) -> None:
+        leader = self.role
+        assert isinstance(leader, Leader)
+        super()._become_resigned(cause)
+        me = self.config.node_id
+        others = [leader.replicas.get(v, ReplicaProgress(v)) for v in self.config.voters if v != me]
+        order = tuple(p.replica_id for p in sorted(others, key=lambda p: (p.end_offset, p.replica_id)))
+        role = self.role
+        assert isinstance(role, Resigned)
+        role.preferred_successors = order
+
+
+class EndEpochIgnored(KRaftCore):
+    """EndQuorumEpoch from our leader is acknowledged but changes nothing: the follower waits out its fetch
+    timeout (never comes, the leader still answers) instead of standing at once as first successor."""
+
+    def handle_end_quorum_epoch_request(self, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+        role = self.role
+        if (
+            isinstance(role, Follower)
+            and role.leader_id == req.leader_id
+            and role.epoch == req.leader_epoch
+            and _request_ok(self, req.cluster_id, req.valid_partition)
+        ):
+            self._emit("HandleEndQuorumEpochRequest", note="ignored")
+            return EndQuorumEpochResponse(self.leader_id, self.epoch)
+        return super().handle_end_quorum_epoch_request(req)
+
+
+class FirstSuccessorBacksOff(KRaftCore):
+    """Every successor, the first included, waits election.backoff.max.ms (Kafka's
+    endEpochElectionBackoff: 0 for the first preferred successor)."""
+
+    def _end_epoch_backoff_ms(self, successors: tuple[int, ...]) -> int:
+        return self.config.election_backoff_max_ms
+
+
+class ResignWithoutEndEpoch(KRaftCore):
+    """A leader that gives up tells nobody (no EndQuorumEpoch) and just waits for its election timeout: no
+    sign of giving up reaches the voters until its Vote, after the check-quorum timeout plus an election
+    timeout."""
+
+    def _become_resigned(self, cause: str) -> None:
+        super()._become_resigned(cause)
+        role = self.role
+        assert isinstance(role, Resigned)
+        role.awaiting_end_epoch = frozenset()
+
+
+# ================================================================================ Fetch: leader side
+
+
+class FetchNoDivergenceCheck(KRaftCore):
+    """The leader never answers DivergingEpoch (KIP-595 "Fetch Request Handling" step 3)."""
+
+    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        return None
+
+
+class FetchDivergingOffByOne(KRaftCore):
+    """DivergingEpoch names the end offset of the epoch plus one (the first offset after it is counted in)."""
+
+    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        div = super()._diverging_epoch(fetch_offset, last_fetched_epoch)
+        return None if div is None else (div[0], div[1] + 1)
+
+
+class FetchFencedWithoutLeader(KRaftCore):
+    """Fetch errors carry no CurrentLeader (KIP-595 "Fetch Request Handling" step 2: the fetcher learns the
+    leader from it)."""
+
+    def _fetch_error(self, error: Errors) -> FetchResponse:
+        return FetchResponse(-1, partition_error=error)
+
+
+class FetchNewerEpochFenced(KRaftCore):
+    """A Fetch of a newer epoch than the leader's is answered FENCED_LEADER_EPOCH instead of
+    UNKNOWN_LEADER_EPOCH."""
+
+    def _validate_leader_only_request(self, request_epoch: int) -> Errors | None:
+        if request_epoch > self.epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        return super()._validate_leader_only_request(request_epoch)
+
+
+class FetchNotLeaderWithoutHint(KRaftCore):
+    """A follower asked to serve a Fetch answers NOT_LEADER_OR_FOLLOWER without naming the leader it knows."""
+
+    def _fetch_error(self, error: Errors) -> FetchResponse:
+        resp = super()._fetch_error(error)
+        if error == Errors.NOT_LEADER_OR_FOLLOWER:
+            return replace(resp, current_leader=LeaderIdAndEpoch(-1, self.epoch))
+        return resp
+
+
+class HwCommitsOldEpoch(KRaftCore):
+    """The leader's high watermark moves to a majority's offset even before an entry of its own epoch is
+    there (Raft's Figure 8; KIP-595 "Fetch Request Handling" step 4)."""
+
+    def _maybe_advance_high_watermark(self) -> None:
+        leader = self.role
+        if not isinstance(leader, Leader):
+            return
+        offsets = sorted((p.end_offset for rid, p in leader.replicas.items() if self._counts_toward_hw(rid)),
+                         reverse=True)
+        if len(offsets) >= self.config.majority:
+            self._set_high_watermark(offsets[self.config.majority - 1])
+
+
+class HwNeedsEveryVoter(KRaftCore):
+    """The high watermark is the smallest offset of all voters (every voter, not a majority, must hold an
+    entry before it commits)."""
+
+    def _maybe_advance_high_watermark(self) -> None:
+        leader = self.role
+        if not isinstance(leader, Leader):
+            return
+        offsets = [p.end_offset for rid, p in leader.replicas.items() if self._counts_toward_hw(rid)]
+        if offsets and min(offsets) > leader.epoch_start_offset:
+            self._set_high_watermark(min(offsets))
+
+
+class HwPublishedBeforeOwnEpoch(KRaftCore):
+    """A new leader publishes the high watermark it knew as follower instead of -1 until an entry of its
+    epoch commits (Kafka's LeaderState: unknown; a KAFKA-level choice)."""
+
+    def _published_hw(self) -> int:
+        return self._hw
+
+
+class DivergingFetchIsProgress(KRaftCore):
+    """A fetch answered with DivergingEpoch still records the replica's FetchOffset as its progress (and
+    may commit records the replica does not have)."""
+
+    def handle_fetch_request(self, req: FetchRequest, reply_to: object = None) -> FetchResponse | None:
+        resp = super().handle_fetch_request(req, reply_to)
+        if resp is not None and resp.diverging_epoch is not None and isinstance(self.role, Leader):
+            self._update_replica_progress(req.replica_id, req.fetch_offset)
+        return resp
+
+
+# ================================================================================ Fetch: follower side
+
+
+class TruncateToLeaderEndOffset(KRaftCore):
+    """Truncates to the leader's DivergingEpoch end offset whatever the follower's own epochs say."""
+
+    def _truncation_point(self, diverging_epoch: int, diverging_end_offset: int) -> int:
+        return min(diverging_end_offset, self.log.end_offset)
+
+
+class FollowerDropsLeaderHint(KRaftCore):
+    """A follower answered FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER ignores the CurrentLeader it names
+    and keeps asking its old leader (KafkaRaftClient.maybeHandleCommonResponse follows the hint)."""
+
+    def handle_fetch_response(self, sender_id: int, resp: FetchResponse) -> None:
+        if resp.error == Errors.NONE and resp.partition_error in (
+            Errors.FENCED_LEADER_EPOCH,
+            Errors.NOT_LEADER_OR_FOLLOWER,
+        ):
+            self._request_failed(sender_id)
+            self._emit("HandleFetchResponse", note=f"{resp.partition_error.name}: hint dropped")
+            return
+        super().handle_fetch_response(sender_id, resp)
+
+
+class FollowerHwAheadOfLog(KRaftCore):
+    """A follower takes the leader's HighWatermark as is, even past its own log end (KIP-595 "Fetch
+    Response Handling": the follower's high watermark is min(leader's, its log end))."""
+
+    _raw_hw: int | None = None
+
+    def handle_fetch_response(self, sender_id: int, resp: FetchResponse) -> None:
+        self._raw_hw = resp.high_watermark
+        try:
+            super().handle_fetch_response(sender_id, resp)
+        finally:
+            self._raw_hw = None
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if self._raw_hw is not None and isinstance(self.role, Follower):
+            offset = max(offset, self._raw_hw)
+        super()._set_high_watermark(offset)
+
+
+class FollowerHwBackwards(KRaftCore):
+    """A follower sets its high watermark to whatever the leader says, lower values included
+    (HighWatermarkMonotonic)."""
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if isinstance(self.role, Follower) and 0 <= offset < self.high_watermark:
+            self._hw = offset
+            self._out.high_watermark = offset
+            return
+        super()._set_high_watermark(offset)
+
+
+class FollowerIgnoresHw(KRaftCore):
+    """A follower never learns the high watermark from its leader's Fetch responses."""
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if isinstance(self.role, Follower):
+            return
+        super()._set_high_watermark(offset)
+
+
+class FetchWrongLastEpoch(KRaftCore):
+    """Fetch's LastFetchedEpoch is the current leader epoch, not the epoch of the last record."""
+
+    def send_fetch_request(self, dest_id: int, max_wait_ms: int | None = None) -> None:
+        req = FetchRequest(
+            cluster_id=self._cluster_id,
+            replica_id=self.config.node_id,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.epoch if self.log.end_offset > 0 else 0,
+            max_wait_ms=self.config.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms,
+            max_bytes=self.config.fetch_max_bytes,
+        )
+        self._send(dest_id, req)
+        self._emit("SendFetchRequest", note=f"to {dest_id} at {req.fetch_offset}/{req.last_fetched_epoch}")
+
+
+class FollowerFetchTimerNotReset(KRaftCore):
+    """A successful fetch does not push the follower's fetch timeout back: it starts an election every
+    fetch timeout even though its leader answers."""
+
+    def handle_fetch_response(self, sender_id: int, resp: FetchResponse) -> None:
+        role = self.role
+        before = (role.fetch_deadline_ms, role.deadline_cause) if isinstance(role, Follower) else None
+        super().handle_fetch_response(sender_id, resp)
+        if before is not None and self.role is role and isinstance(role, Follower):
+            role.fetch_deadline_ms, role.deadline_cause = before
+
+
+# ================================================================================ check quorum
+
+
+class ObserverFetchKeepsLeader(KRaftCore):
+    """Fetches from observers keep the leader in office (KIP-595 "Leader Progress Timeout": only voters;
+    Kafka's LeaderState.updateCheckQuorumForFollowingVoter)."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        leader = self.role
+        if not isinstance(leader, Leader) or replica_id < 0 or replica_id == self.config.node_id:
+            return
+        fetched = leader.fetched_voters | {replica_id}
+        if len(fetched) + 1 >= self.config.majority:
+            fetched, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
+        leader.fetched_voters = fetched
+
+
+class CheckQuorumNeverReset(KRaftCore):
+    """Voters' fetches never restart the check-quorum timer: the leader resigns 1.5 x fetch.timeout after
+    its election whatever happens."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        return None
+
+
+class CheckQuorumAnyVoter(KRaftCore):
+    """One voter's fetch restarts the check-quorum timer (a minority keeps the leader in office; the same
+    as a majority only in a 3-voter quorum)."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        leader = self.role
+        if isinstance(leader, Leader) and replica_id in self.config.voters and replica_id != self.config.node_id:
+            leader.fetched_voters = frozenset()
+            leader.progress_deadline_ms = self._now + self.check_quorum_timeout_ms
+
+
+# ================================================================================ DescribeQuorum (KIP-836)
+
+
+class CaughtUpIsLastFetch(KRaftCore):
+    """LastCaughtUpTimestamp reported as the last fetch time, caught up or not (KIP-836)."""
+
+    def _update_replica_progress(self, replica_id: int, fetch_offset: int) -> None:
+        super()._update_replica_progress(replica_id, fetch_offset)
+        leader = self.role
+        if isinstance(leader, Leader) and replica_id in leader.replicas:
+            p = leader.replicas[replica_id]
+            p.last_caught_up_ms = p.last_fetch_ms
+
+
+class DescribeUnknownAsZero(KRaftCore):
+    """Replicas that never fetched are reported with 0 instead of -1 (unknown)."""
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        resp = super().handle_describe_quorum_request(req)
+
+        def fix(r: ReplicaState) -> ReplicaState:
+            return ReplicaState(r.replica_id, max(r.log_end_offset, 0), max(r.last_fetch_timestamp, 0),
+                                max(r.last_caught_up_timestamp, 0))
+
+        return replace(resp, voters=tuple(map(fix, resp.voters)), observers=tuple(map(fix, resp.observers)))
+
+
+class DescribeLastOffsetNotEnd(KRaftCore):
+    """LogEndOffset reported as the last offset (end - 1) of each replica."""
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        resp = super().handle_describe_quorum_request(req)
+
+        def fix(r: ReplicaState) -> ReplicaState:
+            end = r.log_end_offset - 1 if r.log_end_offset > 0 else r.log_end_offset
+            return replace(r, log_end_offset=end)
+
+        return replace(resp, voters=tuple(map(fix, resp.voters)), observers=tuple(map(fix, resp.observers)))
+
+
+class FetchTimestampFirstFetch(KRaftCore):
+    """LastFetchTimestamp keeps the first fetch's time instead of the last one."""
+
+    def _update_replica_progress(self, replica_id: int, fetch_offset: int) -> None:
+        leader = self.role
+        old = leader.replicas.get(replica_id) if isinstance(leader, Leader) else None
+        first = old.last_fetch_ms if old is not None else -1
+        super()._update_replica_progress(replica_id, fetch_offset)
+        if first >= 0 and isinstance(leader, Leader) and replica_id in leader.replicas:
+            leader.replicas[replica_id].last_fetch_ms = first
+
+
+class DescribeNonLeaderAnswers(KRaftCore):
+    """A non-leader answers DescribeQuorum with its own view and no error (KIP-595 "DescribeQuorum Request
+    Handling" 1: NOT_LEADER_OR_FOLLOWER)."""
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        if req.unknown is None and not isinstance(self.role, Leader):
+            self._emit("HandleDescribeQuorumRequest", note="answered as non-leader")
+            return DescribeQuorumResponse(self.leader_id, self.epoch, self._hw)
+        return super().handle_describe_quorum_request(req)
+
+
+# ================================================================================ recovery on restart
+
+
+class RestartForgetsVote(KRaftCore):
+    """A restarted voter that had voted comes back Unattached: quorum-state's VotedId is not read back."""
+
+    def _initial_role(self, durable: DurableState) -> Role:
+        role = super()._initial_role(durable)
+        if isinstance(role, Voted):
+            return Unattached(role.epoch, role.election_deadline_ms)
+        return role
+
+
+class RestartIgnoresQuorumState(KRaftCore):
+    """A restarted node takes its epoch from the log only, ignoring quorum-state (KIP-595 "Persistence")."""
+
+    def _initial_role(self, durable: DurableState) -> Role:
+        return super()._initial_role(QuorumStateSnapshot(0, -1, -1, durable.voters))
+
+
+class RestartResumesLeadership(KRaftCore):
+    """A leader restarted after kill -9 leads the same epoch again instead of resigning (Kafka's
+    QuorumState.initialize: a leader comes back Resigned)."""
+
+    def _initial_role(self, durable: DurableState) -> Role:
+        me, voters = self.config.node_id, self.config.voters
+        if durable.leader_id == me and self.config.is_voter and self.log.last_fetched_epoch <= durable.leader_epoch:
+            return Leader(
+                epoch=durable.leader_epoch,
+                epoch_start_offset=self.log.end_offset,
+                granting_voters=frozenset({me}),
+                replicas={v: ReplicaProgress(v) for v in sorted(voters)},
+                awaiting_begin_epoch=voters - {me},
+                progress_deadline_ms=self._now + self.check_quorum_timeout_ms,
+            )
+        return super()._initial_role(durable)
+
+
+class RestartForgetsLeader(KRaftCore):
+    """A restarted follower comes back Unattached: quorum-state's LeaderId is not read back."""
+
+    def _initial_role(self, durable: DurableState) -> Role:
+        role = super()._initial_role(durable)
+        if isinstance(role, Follower):
+            deadline = self._random_election_deadline() if self.config.is_voter else None
+            return Unattached(role.epoch, deadline)
+        return role
+
+
+# ================================================================================ the shell
+
+
+class VotePersistedAfterGrant(Node):
+    """The shell sends the step's messages first and writes quorum-state 300 ms later (a write-behind
+    store): a vote is announced before it is durable (KIP-595 "Vote Request Handling": persisted before the
+    response; reference/io.py's order)."""
+
+    DELAY_S = 0.3
+
+    def _apply_ready(self, ready: Ready) -> None:
+        persist, ready.persist = ready.persist, None
+        super()._apply_ready(ready)
+        if persist is not None and self._loop is not None:
+            self._loop.call_later(self.DELAY_S, self._write_late, persist)
+
+    def _write_late(self, p: QuorumStateSnapshot) -> None:
+        if self.storage is None or self.failure is not None or self._stopping:
+            return
+        self.storage.write_quorum_state(
+            QuorumState(leader_epoch=p.leader_epoch, leader_id=p.leader_id, voted_id=p.voted_id,
+                        current_voters=tuple(sorted(self.config.voter_ids)))
+        )
+
+
+# ================================================================================ registry
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One registered mutant: the core class (and shell / controller classes), what it breaks, and the
+    case ids expected to catch it (``expect[0]`` is the one aimed at)."""
+
+    name: str
+    area: str
+    core: type[KRaftCore]
+    breaks: str
+    expect: tuple[str, ...]
+    node: type[Node] = Node
+    controller: type[Controller] | None = None
+    #: extra ``pytest conformance`` options the catching case needs (a 5-voter quorum; ``--strict`` for a
+    #: Kafka behaviour the KIP leaves open, reported as a KAFKA-level difference otherwise)
+    args: tuple[str, ...] = ()
+
+    @property
+    def white_box_only(self) -> bool:
+        return self.expect[0] == WHITE_BOX
+
+    @property
+    def pending(self) -> bool:
+        return self.expect[0].startswith(PENDING)
+
+
+WHITE_BOX = "white-box"
+PENDING = "pending:"
+
+_VOTE = 'KIP-595 "Vote Request Handling"'
+_VOTE_RESP = 'KIP-595 "Vote Response Handling"'
+_ELECTION = 'KIP-595 "Leader Election"'
+_BQE = 'KIP-595 "BeginQuorumEpoch Request Handling"'
+_EQE = 'KIP-595 "EndQuorumEpoch Request Handling"'
+_FETCH_REQ = 'KIP-595 "Fetch Request Handling"'
+_FETCH_RESP = 'KIP-595 "Fetch Response Handling"'
+_PROGRESS = 'KIP-595 "Leader Progress Timeout"'
+_DESCRIBE = 'KIP-836 "DescribeQuorum" (ReplicaState)'
+_PERSIST = 'KIP-595 "Persistence"'
+
+_ALL: list[Mutant] = [
+    # Vote request handling
+    Mutant("vote-ignores-last-epoch", "vote-request", VoteIgnoresLastEpoch,
+           f"{_VOTE}: last epoch compared first", ("KIP-595/Vote/2",)),
+    Mutant("vote-ignores-log-end", "vote-request", VoteIgnoresLogEnd,
+           f"{_VOTE}: same last epoch, then the longer log", ("KIP-595/Vote/3",)),
+    Mutant("vote-grants-stale-log", "vote-request", VoteGrantsStaleLog,
+           f"{_VOTE}: only for a log at least as up-to-date", ("KIP-595/Vote/2", "KIP-595/Vote/3")),
+    Mutant("vote-twice-per-epoch", "vote-request", VoteTwicePerEpoch,
+           f"{_VOTE}: one vote per epoch", ("KIP-595/Vote/5",)),
+    Mutant("forget-vote", "vote-request", _faulty.ForgetVote,
+           f"{_VOTE}: the vote is persisted before the response", ("KIP-595/Vote/8",)),
+    Mutant("leader-grants-own-epoch", "vote-request", LeaderGrantsOwnEpoch,
+           f"{_VOTE}: a leader of the epoch refuses", ("KIP-595/Vote/6",)),
+    Mutant("follower-grants-own-epoch", "vote-request", FollowerGrantsOwnEpoch,
+           f"{_VOTE}: a follower of the epoch refuses", ("KIP-595/Vote/7",)),
+    Mutant("leader-refuses-higher-epoch-vote", "vote-request", LeaderRefusesHigherEpochVote,
+           f"{_VOTE}: a higher epoch is adopted first (KafkaRaftClient.handleVoteRequest)",
+           ("KIP-595/Epochs/1",)),
+    Mutant("vote-answer-old-epoch", "vote-request", VoteAnswerOldEpoch,
+           f"{_VOTE}: the answer carries the voter's (new) epoch", ("KIP-595/Vote/1", "KIP-595/Epochs/1")),
+    Mutant("vote-fenced-names-candidate-epoch", "vote-request", VoteFencedNamesCandidateEpoch,
+           f"{_VOTE}: a fenced candidate learns the voter's epoch", ("KIP-595/Vote/4",)),
+    # Vote response handling, elections, timers
+    Mutant("candidate-no-epoch-bump", "election", CandidateNoEpochBump,
+           f"{_ELECTION}: each new election bumps the epoch", ("KIP-595/Retry/1", "KIP-595/Majority/2")),
+    Mutant("candidate-counts-refusals", "vote-response", CandidateCountsRefusals,
+           f"{_VOTE_RESP} 2: a majority of granted votes", ("KIP-595/Majority/2", "KIP-595/Retry/1")),
+    Mutant("majority-miscount", "vote-response", MajorityMiscount,
+           f"{_VOTE_RESP} 2 / {_FETCH_REQ} step 4: a majority is n // 2 + 1",
+           ("KIP-595/HighWatermark/1", "KIP-595/BeginQuorumEpoch/1", "KIP-595/ClusterId/1", "KIP-595/ClusterId/4",
+            "KIP-595/Election/1")),
+    Mutant("no-election-on-fetch-timeout", "election", NoElectionOnFetchTimeout,
+           f"{_ELECTION}: a voter that misses fetch.timeout starts an election", ("KIP-595/Election/1",)),
+    Mutant("election-skips-an-epoch", "election", ElectionSkipsAnEpoch,
+           f"{_ELECTION}: the candidate's epoch is its epoch + 1", ("KIP-595/Election/1",)),
+    Mutant("candidate-understates-log", "election", CandidateUnderstatesLog,
+           f"{_ELECTION}: Vote names the candidate's last epoch and log end", ("KIP-595/Election/1",)),
+    Mutant("candidate-asks-one-voter", "election", CandidateAsksOneVoter,
+           f"{_ELECTION}: the candidate asks every voter", ("KIP-595/Election/1",)),
+    Mutant("candidate-never-retries", "election", CandidateNeverRetries,
+           f"{_ELECTION}: a lost election is retried after the backoff", ("KIP-595/Retry/1", "KIP-595/Majority/2")),
+    Mutant("observer-elects-itself", "election", ObserverElectsItself,
+           f"{_ELECTION}: only voters stand for election", ("pending:target as observer",)),
+    Mutant("requests-without-cluster-id", "cluster-id", RequestsWithoutClusterId,
+           'KIP-595 "Cluster Id": every request carries it', ("KIP-595/ClusterId/1",)),
+    Mutant("ignore-cluster-id", "cluster-id", _faulty.IgnoreClusterId,
+           'KIP-595 "Cluster Id": a foreign id is refused', ("KIP-595/ClusterId/2",)),
+    # BeginQuorumEpoch
+    Mutant("bqe-no-fencing", "begin-quorum-epoch", BeginEpochNoFencing,
+           f"{_BQE}: an older epoch is fenced", ("KIP-595/BeginQuorumEpoch/2",)),
+    Mutant("bqe-fenced-names-request-epoch", "begin-quorum-epoch", BeginEpochFencedNamesRequestEpoch,
+           f"{_BQE}: the refusal names the current epoch", ("KIP-595/BeginQuorumEpoch/2",)),
+    Mutant("bqe-forgets-leader", "begin-quorum-epoch", BeginEpochForgetsLeader,
+           f"{_BQE}: follow the announced leader", ("KIP-595/BeginQuorumEpoch/1",)),
+    Mutant("leader-skips-begin-epoch", "vote-response", LeaderSkipsBeginEpoch,
+           f"{_VOTE_RESP} 2: the new leader sends BeginQuorumEpoch",
+           ("KIP-595/ClusterId/4", "KIP-631/Brokers/1", "KIP-595/Election/2")),
+    Mutant("leader-change-missing", "vote-response", LeaderChangeMissing,
+           f"{_VOTE_RESP} 2: the epoch starts with a LeaderChange record",
+           ("KIP-595/Election/2", "KIP-595/ClusterId/4")),
+    # EndQuorumEpoch
+    Mutant("successors-least-caught-up-first", "end-quorum-epoch", SuccessorsLeastCaughtUpFirst,
+           'KIP-595 "EndQuorumEpoch" / Kafka nonLeaderVotersByDescendingFetchOffset (KAFKA-level: --strict)',
+           ("KIP-595/Successors/1",), args=("--strict",)),
+    Mutant("eqe-ignored", "end-quorum-epoch", EndEpochIgnored,
+           f"{_EQE}: the first successor starts its election at once", ("KIP-595/EndQuorumEpoch/1",)),
+    Mutant("first-successor-backs-off", "end-quorum-epoch", FirstSuccessorBacksOff,
+           f"{_EQE}: no backoff for the first successor (Kafka's endEpochElectionBackoff)",
+           ("KIP-595/EndQuorumEpoch/1",)),
+    Mutant("resign-without-end-epoch", "check-quorum", ResignWithoutEndEpoch,
+           f"{_PROGRESS}: give up visibly within the check-quorum timeout (Kafka: EndQuorumEpoch at once)",
+           ("KIP-595/LeaderProgress/1", "KIP-595/CheckQuorum/1", "KIP-595/CheckQuorum/2")),
+    Mutant("never-resign", "check-quorum", _faulty.NeverResign,
+           f"{_PROGRESS}: resign without fetches from a majority",
+           ("KIP-595/LeaderProgress/1", "KIP-595/CheckQuorum/1", "KIP-595/CheckQuorum/2")),
+    Mutant("observer-fetch-keeps-leader", "check-quorum", ObserverFetchKeepsLeader,
+           f"{_PROGRESS}: only voters' fetches count", ("KIP-595/CheckQuorum/1",)),
+    Mutant("check-quorum-never-reset", "check-quorum", CheckQuorumNeverReset,
+           f"{_PROGRESS}: a majority's fetches keep the leader",
+           ("KIP-595/LeaderProgress/2", "KIP-595/CheckQuorum/1", "KIP-631/Brokers/2")),
+    Mutant("check-quorum-any-voter", "check-quorum", CheckQuorumAnyVoter,
+           f"{_PROGRESS}: a majority, not one voter (no difference in a 3-voter quorum)",
+           ("KIP-595/CheckQuorum/2",), args=("--quorum-size", "5")),
+    # Fetch: leader side
+    Mutant("fetch-no-divergence-check", "fetch-request", FetchNoDivergenceCheck,
+           f"{_FETCH_REQ} step 3: DivergingEpoch", ("KIP-595/Divergence/4",)),
+    Mutant("fetch-diverging-off-by-one", "fetch-request", FetchDivergingOffByOne,
+           f"{_FETCH_REQ} step 3: the epoch's end offset", ("KIP-595/Divergence/4",)),
+    Mutant("fetch-fenced-without-leader", "fetch-request", FetchFencedWithoutLeader,
+           f"{_FETCH_REQ} step 2: CurrentLeader in the error", ("KIP-595/FetchErrors/1",)),
+    Mutant("fetch-newer-epoch-fenced", "fetch-request", FetchNewerEpochFenced,
+           f"{_FETCH_REQ} step 2: UNKNOWN_LEADER_EPOCH for a newer epoch", ("KIP-595/FetchErrors/2",)),
+    Mutant("fetch-not-leader-without-hint", "fetch-request", FetchNotLeaderWithoutHint,
+           f"{_FETCH_REQ} step 2: a follower names the leader", ("KIP-595/FetchErrors/3",)),
+    Mutant("observers-count", "fetch-request", _faulty.ObserversCount,
+           f"{_FETCH_REQ} step 4: observers never count", ("KIP-595/HighWatermark/2",)),
+    Mutant("hw-commits-old-epoch", "fetch-request", HwCommitsOldEpoch,
+           f"{_FETCH_REQ} step 4: an entry of the current epoch first", (WHITE_BOX, "KIP-595/HighWatermark/1")),
+    Mutant("hw-needs-every-voter", "fetch-request", HwNeedsEveryVoter,
+           f"{_FETCH_REQ} step 4: a majority commits",
+           ("KIP-836/DescribeQuorum/1", "KIP-631/Brokers/1", "KIP-595/ClusterId/4")),
+    Mutant("hw-published-before-own-epoch", "fetch-request", HwPublishedBeforeOwnEpoch,
+           "Kafka LeaderState: a new leader's high watermark is unknown (-1) (KAFKA-level: caught with --strict)",
+           ("KIP-595/HighWatermark/1",), args=("--strict",)),
+    Mutant("diverging-fetch-is-progress", "fetch-request", DivergingFetchIsProgress,
+           f"{_FETCH_REQ} step 3-4: only a valid fetch is progress", (WHITE_BOX,)),
+    # Fetch: follower side
+    Mutant("skip-truncation", "fetch-response", _faulty.SkipTruncation,
+           f"{_FETCH_RESP}: truncate at DivergingEpoch", ("KIP-595/Divergence/1",)),
+    Mutant("truncate-below-hw", "fetch-response", _faulty.TruncateBelowHighWatermark,
+           f"{_FETCH_RESP}: never below the high watermark", ("KIP-595/Divergence/1",)),
+    Mutant("truncate-to-leader-end-offset", "fetch-response", TruncateToLeaderEndOffset,
+           f"{_FETCH_RESP}: truncation point from the follower's own epochs", ("KIP-595/Divergence/2",)),
+    Mutant("follower-drops-leader-hint", "fetch-response", FollowerDropsLeaderHint,
+           f"{_FETCH_RESP} step 1: follow the CurrentLeader of FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER",
+           ("KIP-595/Epochs/2", "KIP-595/Epochs/3")),
+    Mutant("follower-hw-ahead-of-log", "fetch-response", FollowerHwAheadOfLog,
+           f"{_FETCH_RESP}: high watermark = min(leader's, log end)", (WHITE_BOX,)),
+    Mutant("follower-hw-backwards", "fetch-response", FollowerHwBackwards,
+           f"{_FETCH_RESP}: the high watermark never goes back", (WHITE_BOX,)),
+    Mutant("follower-ignores-hw", "fetch-response", FollowerIgnoresHw,
+           f"{_FETCH_RESP}: learn the high watermark", ("KIP-595/Divergence/3",)),
+    Mutant("fetch-wrong-last-epoch", "fetch-request-sending", FetchWrongLastEpoch,
+           'KIP-595 "Fetch": LastFetchedEpoch is the epoch of the last record', ("KIP-595/BeginQuorumEpoch/1",)),
+    Mutant("follower-fetch-timer-not-reset", "fetch-response", FollowerFetchTimerNotReset,
+           f"{_FETCH_RESP}: a successful fetch restarts the fetch timeout", ("KIP-595/Epochs/4",)),
+    # DescribeQuorum
+    Mutant("caught-up-is-last-fetch", "describe-quorum", CaughtUpIsLastFetch,
+           f"{_DESCRIBE}: LastCaughtUpTimestamp", ("KIP-836/Lagging/1",)),
+    Mutant("describe-unknown-as-zero", "describe-quorum", DescribeUnknownAsZero,
+           f"{_DESCRIBE}: -1 for a replica that never fetched", ("KIP-836/DescribeQuorum/1",)),
+    Mutant("describe-last-offset-not-end", "describe-quorum", DescribeLastOffsetNotEnd,
+           f"{_DESCRIBE}: LogEndOffset", ("KIP-836/DescribeQuorum/1",)),
+    Mutant("fetch-timestamp-first-fetch", "describe-quorum", FetchTimestampFirstFetch,
+           f"{_DESCRIBE}: LastFetchTimestamp", ("KIP-836/Lagging/1", "KIP-836/DescribeQuorum/1")),
+    Mutant("describe-non-leader-answers", "describe-quorum", DescribeNonLeaderAnswers,
+           'KIP-595 "DescribeQuorum Request Handling" 1: NOT_LEADER_OR_FOLLOWER',
+           ("KIP-595/DescribeQuorum/1", "KIP-595/CheckQuorum/1", "KIP-595/LeaderProgress/1")),
+    # the shell's ordering of persist and send
+    Mutant("vote-persisted-after-grant", "shell", KRaftCore,
+           f"{_VOTE}: persisted before the response (reference/io.py order)", ("KIP-595/Vote/8",),
+           node=VotePersistedAfterGrant),
+    # recovery on restart
+    Mutant("restart-forgets-vote", "restart", RestartForgetsVote,
+           f"{_PERSIST}: VotedId read back", ("KIP-595/Vote/8",)),
+    Mutant("restart-ignores-quorum-state", "restart", RestartIgnoresQuorumState,
+           f"{_PERSIST}: epoch and vote read back", ("KIP-595/Vote/8", "KIP-595/Divergence/3")),
+    Mutant("restart-resumes-leadership", "restart", RestartResumesLeadership,
+           f"{_PERSIST} / Kafka QuorumState.initialize: a restarted leader resigns", (WHITE_BOX,)),
+    Mutant("restart-forgets-leader", "restart", RestartForgetsLeader,
+           f"{_PERSIST} / Kafka QuorumState.initialize: a restarted follower follows its leader again",
+           ("pending:kill -9 a follower; it fetches from its leader again without a new BeginQuorumEpoch",)),
+]
+
+MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
+assert len(MUTANTS) == len(_ALL), "duplicate mutant name"
+
+
+def unmutated() -> Mutant:
+    return Mutant("none", "-", KRaftCore, "-", ())
+
+
+def lookup(name: str) -> Mutant:
+    if name == "none":
+        return unmutated()
+    try:
+        return MUTANTS[name]
+    except KeyError:
+        raise SystemExit(f"KRAFT_TCK_MUTANT={name!r}: expected none or one of {', '.join(MUTANTS)}") from None
+
+
+async def run_node(mutant: Mutant, config_path: str, trace: str | None) -> None:
+    """Run the reference node with ``mutant`` until SIGTERM (the faulty_node.py launcher's loop)."""
+    from kraft_tck.reference.config import NodeConfig
+
+    cfg = NodeConfig.load(config_path)
+    node = mutant.node(cfg, trace_file=trace, core_factory=mutant.core)
+    if mutant.controller is not None:
+        node.controller = mutant.controller(node.registry, cfg.broker_session_timeout_ms)
+    await node.start()
+    await _faulty_wait(node)
+
+
+async def _faulty_wait(node: Node) -> None:
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await node.stop(graceful=False)
