@@ -13,7 +13,6 @@ openssl (``reference/certs.py``). SASL is not measured: the node refuses SASL se
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import statistics
 import sys
@@ -22,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_cluster import leader_report  # the same workload report, read the same way
 from kraft_tck.reference.certs import ThrowAwayCerts, throw_away_certs
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 
@@ -31,10 +31,6 @@ SETTINGS = {
     "controller.quorum.fetch.max.wait.ms": 500,
     "controller.quorum.append.linger.ms": 0,
 }
-_REPORT = re.compile(
-    r"committed (?P<records>\d+) records in (?P<secs>[\d.]+)s .*?commit latency "
-    r"p50=(?P<p50>\S+)ms p75=(?P<p75>\S+)ms p99=(?P<p99>\S+)ms p99\.9=(?P<p999>\S+)ms over (?P<writes>\d+) writes"
-)
 VARIANTS = ("plaintext", "TLS", "mutual TLS")
 
 
@@ -51,20 +47,6 @@ def settings_for(variant: str, certs: ThrowAwayCerts, node: int) -> dict[str, st
     if variant == "plaintext":
         return {}
     return certs.node_properties(f"node-{node}", client_auth="required" if variant == "mutual TLS" else "none")
-
-
-def leader_report(c: LocalCluster) -> dict[str, float]:
-    """The last workload report of the node that committed the most writes (the leader)."""
-    best: dict[str, float] = {}
-    for i in range(1, c.voters + 1):
-        matches = list(_REPORT.finditer((c.node_dir(i) / "node.log").read_text(encoding="utf-8", errors="replace")))
-        if matches:
-            m = {k: float(v) for k, v in matches[-1].groupdict().items()}
-            if m["writes"] > best.get("writes", -1):
-                best = m
-    if not best:
-        raise RuntimeError(f"no workload report in {c.base_dir}/node-*/node.log (did the quorum elect a leader?)")
-    return best
 
 
 def run_variant(root: Path, variant: str, certs: ThrowAwayCerts, warmup_s: float, window_s: float) -> Result:

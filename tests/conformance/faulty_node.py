@@ -200,10 +200,12 @@ def node_arg(argv: list[str], name: str) -> str | None:
 
 
 async def run_node(
-    cfg: NodeConfig, trace: str | None, factory: Any, controller: type[Controller] | None = None
+    cfg: NodeConfig, trace: str | None, factory: Any, controller: type[Controller] | None = None,
+    node_class: type[Node] = Node,
 ) -> None:
-    """Run a node with ``factory`` as its core (and ``controller`` as its active controller) until SIGTERM."""
-    node = Node(cfg, trace_file=trace, core_factory=factory)
+    """Run a ``node_class`` with ``factory`` as its core (and ``controller`` as its active controller) until
+    SIGTERM."""
+    node = node_class(cfg, trace_file=trace, core_factory=factory)
     if controller is not None:
         node.controller = controller(node.registry, cfg.broker_session_timeout_ms)
     await node.start()

@@ -15,7 +15,6 @@ can see (the wire never shows it in the catalog's scenarios).
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import sys
 from dataclasses import dataclass, fields, replace
@@ -987,20 +986,4 @@ async def run_node(mutant: Mutant, config_path: str, trace: str | None) -> None:
     """Run the reference node with ``mutant`` until SIGTERM (the faulty_node.py launcher's loop)."""
     from kraft_tck.reference.config import NodeConfig
 
-    cfg = NodeConfig.load(config_path)
-    node = mutant.node(cfg, trace_file=trace, core_factory=mutant.core)
-    if mutant.controller is not None:
-        node.controller = mutant.controller(node.registry, cfg.broker_session_timeout_ms)
-    await node.start()
-    await _faulty_wait(node)
-
-
-async def _faulty_wait(node: Node) -> None:
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await node.stop(graceful=False)
+    await _faulty.run_node(NodeConfig.load(config_path), trace, mutant.core, mutant.controller, mutant.node)

@@ -13,13 +13,14 @@ leader and announces itself (BeginQuorumEpoch), both acknowledge; then the heart
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import read_trace, validate_trace
+
+from .harness_rows import write_harness_trace
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -72,14 +73,7 @@ HEARTBEATS = [target_bqe(3, 2), target_bqe(3, 3), ack(3, 2), ack(3, 3), target_b
 
 
 def write(path: Path, rows: list[tuple[str, dict[str, Any]]]) -> Path:
-    header = {"type": "header", "format": 1, "source": "harness", "run": "heartbeat", "clusterId": CLUSTER,
-              "voters": [1, 2, 3], "target": TARGET, "config": {}}  # fmt: skip
-    lines = [json.dumps(header)]
-    for seq, (event, msg) in enumerate(rows):
-        node = msg["from"] if event == "Send" else msg["to"]
-        lines.append(json.dumps({"type": "event", "seq": seq, "ts": seq, "node": node, "event": event, "msg": msg}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_harness_trace(path, rows, run="heartbeat", cluster_id=CLUSTER, target=TARGET)
 
 
 @pytest.mark.tlc

@@ -15,13 +15,14 @@ epoch 8; the target follows and fetches from it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import read_trace, validate_trace
+
+from .harness_rows import write_harness_trace
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -76,16 +77,8 @@ STORY = [bqe(1, 1), bqe_answer(1, 7, -1, 74), bqe(2, 8), bqe_answer(2, 8, 2, 0),
 
 
 def write(path: Path, rows: list[tuple[str, dict[str, Any]]], *, before_harness: bool = True) -> Path:
-    header: dict[str, Any] = {"type": "header", "format": 1, "source": "harness", "run": "prelude",
-                              "clusterId": CLUSTER, "voters": [1, 2, 3], "target": 1, "config": {}}  # fmt: skip
-    if before_harness:
-        header["targetStartedBeforeHarness"] = True
-    lines = [json.dumps(header)]
-    for seq, (event, msg) in enumerate(rows):
-        node = msg["from"] if event == "Send" else msg["to"]
-        lines.append(json.dumps({"type": "event", "seq": seq, "ts": seq, "node": node, "event": event, "msg": msg}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    extra = {"targetStartedBeforeHarness": True} if before_harness else {}
+    return write_harness_trace(path, rows, run="prelude", cluster_id=CLUSTER, **extra)
 
 
 def test_the_start_epoch_is_bounded_by_the_targets_largest(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.tla.trace_module import REFUSE_REQUEST, read_trace, refusal, unmodelled_request, validate_trace
 
+from .harness_rows import write_harness_trace
+
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,14 +117,7 @@ ADOPT_EPOCH_MAX = [*FOLLOW, vote(10, EPOCH_MAX, 0, 0), vote_answer(10, EPOCH_MAX
 
 
 def write(path: Path, rows: list[Row]) -> Path:
-    header: dict[str, Any] = {"type": "header", "format": 1, "source": "harness", "run": "refused",
-                              "clusterId": CLUSTER, "voters": [1, 2, 3], "target": 1, "config": {}}  # fmt: skip
-    lines = [json.dumps(header)]
-    for seq, (event, msg) in enumerate(rows):
-        node = msg["from"] if event == "Send" else msg["to"]
-        lines.append(json.dumps({"type": "event", "seq": seq, "ts": seq, "node": node, "event": event, "msg": msg}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_harness_trace(path, rows, run="refused", cluster_id=CLUSTER)
 
 
 def test_requests_the_model_has_no_record_of() -> None:
