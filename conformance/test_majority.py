@@ -80,11 +80,13 @@ async def test_exact_majority_wins(sc: Scenario) -> None:
         first.seq,
         WIN,
     )
+    # The refusals may still be on their way when the target wins: a candidate leads as soon as a majority
+    # granted (Kafka's CandidateState.recordGrantedVote), possibly before it even asked the others.
     got = answers(sc, epoch, first.seq)
     sc.check(
-        sorted(v for v, g in got.items() if g) == sorted(granting) and all(not got.get(v, True) for v in refusing),
+        all(g == (v in granting) for v, g in got.items()),
         "setup: the split vote the harness answered",
-        f"granted by {granting}, refused by {refusing}",
+        f"granted by {granting}, refused (if asked before the election ended) by {refusing}",
         got,
         WIN,
     )
