@@ -330,6 +330,15 @@ TargetNext ==
     \/ \E j \in TraceVoters :
          /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
          /\ K!SendBeginQuorumEpoch(i, j)
+    \* ... and a heartbeat it sent while it led may reach the harness after it resigned (StepDown keeps
+    \* its epoch and leaderId): the same request, its sending hidden before the resignation, which the
+    \* black-box trace cannot order against it
+    \/ \E j \in TraceVoters :
+         /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
+         /\ role[i] = K!Resigned /\ leaderId[i] = i /\ j # i
+         /\ K!Send(K!BeginQuorumEpochTo(i, j))
+         /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, votesGranted,
+                        endOffset, restarts>>
     \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
     \/ K!LeaderProgressTimeout(i)
