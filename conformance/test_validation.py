@@ -222,6 +222,22 @@ def top_level_invalid(resp: Body, topics: str) -> bool:
     return int(resp.get("ErrorCode", 0)) == Errors.INVALID_REQUEST and not resp.get(topics)
 
 
+async def refused_whole(
+    sc: Scenario, api: str, name: str, voter: Any, api_key: int, build: Callable[[int], Body], what: str, row: str
+) -> None:
+    """KAFKA ``row``: ``api`` for partition ``name`` is answered top-level INVALID_REQUEST with no Topics."""
+    got = await ask(sc, f"{api} for {name} is answered", voter, api_key, build, row)
+    if got is not None:
+        sc.check(
+            top_level_invalid(got[1], "Topics"),
+            what,
+            "top-level INVALID_REQUEST, no Topics",
+            B.describe(api, "response", got[1]) + f" topics={got[1].get('Topics')}",
+            level=KAFKA,
+            kafka=row,
+        )
+
+
 @case("KIP-595/Validation/3")
 async def test_wrong_partition_election_rpcs(sc: Scenario) -> None:
     """``RaftUtil.hasValidTopicPartition`` in ``KafkaRaftClient.handleVoteRequest``,
@@ -235,69 +251,32 @@ async def test_wrong_partition_election_rpcs(sc: Scenario) -> None:
         name = f"{topic}-{index}"
         # Vote: otherwise valid (the target's own last epoch and end) and in a newer epoch.
         e = sc.q.next_epoch()
-        got = await ask(
-            sc,
-            f"Vote for {name} is answered",
-            other,
-            B.VOTE,
-            fixed(
-                B.vote_request(cid, e, other.node_id, log.last_epoch, log.end, t, topic=topic, partition_index=index)
-            ),
-            "vote.wrong-topic-partition",
-        )
-        if got is not None:
-            sc.check(
-                top_level_invalid(got[1], "Topics"),
-                f"Vote(epoch={e}) from v{other.node_id} for {name}",
-                "top-level INVALID_REQUEST, no Topics",
-                B.describe("Vote", "response", got[1]) + f" topics={got[1].get('Topics')}",
-                level=KAFKA,
-                kafka="vote.wrong-topic-partition",
-            )
+        await refused_whole(
+            sc, "Vote", name, other, B.VOTE,
+            fixed(B.vote_request(cid, e, other.node_id, log.last_epoch, log.end, t,
+                                 topic=topic, partition_index=index)),
+            f"Vote(epoch={e}) from v{other.node_id} for {name}", "vote.wrong-topic-partition",
+        )  # fmt: skip
         if not await epoch_kept(sc, lead, epoch, f"a Vote for {name}", "vote.wrong-topic-partition"):
             epoch = await sc.make_follower(lead)
         # BeginQuorumEpoch: another voter announces itself leader of a newer epoch.
         e = sc.q.next_epoch()
-        got = await ask(
-            sc,
-            f"BeginQuorumEpoch for {name} is answered",
-            other,
-            B.BEGIN_QUORUM_EPOCH,
+        await refused_whole(
+            sc, "BeginQuorumEpoch", name, other, B.BEGIN_QUORUM_EPOCH,
             fixed(B.begin_quorum_epoch_request(cid, other.node_id, e, t, topic=topic, partition_index=index)),
-            "begin.wrong-topic-partition",
-        )
-        if got is not None:
-            sc.check(
-                top_level_invalid(got[1], "Topics"),
-                f"BeginQuorumEpoch(leader=v{other.node_id}, epoch={e}) for {name}",
-                "top-level INVALID_REQUEST, no Topics",
-                B.describe("BeginQuorumEpoch", "response", got[1]) + f" topics={got[1].get('Topics')}",
-                level=KAFKA,
-                kafka="begin.wrong-topic-partition",
-            )
+            f"BeginQuorumEpoch(leader=v{other.node_id}, epoch={e}) for {name}", "begin.wrong-topic-partition",
+        )  # fmt: skip
         if not await epoch_kept(sc, lead, epoch, f"a BeginQuorumEpoch for {name}", "begin.wrong-topic-partition"):
             epoch = await sc.make_follower(lead)
         # EndQuorumEpoch: the leader resigns naming the target first; taken, it would stand for election.
         mark = sc.frames.mark()
-        got = await ask(
-            sc,
-            f"EndQuorumEpoch for {name} is answered",
-            sc.q.voters[lead],
-            B.END_QUORUM_EPOCH,
-            partial(
-                B.end_quorum_epoch_request, cid, lead, epoch, [t, other.node_id], topic=topic, partition_index=index
-            ),
+        await refused_whole(
+            sc, "EndQuorumEpoch", name, sc.q.voters[lead], B.END_QUORUM_EPOCH,
+            partial(B.end_quorum_epoch_request, cid, lead, epoch, [t, other.node_id],
+                    topic=topic, partition_index=index),
+            f"EndQuorumEpoch(leader=v{lead}, epoch={epoch}, successors=[{t}, {other.node_id}]) for {name}",
             "end.wrong-topic-partition",
-        )
-        if got is not None:
-            sc.check(
-                top_level_invalid(got[1], "Topics"),
-                f"EndQuorumEpoch(leader=v{lead}, epoch={epoch}, successors=[{t}, {other.node_id}]) for {name}",
-                "top-level INVALID_REQUEST, no Topics",
-                B.describe("EndQuorumEpoch", "response", got[1]) + f" topics={got[1].get('Topics')}",
-                level=KAFKA,
-                kafka="end.wrong-topic-partition",
-            )
+        )  # fmt: skip
         # The first preferred successor of a real EndQuorumEpoch asks for votes within about half an
         # election timeout (KafkaRaftClient.handleEndQuorumEpochRequest); wait longer than that.
         wait_ms = sc.bound_ms(sc.timeouts.election_ms / 2)
