@@ -174,29 +174,6 @@ class VoteFencedNamesCandidateEpoch(KRaftCore):
 # ================================================================================ Vote response / elections
 
 
-class CandidateNoEpochBump(KRaftCore):
-    """After a lost or timed-out election the candidate asks again in the same epoch instead of bumping
-    it (KIP-595 "Leader Election": each election is a new epoch; a voter that refused will refuse again)."""
-
-    def start_election(self, cause: str) -> None:
-        role = self.role
-        if isinstance(role, Candidate):
-            me = self.config.node_id
-            self._transition(
-                Candidate(
-                    epoch=role.epoch,
-                    granted=frozenset({me}),
-                    rejected=frozenset(),
-                    retries=role.retries + 1,
-                    election_deadline_ms=self._random_election_deadline(),
-                )
-            )
-            self._persist()
-            self._emit("StartElection", cause=cause)
-            return
-        super().start_election(cause)
-
-
 class CandidateCountsRefusals(KRaftCore):
     """Counts every answered Vote as a grant: a candidate refused by everyone still becomes leader."""
 
@@ -834,7 +811,7 @@ _ALL: list[Mutant] = [
     Mutant("vote-fenced-names-candidate-epoch", "vote-request", VoteFencedNamesCandidateEpoch,
            f"{_VOTE}: a fenced candidate learns the voter's epoch", ("KIP-595/Vote/4",)),
     # Vote response handling, elections, timers
-    Mutant("candidate-no-epoch-bump", "election", CandidateNoEpochBump,
+    Mutant("candidate-no-epoch-bump", "election", _faulty.NoEpochBump,
            f"{_ELECTION}: each new election bumps the epoch", ("KIP-595/Retry/1", "KIP-595/Majority/2")),
     Mutant("candidate-counts-refusals", "vote-response", CandidateCountsRefusals,
            f"{_VOTE_RESP} 2: a majority of granted votes", ("KIP-595/Majority/2", "KIP-595/Retry/1")),
