@@ -79,6 +79,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import tenacity
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node, WriteLost
@@ -419,9 +420,25 @@ class InProcessResult:
 
 def _leader(nodes: list[CountingNode]) -> CountingNode | None:
     for n in nodes:
-        if n.core is not None and n.core.role.name == "Leader":
+        if n.core is not None and n.core.status().is_leader:
             return n
     return None
+
+
+async def _elected(nodes: list[CountingNode], timeout_s: float, problem: str) -> CountingNode:
+    """The in-process cluster's leader once its high watermark has moved off 0 (asked every 10 ms, tenacity)."""
+    found: CountingNode | None = await tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_delay(timeout_s), wait=tenacity.wait_fixed(0.01),
+        retry=tenacity.retry_if_result(lambda leader: leader is None), retry_error_callback=lambda _state: None,
+    )(_committed_leader, nodes)
+    if found is None:
+        raise TimeoutError(problem)
+    return found
+
+
+async def _committed_leader(nodes: list[CountingNode]) -> CountingNode | None:
+    leader = _leader(nodes)
+    return leader if leader is not None and leader.high_watermark != 0 else None
 
 
 def _counts(nodes: list[CountingNode]) -> tuple[Counter[str], int]:
@@ -438,11 +455,7 @@ async def in_process_cluster(root: Path, fsync: bool, plan: Plan) -> InProcessRe
     for n in nodes:
         await n.start()
     try:
-        deadline = time.monotonic() + 20
-        while (leader := _leader(nodes)) is None or leader.high_watermark == 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError("in-process cluster elected no leader within 20 s")
-            await asyncio.sleep(0.01)
+        leader = await _elected(nodes, 20, "in-process cluster elected no leader within 20 s")
         for _ in range(20):  # warm-up: connections open, code paths hot
             await leader.write([RECORD])
         epoch0 = leader.core.epoch if leader.core is not None else -1
@@ -533,11 +546,7 @@ def commit_profile(root: Path, commits: int) -> None:
     async def setup() -> Node:
         for n in nodes:
             await n.start()
-        deadline = time.monotonic() + 60  # generous: callgrind runs ~50x slower
-        while (leader := _leader(nodes)) is None or leader.high_watermark == 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no leader within 60 s")
-            await asyncio.sleep(0.01)
+        leader = await _elected(nodes, 60, "no leader within 60 s")  # generous: callgrind runs ~50x slower
         for _ in range(20):  # warm-up: connections open, codec plans compiled, code paths hot
             await leader.write([RECORD])
         return leader

@@ -39,10 +39,9 @@ from typing import Any
 
 from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig, KRaftCore
-from kraft_tck.reference.io import ClientWrite, QuorumStateSnapshot, Ready, RequestReceived, ResponseReceived
+from kraft_tck.reference.io import ClientWrite, ElectionState, Ready, RequestReceived, ResponseReceived
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import VoteResponse
-from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 
@@ -81,9 +80,9 @@ def _config(node_id: int) -> CoreConfig:
 
 def _leader() -> KRaftCore:
     """Node 1, a candidate of epoch 1 that voted for itself, granted node 2's vote: the leader."""
-    core = KRaftCore(_config(1), QuorumStateSnapshot(1, -1, 1), Log(()), random.Random(1), 0)
+    core = KRaftCore(_config(1), ElectionState(1, -1, 1), Log(()), random.Random(1), 0)
     core.step(ResponseReceived(2, VoteResponse(-1, 1, True)), 0)
-    assert isinstance(core.role, Leader)
+    assert core.status().is_leader
     return core
 
 
@@ -97,7 +96,7 @@ class CommitPath:
             self.typed = TypedCodec()
             self.typed.precompile(range(VERSION, VERSION + 1))
         self.leader = _leader()
-        self.followers = {i: KRaftCore(_config(i), QuorumStateSnapshot(1, 1), Log(()), random.Random(i), 0)
+        self.followers = {i: KRaftCore(_config(i), ElectionState(1, 1), Log(()), random.Random(i), 0)
                           for i in (2, 3)}
         self.now = 10
         self.evict = bytearray(evict_bytes)

@@ -49,9 +49,9 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
     for n in nodes.values():
         await n.start()
     try:
-        while not any(n.core and n.core.role.name == "Leader" and n.high_watermark for n in nodes.values()):
+        while not any(n.core and n.core.status().is_leader and n.high_watermark for n in nodes.values()):
             await asyncio.sleep(0.01)
-        leader = next(n for n in nodes.values() if n.core and n.core.role.name == "Leader")
+        leader = next(n for n in nodes.values() if n.core and n.core.status().is_leader)
         lagging = next(i for i, n in nodes.items() if n is not leader)
         await nodes[lagging].stop(graceful=True, grace_s=0.2)
         rss0 = process_rss()
@@ -64,16 +64,17 @@ async def one_run(root: Path, cache_bytes: int, records: int) -> dict[str, float
         await asyncio.gather(*inflight)
         write_s = time.perf_counter() - t0
         rss1 = process_rss()
-        assert leader.core is not None
-        log = leader.core.log
+        assert leader.core is not None and leader.metadata_log is not None
+        log = leader.metadata_log
+        end = leader.core.status().log_end_offset
         behind = Node(configs[lagging], fsync=False, seed=lagging)
         nodes[lagging] = behind
         t1 = time.perf_counter()
         await behind.start()
-        while behind.core is None or behind.core.log.end_offset < log.end_offset:
+        while behind.core is None or behind.core.status().log_end_offset < end:
             await asyncio.sleep(0.005)
         catch_up_s = time.perf_counter() - t1
-        return {"records": log.end_offset, "write_s": write_s, "rss_growth": rss1 - rss0,
+        return {"records": end, "write_s": write_s, "rss_growth": rss1 - rss0,
                 "held_bytes": log.held_bytes, "catch_up_s": catch_up_s}
     finally:
         for n in nodes.values():

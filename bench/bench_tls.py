@@ -1,11 +1,14 @@
-"""What TLS costs a 3-node reference quorum: commit latency and throughput, plaintext (the baseline) beside
-TLS and mutual TLS on the controller listener, in the same run.
+"""What TLS and SASL cost a 3-node reference quorum: commit latency and throughput, plaintext (the baseline)
+beside TLS, mutual TLS, and mutual TLS with SASL (SCRAM-SHA-512) and the StandardAuthorizer on the controller
+listener, in the same run.
 
 Each variant is a fresh cluster of 3 node processes on loopback (no fsync) with the leader's closed-loop
 workload: one 100-byte write at a time, the next once the last committed, so the figures are those of a
 commit's critical path (a Fetch answer and the next Fetch cross TLS on every commit). Rounds alternate the
 variants so that the machine's drift falls on all of them alike. Certificates are throw-away ones made with
-openssl (``reference/certs.py``). SASL is not measured: the node refuses SASL settings (not implemented).
+openssl (``reference/certs.py``). SASL costs only at connection set-up (one SCRAM exchange per connection,
+then no per-request work), and authorization one set lookup per request: the mTLS+SASL row shows whether
+either is visible on the commit path.
 
     python bench/bench_tls.py [--rounds 2] [--window 8] [--quick]
 """
@@ -13,6 +16,7 @@ openssl (``reference/certs.py``). SASL is not measured: the node refuses SASL se
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import statistics
 import sys
@@ -24,6 +28,7 @@ from pathlib import Path
 from bench_cluster import leader_report  # the same workload report, read the same way
 from kraft_tck.reference.certs import ThrowAwayCerts, throw_away_certs
 from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.reference.security import ClientSecurity, client_security
 
 SETTINGS = {
     "controller.quorum.election.timeout.ms": 500,
@@ -31,7 +36,8 @@ SETTINGS = {
     "controller.quorum.fetch.max.wait.ms": 500,
     "controller.quorum.append.linger.ms": 0,
 }
-VARIANTS = ("plaintext", "TLS", "mutual TLS")
+VARIANTS = ("plaintext", "TLS", "mutual TLS", "mTLS+SASL")
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 @dataclass
@@ -43,22 +49,53 @@ class Result:
     p999: float
 
 
-def settings_for(variant: str, certs: ThrowAwayCerts, node: int) -> dict[str, str]:
+def settings_for(variant: str, certs: ThrowAwayCerts, node: int, scram_file: Path) -> dict[str, str]:
     if variant == "plaintext":
         return {}
-    return certs.node_properties(f"node-{node}", client_auth="required" if variant == "mutual TLS" else "none")
+    props = certs.node_properties(f"node-{node}", client_auth="none" if variant == "TLS" else "required")
+    if variant == "mTLS+SASL":
+        props |= {
+            "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+            "listener.name.controller.scram-sha-512.sasl.jaas.config":
+                f'{SCRAM} required username="node-{node}" password="node-{node}-secret";',
+            "reference.sasl.scram.credentials.file": str(scram_file),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:node-1;User:node-2;User:node-3",
+        }
+    return props
+
+
+def describe_security(variant: str, certs: ThrowAwayCerts) -> ClientSecurity | None:
+    """How the bench asks the quorum for its leader: the variant's protocol, as node 1."""
+    if variant == "plaintext":
+        return None
+    props = {"security.protocol": "SASL_SSL" if variant == "mTLS+SASL" else "SSL",
+             "ssl.truststore.location": str(certs.truststore), "ssl.keystore.location": str(certs.keystores["node-1"])}
+    if variant == "mTLS+SASL":
+        props |= {"sasl.mechanism": "SCRAM-SHA-512",
+                  "sasl.jaas.config": f'{SCRAM} required username="node-1" password="node-1-secret";'}
+    return client_security(props, "bench_tls")
 
 
 def run_variant(root: Path, variant: str, certs: ThrowAwayCerts, warmup_s: float, window_s: float) -> Result:
+    scram_file = root / "scram-credentials.txt"  # kafka-storage --add-scram arguments, one a line
+    scram_file.parent.mkdir(parents=True, exist_ok=True)
+    scram_file.write_text("".join(f"SCRAM-SHA-512=[name=node-{i},password=node-{i}-secret]\n" for i in (1, 2, 3)),
+                          encoding="utf-8")
     c = LocalCluster(root / variant.replace(" ", "-"), voters=3, base_port=free_base_port(3), settings=SETTINGS,
                      extra_args=["--closed-loop", "--record-size", "100", "--no-fsync"])
     c.prepare()
-    for i in range(1, 4):  # each node its own keystore; the cluster's describe speaks plaintext, so none is used
+    for i in range(1, 4):  # each node its own keystore and login; the workload report needs no describe
         with open(c.config_path(i), "a", encoding="utf-8") as f:
-            f.writelines(f"{k}={v}\n" for k, v in settings_for(variant, certs, i).items())
+            f.writelines(f"{k}={v}\n" for k, v in settings_for(variant, certs, i, scram_file).items())
+    c.client_security = describe_security(variant, certs)
     c.start_all()
     try:
-        time.sleep(warmup_s)  # an election, then writes: the reports count from the SIGUSR1 below
+        # An election first (a loaded machine may take longer than the warm-up), then writes: the reports
+        # count from the SIGUSR1 below.
+        asyncio.run(c.wait_for_leader(60))
+        time.sleep(warmup_s)
         for proc in c.procs.values():
             proc.send_signal(signal.SIGUSR1)
         t0 = time.monotonic()

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from kraft_tck.tla.tlc import DEFAULT_CONFIG, SMALL_CONFIG, run_tlc
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 from kraft_tck.traces.sim import SimConfig, simulate
 
 GOAL_EVENTS, GOAL_SECONDS = 10_000, 60.0
@@ -86,7 +87,7 @@ def main() -> None:
         first_rate: float | None = None
         for n in sizes:
             path = prefix(source, n, out)
-            rows = len(read_trace(path).events)
+            rows = len(translate(path).events)
             seconds, passed, _ = timed(path)
             above = max(seconds - base, 1e-3)
             per_event = above / n

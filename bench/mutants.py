@@ -33,7 +33,32 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS_PY = REPO / "tests" / "mutants" / "mutants.py"
+WHITEBOX_PY = REPO / "tests" / "mutants" / "whitebox.py"
 LAUNCHER = REPO / "tests" / "mutants" / "launcher.py"
+
+
+def load_whitebox() -> ModuleType:
+    """tests/mutants/whitebox.py: the unit checks of mutants no scenario can see on the wire."""
+    name = "kraft_tck_mutants_whitebox"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, WHITEBOX_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def white_box_unit(m: Any) -> bool | None:
+    """The mutant's white-box unit check (tests/mutants/whitebox.py): True when it catches the mutant and
+    passes the product's core; None when the mutant has none."""
+    from kraft_tck.reference.core import KRaftCore
+
+    check = load_whitebox().CHECKS.get(m.name)
+    if check is None:
+        return None
+    return bool(check(m.core)) and not check(KRaftCore)
 
 
 def load_registry() -> ModuleType:
@@ -63,7 +88,7 @@ class Run:
     tlc_message: str = ""
     kafka_rows: list[str] = field(default_factory=list)  # KAFKA-level differences reported
     kafka_cases: list[str] = field(default_factory=list)  # the cases that reported them
-    strict: bool = False  # --strict, no case failed, exit 9: a KAFKA-level difference (or a skip) fails the run
+    strict: bool = False  # --strict, no case failed, exit 9 with a KAFKA-level difference reported
     note: str = ""  # when no results.json was written: why (the run's last output)
     timed_out: bool = False  # no verdict: the run was killed at its time limit
 
@@ -123,7 +148,9 @@ def run_catalog(
             if value.get("status") == "FAIL":
                 run.tlc_message = str(value.get("message", ""))[:300]
     if rc == 9 and "--strict" in extra and not run.failed:
-        run.strict = True
+        # --strict fails a run on a KAFKA-level difference and on a skip: only the difference is a verdict
+        # (the catalog skips what the target cannot do, e.g. Vote v2 pre-vote, TLS, a 5-voter-only case)
+        run.strict = bool(run.kafka_rows)
     elif rc not in (0, 1) and not run.failed and run.tlc_node != "FAIL" and run.tlc_black_box != "FAIL":
         run.note = f"exit {rc} without a failing case"
     return run
@@ -144,7 +171,7 @@ class Verdict:
     opts: str = ""  # the extra pytest options of the mutant's runs
 
 
-def judge(m: Any, runs: list[Run], clean_rows: set[str]) -> Verdict:
+def judge(m: Any, runs: list[Run], clean_rows: set[str], unit: bool | None = None) -> Verdict:
     bb = runs[0]
     seconds = round(sum(r.seconds for r in runs), 1)
     flagged = sorted(set(bb.kafka_rows) - clean_rows)
@@ -157,6 +184,9 @@ def judge(m: Any, runs: list[Run], clean_rows: set[str]) -> Verdict:
         by = ", ".join(bb.failed) if bb.failed else bb.note
         return Verdict(m.name, m.area, True, by, "black-box", expected, bool(set(bb.failed) & set(m.expect)),
                        seconds, flagged)
+    if unit:
+        return Verdict(m.name, m.area, True, "tests/mutants/whitebox.py (not observable on the wire)",
+                       "white-box (unit)", expected, m.white_box_only, seconds, flagged)
     wb = runs[1] if len(runs) > 1 else None
     if bb.timed_out or (wb is not None and wb.timed_out):
         return Verdict(m.name, m.area, False, (wb or bb).note, "timeout", expected, False, seconds, flagged)
@@ -198,7 +228,9 @@ def print_table(verdicts: list[Verdict], clean: Run, out: Any = sys.stdout) -> N
           f"({sum(v.mode == 'black-box' for v in verdicts)} black-box, "
           f"{sum(v.mode == 'black-box (--strict)' for v in verdicts)} black-box with --strict, "
           f"{sum(v.mode == 'black-box TLC' for v in verdicts)} black-box TLC, "
-          f"{sum(v.mode == 'white-box only' for v in verdicts)} white-box only)", file=out)
+          f"{sum(v.mode == 'white-box only' for v in verdicts)} white-box only, "
+          f"{sum(v.mode == 'white-box (unit)' for v in verdicts)} white-box unit check: documented as not "
+          "observable on the wire)", file=out)
     for v in verdicts:
         if v.flagged:
             print(f"  {v.mutant}: reported as differing from Kafka: {', '.join(v.flagged)}", file=out)
@@ -257,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         for m, (runs, _) in zip(chosen, first, strict=True):
             if runs[0].caught:
                 report_line(judge(m, runs, set(cleans[m.args].kafka_rows)))
-        survivors = [i for i, (runs, _) in enumerate(first) if not runs[0].caught and not runs[0].timed_out]
+        units = {i: white_box_unit(m) for i, (m, (runs, _)) in enumerate(zip(chosen, first, strict=True))
+                 if not runs[0].caught}
+        survivors = [i for i, (runs, _) in enumerate(first)
+                     if not runs[0].caught and not runs[0].timed_out and not units.get(i)]
         if opts.tlc and survivors:
             # TLC on the unmutated node first: a white-box verdict means something only if it passes.
             clean_tlc = run_catalog("none", True, workdir, opts.tlc_timeout)
@@ -270,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                 for i, wb in zip(survivors, second, strict=True):
                     first[i][0].append(wb)
     verdicts: list[Verdict] = []
-    for m, (runs, rerun) in zip(chosen, first, strict=True):
-        v = judge(m, runs, set(cleans[m.args].kafka_rows))
+    for i, (m, (runs, rerun)) in enumerate(zip(chosen, first, strict=True)):
+        v = judge(m, runs, set(cleans[m.args].kafka_rows), units.get(i))
         v.rerun, v.opts = rerun, " ".join(m.args)
         verdicts.append(v)
         if not runs[0].caught:

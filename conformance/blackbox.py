@@ -7,7 +7,7 @@ target started on a fresh directory, case after case and between cases, until th
 restart on a wiped directory starts the next life.  Its header lists the cases it spans (``cases``:
 id, firstSeq, lastSeq), so a failed event maps back to the case it came in.
 
-TLC checks a session trace in black-box mode (tla/trace_module.py): the target starts in KRaft's
+TLC checks a session trace in black-box mode (tla/trace_translate.py): the target starts in KRaft's
 initial state (a ``--target host:port`` node, which ran before the harness listened, may also start as the
 Candidate of elections nobody heard: header ``targetStartedBeforeHarness``) and its steps are hidden.
 Only the first case's own trace starts from a fresh target, so the session traces are what covers every
@@ -95,15 +95,21 @@ def read_session_trace(path: Path) -> SessionTrace:
 
 
 def write_session_traces(
-    log: SessionLog, out_dir: Path, header: dict[str, Any], virtual: set[int], target_id: int
+    log: SessionLog,
+    out_dir: Path,
+    header: dict[str, Any],
+    virtual: set[int],
+    target_id: int,
+    lives: set[int] | None = None,
 ) -> list[SessionTrace]:
-    """One harness trace per life of the target, with the cases it spans and the kill -9 restarts of the
-    target (``targetRestarts``: the seq of the first event after each) in its header."""
+    """One harness trace per life of the target (or per life in ``lives``), with the cases it spans and the
+    kill -9 restarts of the target (``targetRestarts``: the seq of the first event after each) in its header."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[SessionTrace] = []
     by_life: dict[int, list[tuple[int, LoggedFrame]]] = {}
-    for k, e in enumerate(log.entries):
-        by_life.setdefault(e.life, []).append((k, e))
+    for k, e in enumerate(list(log.entries)):  # a copy: the harness's loop may be logging a later life
+        if lives is None or e.life in lives:
+            by_life.setdefault(e.life, []).append((k, e))
     for life, entries in sorted(by_life.items()):
         events: list[dict[str, Any]] = []
         cases: list[dict[str, Any]] = []
@@ -152,12 +158,49 @@ class BlackBoxValidation:
             "events": self.events, "lives": self.lives,
         }  # fmt: skip
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BlackBoxValidation:
+        return cls(data["status"], data["message"], data["seconds"], data["events"], list(data["lives"]))
+
+
+def merge_blackbox(parts: list[BlackBoxValidation]) -> BlackBoxValidation:
+    """One verdict from the verdicts on several lives (or several workers' targets): FAIL if any failed,
+    NOT CHECKED / OFF only if all are, PASS otherwise; ``seconds`` is TLC's time, summed. A case cut by a
+    wiped restart is in two lives: a FAIL or NOT CHECKED in either one stands."""
+    if not parts:
+        return BlackBoxValidation("NOT CHECKED", "no frame was exchanged with the target")
+    if len(parts) == 1:
+        return parts[0]
+    merged = BlackBoxValidation("PASS", seconds=sum(p.seconds for p in parts), events=sum(p.events for p in parts),
+                                lives=[life for p in parts for life in p.lives])  # fmt: skip
+    for p in parts:
+        for case, text in p.by_case.items():
+            prior = merged.by_case.get(case)
+            if prior is None or prior.endswith(": PASS"):
+                merged.by_case[case] = text
+    failed = [p.message for p in parts if p.status == "FAIL"]
+    statuses = {p.status for p in parts}
+    if failed:
+        merged.status, merged.message = "FAIL", "\n".join(failed)
+    elif len(statuses) == 1 and statuses != {"PASS"}:
+        merged.status = parts[0].status
+        merged.message = "; ".join(dict.fromkeys(p.message for p in parts))
+    else:
+        checked = [life for life in merged.lives if life.get("status") == "PASS"]
+        unchecked = [f"{Path(life['file']).name}: {life['reason']}" for life in merged.lives
+                     if life.get("status") == "NOT CHECKED"]  # fmt: skip
+        merged.message = (
+            f"{merged.events} rows of {len(checked)} session harness trace(s) match KRaft"
+            + (f" (NOT CHECKED: {'; '.join(unchecked)})" if unchecked else "")
+        )
+    return merged
+
 
 def validate_session_traces(
     traces: list[SessionTrace], processes: int = 2, timeout_s: float = 900.0
 ) -> BlackBoxValidation:
     """Validate each life's session trace in black-box mode (at most ``processes`` TLC runs at once)."""
-    from kraft_tck.tla.trace_module import TraceVerdict, validate_trace
+    from kraft_tck.tla.trace_validate import TraceVerdict, validate_trace
 
     if not traces:
         return BlackBoxValidation("NOT CHECKED", "no frame was exchanged with the target")

@@ -9,6 +9,14 @@ id and launches the embedded reference node (``python -m kraft_tck.reference.cli
 loopback port with the short test timeouts of ``EMBEDDED_TIMEOUTS`` (election 300 ms, fetch 600 ms,
 broker session 1500 ms).
 
+With pytest-xdist's ``-n N`` / ``-n auto`` the cases of a run against targets the harness launches (the
+embedded node, ``--target-cmd``) spread over N workers, each with a target of its own: its own ports (a
+stripe of the port range per worker), data directory, traces (``<trace dir>/gwK``) and TLC validation,
+which each worker runs when its last case is done (``pytest_sessionfinish``) and hands to the controller
+with its verdicts (``workeroutput``). The controller merges them into one verdict table, one HTML report
+and, through ``pytest_runtest_logreport``, one JUnit file with a TLC item per worker. An external ``--target
+host:port`` is one node: such a run stays serial and says so in one line (``serial_reason``).
+
 A run that cannot test anything stops before the first case with one line and its own exit code
 (``EXIT_*`` below; conformance/README.md "Exit codes"); a run in which no case ran exits non-zero.
 """
@@ -16,18 +24,20 @@ A run that cannot test anything stops before the first case with one line and it
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from kraft_tck.conformance.blackbox import BlackBoxValidation
 from kraft_tck.conformance.catalog import CatalogError, select_cases
-from kraft_tck.conformance.report import ReportPlugin
+from kraft_tck.conformance.report import ReportPlugin, WorkerResults
 from kraft_tck.conformance.scenario import ConformanceFailure
 from kraft_tck.conformance.security import SecurityConfigError, TargetSecurity
-from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session
+from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session, TlcValidation
 from kraft_tck.conformance.target import (
     EMBEDDED_TIMEOUTS,
     PROFILE_NAMES,
@@ -101,8 +111,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--target-command-config",
         metavar="FILE",
-        help="client properties for a secured target, as Kafka's tools take them (security.protocol=SSL, "
-        "ssl.truststore.location, ssl.keystore.location, ...); the virtual voters serve TLS with the same identity",
+        help="client properties for a secured target, as Kafka's tools take them (security.protocol=SSL or "
+        "SASL_SSL, ssl.truststore.location, ssl.keystore.location, sasl.mechanism, sasl.jaas.config, ...); the "
+        "virtual voters serve TLS and SASL with the same identity",
     )
     g.addoption(
         "--target-profile",
@@ -132,12 +143,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--report", help="write an HTML report, results.json and per-case sequence diagrams here")
     g.addoption("--no-validate", action="store_true", help="do not schema-validate the written traces")
     g.addoption(
+        "--tlc-life-frames",
+        type=int,
+        default=DEFAULT_LIFE_FRAMES,
+        metavar="N",
+        help="a target the harness can restart starts a new life (a restart on a wiped directory, between cases) "
+        "once the current one has exchanged N frames, and TLC validates the finished life in the background "
+        f"while later cases run (default {DEFAULT_LIFE_FRAMES}; 0: new lives only after a failed case)",
+    )
+    g.addoption(
         "--no-tlc",
         action="store_true",
         help="do not validate the target's own node trace with TLC after the catalog (faster; on by default "
         "for targets the harness launches with --trace-file: the embedded node, --target-cmd)",
     )
 
+
+#: ``--tlc-life-frames``: about a third of today's catalog per life, so that in a serial run TLC has taken two
+#: lives by the time the last case ends (black-box TLC costs about 20 ms a row on a loaded 2-CPU machine).
+DEFAULT_LIFE_FRAMES = 600
 
 #: Options that make a run a harness run even when it collects no case (a typo'd path, say).
 _HARNESS_OPTIONS = ("--target", "--target-cmd", "--target-image", "--target-profile", "--cluster-id", "--report",
@@ -153,7 +177,37 @@ def strict(config: pytest.Config) -> bool:
         return bool(getattr(config.option, "strict", False))
 
 
+def xdist_worker(config: pytest.Config) -> str | None:
+    """This process's pytest-xdist worker id (``gw0``, ``gw1``, ...); None in a serial run and in the
+    controller of a parallel one."""
+    info = getattr(config, "workerinput", None)
+    return str(info["workerid"]) if isinstance(info, dict) and "workerid" in info else None
+
+
+def xdist_controller(config: pytest.Config) -> bool:
+    """Is this the controller of a pytest-xdist run (``-n N`` with N >= 1), which runs no case itself?"""
+    dist, tx = getattr(config.option, "dist", "no"), getattr(config.option, "tx", None)
+    return xdist_worker(config) is None and dist != "no" and bool(tx)
+
+
+def serial_reason(config: pytest.Config) -> str | None:
+    """Why this run's cases cannot spread over several targets (None: they can, one target per worker)."""
+    opt = config.getoption
+    if opt("--target-image") is not None:
+        return "--target-image: one container on the host network"
+    if opt("--target") is not None and opt("--target-cmd") is None:
+        return "--target host:port is one running node"
+    if opt("--harness-ports") is not None:
+        return "--harness-ports names the ports of one set of virtual voters"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # before pytest-xdist's own pytest_configure (trylast), which starts the workers
+    if xdist_controller(config) and (reason := serial_reason(config)) is not None:
+        config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+        sys.stderr.write(f"kraft-tck: the cases run serially, -n ignored: {reason}\n")
     if not config.pluginmanager.has_plugin("kraft-tck-report"):
         config.pluginmanager.register(ReportPlugin(config), "kraft-tck-report")
     # Each case records case_id and clause as junit properties; pytest writes them with any junit_family
@@ -348,6 +402,9 @@ def open_session(config: pytest.Config) -> Session:
     report = config.getoption("--report")
     if trace_dir is None and report is not None:
         trace_dir = str(Path(report) / "traces")
+    worker = xdist_worker(config)
+    if trace_dir is not None and worker is not None:
+        trace_dir = str(Path(trace_dir) / worker)  # each worker's target writes its own traces
     try:
         session = Session(
             target,
@@ -355,6 +412,7 @@ def open_session(config: pytest.Config) -> Session:
             Path(trace_dir) if trace_dir else None,
             validate=not config.getoption("--no-validate"),
             tlc=not config.getoption("--no-tlc"),
+            life_frames=max(0, int(config.getoption("--tlc-life-frames"))),
         )
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -382,7 +440,10 @@ def open_session(config: pytest.Config) -> Session:
 def kraft_session(request: pytest.FixtureRequest) -> Iterator[Session]:
     session = open_session(request.config)
     yield session
-    _close(request.config, session)
+    if xdist_worker(request.config) is None:
+        _close(request.config, session)
+    # an xdist worker tears its session-scoped fixtures down before pytest_sessionfinish, where it still
+    # validates its target's traces: _finish_worker closes the session after that
 
 
 def _case_id(item: pytest.Item) -> str | None:
@@ -479,8 +540,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             dropped = set(map(id, drop))
             items[:] = [item for item in items if id(item) not in dropped]
     gate.selected = sum(1 for item in items if _case_id(item) is not None)
-    # after -k/-m deselection: only a run that has conformance cases left gets the validation item
-    if any("kraft_session" in getattr(item, "fixturenames", ()) for item in items):
+    # after -k/-m deselection: only a run that has conformance cases left gets the validation item; an
+    # xdist worker validates its own target's traces after its last case instead (_finish_worker): the
+    # controller would hand an item at the end to one worker only
+    if xdist_worker(config) is None and any("kraft_session" in getattr(item, "fixturenames", ()) for item in items):
         items.append(TlcValidationItem.from_parent(session, name="TLC validation of the target's node trace"))
         items.append(
             BlackBoxValidationItem.from_parent(session, name="TLC black-box validation of the session harness trace")
@@ -536,8 +599,8 @@ def _verdict(config: pytest.Config, exitstatus: int) -> tuple[int, str] | None:
         if gate.skipped:
             reason = next(iter(gate.skipped.values()))
             problems.append(f"{len(gate.skipped)} case(s) skipped (first: {reason})")
-        session = config.stash.get(_SESSION_KEY, None)
-        results = session.results.values() if session is not None else []
+        plugin = config.pluginmanager.get_plugin("kraft-tck-report")
+        results = plugin.results() if isinstance(plugin, ReportPlugin) else []
         differs = [r.case.id for r in results if getattr(r, "kafka_differences", None)]
         if differs:
             problems.append(f"{len(differs)} case(s) differ from Kafka ({', '.join(differs)})")
@@ -546,9 +609,87 @@ def _verdict(config: pytest.Config, exitstatus: int) -> tuple[int, str] | None:
     return None
 
 
+#: The key of the harness's share of a worker's ``workeroutput``.
+WORKER_OUTPUT = "kraft_tck"
+
+
+def _finish_worker(config: pytest.Config) -> None:
+    """In an xdist worker after its last case: TLC on its target's traces (node trace and session harness
+    traces at once), then its verdicts, TLC results and gate counts to the controller (``workeroutput``)."""
+    gate = config.stash[_GATE_KEY]
+    out: dict[str, Any] = {
+        "worker": xdist_worker(config),
+        "gate": {"active": gate.active, "collected": gate.collected, "selected": gate.selected,
+                 "ran": sorted(gate.ran), "skipped": gate.skipped},
+    }  # fmt: skip
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        try:
+            node, blackbox = session.validate_all()
+        except Exception as exc:  # a verdict for the controller, not a lost worker
+            why = f"TLC validation could not run: {type(exc).__name__}: {exc}"
+            node, blackbox = TlcValidation("FAIL", why), BlackBoxValidation("FAIL", why)
+        out["results"] = [r.to_json() for r in session.results.values()]
+        out["target"] = session.target.describe()
+        out["targetId"] = session.target.node_id
+        out["tlc"] = node.to_json()
+        out["blackbox"] = blackbox.to_json()
+        _close(config, session)
+    config.workeroutput[WORKER_OUTPUT] = out  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller of an xdist run: a worker is done. Its TLC validations become test reports (the
+    terminal, the exit status and --junitxml count them as items), its verdicts join the report's."""
+    config: pytest.Config = node.config
+    out = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if not out:
+        return
+    gate = config.stash[_GATE_KEY]
+    g = out["gate"]
+    gate.active = gate.active or g["active"]
+    gate.collected, gate.selected = max(gate.collected, g["collected"]), max(gate.selected, g["selected"])
+    gate.ran.update(g["ran"])
+    gate.skipped.update(g["skipped"])
+    plugin = config.pluginmanager.get_plugin("kraft-tck-report")
+    if "results" not in out or not isinstance(plugin, ReportPlugin):
+        return
+    worker = WorkerResults.from_json(out)
+    plugin.add_worker(worker)
+    for name, status, message in worker.validation_items():
+        _log_item(config, f"{name} [{worker.worker}]", status, message)
+
+
+def _log_item(config: pytest.Config, name: str, status: str, message: str) -> None:
+    """A test report for an item the controller did not run itself (a worker's TLC validation)."""
+    outcome: Literal["passed", "failed", "skipped"] = (
+        "passed" if status == "PASS" else "failed" if status == "FAIL" else "skipped"
+    )
+    longrepr: Any = None
+    if outcome == "failed":
+        longrepr = message
+    elif outcome == "skipped":
+        longrepr = (str(Path(__file__)), 0, f"Skipped: {message}")
+    for when in ("setup", "call", "teardown"):
+        report = pytest.TestReport(
+            nodeid=name, location=(str(Path(__file__).name), 0, name), keywords={name: 1},
+            outcome=outcome if when == "call" else "passed", longrepr=longrepr if when == "call" else None,
+            when=when, sections=[], duration=0.0,
+        )  # fmt: skip
+        if when == "setup" and outcome == "skipped":
+            report.outcome, report.longrepr = "skipped", longrepr
+            config.hook.pytest_runtest_logreport(report=report)
+            break
+        config.hook.pytest_runtest_logreport(report=report)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if xdist_worker(config) is not None:
+        _finish_worker(config)
+        return  # the controller judges the run from every worker's share
     verdict = _verdict(config, int(exitstatus))
     if verdict is not None:
         session.exitstatus, config.stash[_GATE_KEY].verdict = verdict

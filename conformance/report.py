@@ -4,6 +4,9 @@ every case appears once, with its KIP clause (link and paraphrase, ``spec/kip-cl
 levels, expected vs actual, the command that reruns it, and an SVG sequence diagram of its frames.
 ``--junitxml`` is pytest's own and keeps working; each case
 adds ``case_id`` and ``clause`` properties to it.
+
+In a parallel run (pytest-xdist ``-n N``) each worker drives a target of its own; the controller gathers the
+workers' verdicts and TLC results (``WorkerResults``) and prints and writes them as one run's.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import json
 import shlex
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import drawsvg as dw
 import jinja2
 import pytest
 import yaml
@@ -37,85 +42,81 @@ def _lane_name(node: int, target_id: int) -> str:
     return f"target ({node})" if node == target_id else f"v{node}" if node >= 0 else "?"
 
 
-_TARGET_COLOR, _HARNESS_COLOR, _MARK_COLOR = "#0550ae", "#333333", "#cf222e"
+_TARGET_COLOR, _HARNESS_COLOR, _MARK_COLOR, _NOTE_COLOR = "#0550ae", "#333333", "#cf222e", "#9a6700"
 
 
-def _markers(uid: str) -> str:
-    # One arrowhead per colour: SVG 1.1 markers cannot take the colour of the line they end.
-    return "<defs>" + "".join(
-        f'<marker id="{uid}-{name}" markerWidth="9" markerHeight="9" refX="9" refY="4.5" orient="auto" '
-        f'markerUnits="userSpaceOnUse"><path d="M0,0 L9,4.5 L0,9 z" fill="{color}"/></marker>'
-        for name, color in (("t", _TARGET_COLOR), ("h", _HARNESS_COLOR))
-    ) + "</defs>"
+def _arrowheads(uid: str) -> dict[str, dw.Marker]:
+    """One arrowhead per colour (SVG 1.1 markers cannot take the colour of the line they end), keyed "t"
+    (sent by the target) and "h" (sent by the harness); ``uid`` keeps the ids unique on the page."""
+    heads = {}
+    for who, color in (("t", _TARGET_COLOR), ("h", _HARNESS_COLOR)):
+        head = dw.Marker(0, 0, 9, 9, id=f"{uid}-{who}", refX=9, refY=4.5, markerUnits="userSpaceOnUse")
+        head.append(dw.Lines(0, 0, 9, 4.5, 0, 9, close=True, fill=color))
+        heads[who] = head
+    return heads
+
+
+def _svg(drawing: dw.Drawing) -> str:
+    return drawing.as_svg(header="")  # inline in the page: no XML declaration
 
 
 def sequence_svg(
     frames: list[Frame], target_id: int, limit: int = DIAGRAM_FRAMES, *, uid: str = "a", mark: int | None = None
 ) -> str:
-    """An SVG sequence diagram: one lane per node, time on the left, one arrow per frame (requests solid,
-    responses dashed, the target's in blue). ``mark``: the ``seq`` of the frame to point at (the target's
-    last message before a failed check). ``uid`` keeps marker ids unique when a page holds many diagrams."""
+    """An SVG sequence diagram (drawn with drawsvg): one lane per node, time on the left, one arrow per
+    frame (requests solid, responses dashed, the target's in blue). ``mark``: the ``seq`` of the frame to
+    point at (the target's last message before a failed check). ``uid`` keeps marker ids unique when a
+    page holds many diagrams."""
     shown = frames[-limit:]
     nodes = sorted({target_id} | {n for f in shown for n in (f.src, f.dst)}, key=lambda n: (n != target_id, n))
     lane_x = {n: 110 + i * 230 for i, n in enumerate(nodes)}
     width = 110 + 230 * max(1, len(nodes) - 1) + 300
     row = 24
     height = 60 + row * (len(shown) + 1)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" '
-        'font-size="11" role="img" aria-label="sequence diagram">',
-        _markers(uid),
-        '<text x="4" y="18" fill="#57606a">time</text>',
-    ]
+    d = dw.Drawing(width, height, id_prefix=uid, font_family="monospace", font_size=11, role="img",
+                   aria_label="sequence diagram")
+    heads = _arrowheads(uid)
+    d.append(dw.Text("time", 11, 4, 18, fill="#57606a"))
     for n, x in lane_x.items():
-        name = html.escape(_lane_name(n, target_id))
-        out.append(f'<text x="{x}" y="18" text-anchor="middle" font-weight="bold">{name}</text>')
-        out.append(f'<line x1="{x}" y1="26" x2="{x}" y2="{height - 10}" stroke="#bbb" stroke-dasharray="2,3"/>')
+        d.append(dw.Text(_lane_name(n, target_id), 11, x, 18, text_anchor="middle", font_weight="bold"))
+        d.append(dw.Line(x, 26, x, height - 10, stroke="#bbb", stroke_dasharray="2,3"))
     if len(frames) > len(shown):
-        out.append(f'<text x="4" y="40" fill="#666">… {len(frames) - len(shown)} earlier frames</text>')
+        d.append(dw.Text(f"… {len(frames) - len(shown)} earlier frames", 11, 4, 40, fill="#666"))
     for i, f in enumerate(shown):
         y = 50 + row * (i + 1)
-        label = html.escape(f.summary())
-        out.append(f'<text x="4" y="{y - 3}" fill="#888">{f.ts_ms:.0f} ms</text>')
+        d.append(dw.Text(f"{f.ts_ms:.0f} ms", 11, 4, y - 3, fill="#888"))
         if f.kind == "note":
-            x = lane_x.get(f.src, 110)
-            out.append(f'<text x="{x + 6}" y="{y - 3}" fill="#9a6700">✱ {label}</text>')
+            d.append(dw.Text(f"✱ {f.summary()}", 11, lane_x.get(f.src, 110) + 6, y - 3, fill=_NOTE_COLOR))
             continue
         x1, x2 = lane_x[f.src], lane_x[f.dst]
         if f.seq == mark:
-            out.append(f'<rect class="mark" x="{min(x1, x2) - 6}" y="{y - 17}" width="{abs(x2 - x1) + 12}" '
-                       f'height="{row - 2}" fill="none" stroke="{_MARK_COLOR}" stroke-width="2" rx="4"/>')
-            out.append(f'<text x="{max(x1, x2) + 10}" y="{y + 2}" fill="{_MARK_COLOR}" font-weight="bold">'
-                       "◀ the check failed after this</text>")
-        dash = "" if f.kind == "request" else ' stroke-dasharray="5,3"'
+            d.append(dw.Rectangle(min(x1, x2) - 6, y - 17, abs(x2 - x1) + 12, row - 2, class_="mark", fill="none",
+                                  stroke=_MARK_COLOR, stroke_width=2, rx=4))
+            d.append(dw.Text("◀ the check failed after this", 11, max(x1, x2) + 10, y + 2, fill=_MARK_COLOR,
+                             font_weight="bold"))
         who = "t" if f.src == target_id else "h"
         color = _TARGET_COLOR if who == "t" else _HARNESS_COLOR
-        out.append(f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}"{dash} '
-                   f'marker-end="url(#{uid}-{who})"/>')
-        tx = min(x1, x2) + 6
-        out.append(f'<text x="{tx}" y="{y - 4}" fill="{color}">{label}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+        dash = {} if f.kind == "request" else {"stroke_dasharray": "5,3"}
+        d.append(dw.Line(x1, y, x2, y, stroke=color, marker_end=heads[who], **dash))
+        d.append(dw.Text(f.summary(), 11, min(x1, x2) + 6, y - 4, fill=color))
+    return _svg(d)
 
 
 def legend_svg(uid: str = "legend") -> str:
     """The key to a sequence diagram (``uid``: unique marker ids, one legend per diagram)."""
-    items = [
-        ("request", _HARNESS_COLOR, "", "h"), ("response", _HARNESS_COLOR, ' stroke-dasharray="5,3"', "h"),
-        ("sent by the target", _TARGET_COLOR, "", "t"),
-    ]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="900" height="22" font-size="12" '
-             f'font-family="system-ui,sans-serif">{_markers(uid)}']
+    d = dw.Drawing(960, 22, id_prefix=uid, font_size=12, font_family="system-ui,sans-serif")  # "✱ harness note" fits
+    heads = _arrowheads(uid)
     x = 4
-    for text, color, dash, who in items:
-        parts.append(f'<line x1="{x}" y1="11" x2="{x + 40}" y2="11" stroke="{color}"{dash} '
-                     f'marker-end="url(#{uid}-{who})"/><text x="{x + 48}" y="15">{text}</text>')
+    for text, who, dash in (("request", "h", {}), ("response", "h", {"stroke_dasharray": "5,3"}),
+                            ("sent by the target", "t", {})):
+        color = _TARGET_COLOR if who == "t" else _HARNESS_COLOR
+        d.append(dw.Line(x, 11, x + 40, 11, stroke=color, marker_end=heads[who], **dash))
+        d.append(dw.Text(text, 12, x + 48, 15))
         x += 60 + 7 * len(text)
-    parts.append(f'<rect x="{x}" y="3" width="40" height="16" fill="none" stroke="{_MARK_COLOR}" '
-                 f'stroke-width="2" rx="4"/><text x="{x + 48}" y="15">the target\'s last message before the '
-                 "failed check</text>")
-    parts.append(f'<text x="{x + 400}" y="15" fill="#9a6700">✱ harness note</text></svg>')
-    return "".join(parts)
+    d.append(dw.Rectangle(x, 3, 40, 16, fill="none", stroke=_MARK_COLOR, stroke_width=2, rx=4))
+    d.append(dw.Text("the target's last message before the failed check", 12, x + 48, 15))
+    d.append(dw.Text("✱ harness note", 12, x + 400, 15, fill=_NOTE_COLOR))
+    return _svg(d)
 
 
 def tlc_line(tlc: TlcValidation | None) -> str:
@@ -279,9 +280,11 @@ def _target_id(r: CaseResult) -> int:
     return int(getattr(r, "target_id", 1))
 
 
-#: Options that choose cases or outputs, not the target: left out of a case's "Reproduce" command.
+#: Options that choose cases, outputs or how the run is spread (pytest-xdist's ``-n``), not the target: left
+#: out of a case's "Reproduce" command.
 _SELECTION_OPTIONS = {"--case", "--section", "-k", "-m", "--report", "--junitxml", "--junit-xml", "--rootdir",
-                      "-p", "--maxfail", "--basetemp", "-o"}
+                      "-p", "--maxfail", "--basetemp", "-o", "-n", "--numprocesses", "--dist", "--maxprocesses",
+                      "--tlc-life-frames"}
 _SELECTION_FLAGS = {"-x", "-q", "-v", "-vv", "-s", "--exitfirst", "--quiet", "--verbose", "--strict",
                     "--no-header", "-rA", "-ra"}
 #: The harness's own options that take no value (plugin.py ``store_true``).
@@ -311,21 +314,94 @@ def repro_command(args: Sequence[str]) -> str:
     return shlex.join(["pytest", "conformance", *kept])
 
 
+#: The names of the TLC validation items (plugin.py), one pair per target.
+NODE_ITEM = "TLC validation of the target's node trace"
+BLACKBOX_ITEM = "TLC black-box validation of the session harness trace"
+
+
+@dataclass
+class WorkerResults:
+    """What one pytest-xdist worker's target made of its share of the cases (its ``workeroutput``)."""
+
+    worker: str
+    target: str
+    results: list[CaseResult] = field(default_factory=list)
+    tlc: TlcValidation | None = None
+    blackbox: BlackBoxValidation | None = None
+
+    @classmethod
+    def from_json(cls, out: dict[str, Any]) -> WorkerResults:
+        from kraft_tck.conformance.blackbox import BlackBoxValidation
+        from kraft_tck.conformance.session import CaseResult, TlcValidation
+
+        results = [CaseResult.from_json(r) for r in out.get("results", [])]
+        for r in results:
+            r.target_id = int(out.get("targetId", 1))
+        return cls(
+            str(out.get("worker")), str(out.get("target", "")), results,
+            TlcValidation.from_json(out["tlc"]) if out.get("tlc") else None,
+            BlackBoxValidation.from_json(out["blackbox"]) if out.get("blackbox") else None,
+        )  # fmt: skip
+
+    def validation_items(self) -> list[tuple[str, str, str]]:
+        """(item name, status, message) of this worker's two TLC validations, as the serial run's items."""
+        items = []
+        if self.tlc is not None:
+            items.append((NODE_ITEM, self.tlc.status, f"{NODE_ITEM}: {self.tlc.status}\n{self.tlc.message}"))
+        if self.blackbox is not None:
+            bb = self.blackbox
+            items.append((BLACKBOX_ITEM, bb.status, f"{BLACKBOX_ITEM}: {bb.status}\n{bb.message}"))
+        return items
+
+
 class ReportPlugin:
-    """Collects verdicts from the session; prints the table; writes the HTML/JSON report at the end."""
+    """Collects verdicts from the session (or, in a parallel run, from every worker); prints the table;
+    writes the HTML/JSON report at the end."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.session: Session | None = None
+        self.workers: list[WorkerResults] = []
         self.started = time.time()
 
+    def add_worker(self, worker: WorkerResults) -> None:
+        self.workers.append(worker)
+
+    def results(self) -> list[CaseResult]:
+        """Every case's result: the session's, or the workers' in catalog order."""
+        if self.session is not None:
+            return list(self.session.results.values())
+        from kraft_tck.conformance.catalog import catalog
+
+        order = {cid: k for k, cid in enumerate(catalog())}
+        merged = [r for w in self.workers for r in w.results]
+        return sorted(merged, key=lambda r: order.get(r.case.id, len(order)))
+
+    def validations(self) -> tuple[TlcValidation | None, BlackBoxValidation | None]:
+        """The TLC verdicts on the node traces and session traces of every target of the run."""
+        if self.session is not None:
+            return self.session.tlc_result, self.session.blackbox_result
+        from kraft_tck.conformance.blackbox import merge_blackbox
+        from kraft_tck.conformance.session import merge_tlc
+
+        tlcs = [w.tlc for w in self.workers if w.tlc is not None]
+        bbs = [w.blackbox for w in self.workers if w.blackbox is not None]
+        return (merge_tlc(tlcs) if tlcs else None), (merge_blackbox(bbs) if bbs else None)
+
+    def target(self) -> str:
+        if self.session is not None:
+            return self.session.target.describe()
+        described = sorted({w.target for w in self.workers})
+        return f"{len(self.workers)} targets in parallel: " + "; ".join(described) if described else ""
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.session is None or not self.session.results:
+        results = self.results()
+        if not results:
             return
         tr = terminalreporter
         tr.section("KRaft conformance verdicts")
         by_section: dict[str, list[CaseResult]] = {}
-        for r in self.session.results.values():
+        for r in results:
             by_section.setdefault(r.case.section, []).append(r)
         for section, rs in by_section.items():
             tr.write_line(section)
@@ -336,27 +412,34 @@ class ReportPlugin:
                     tr.write_line(f"        skipped: {r.message}")
                 for d in r.kafka_differences:
                     tr.write_line(f"        {difference_line(d)}")
-        diffs = [r for r in self.session.results.values() if r.kafka_differences]
+        diffs = [r for r in results if r.kafka_differences]
         if diffs:
             n = sum(len(r.kafka_differences) for r in diffs)
             tr.write_line(f"differs from Kafka: {n} KAFKA-level check(s) in {len(diffs)} case(s) (not failures)")
-        tr.write_line(tlc_line(self.session.tlc_result))
-        tr.write_line(blackbox_line(self.session.blackbox_result))
+        tlc, blackbox = self.validations()
+        if self.workers:
+            tr.write_line(f"{len(results)} cases on {len(self.workers)} targets in parallel (pytest-xdist)")
+        tr.write_line(tlc_line(tlc))
+        tr.write_line(blackbox_line(blackbox))
         report_dir = self.config.getoption("--report", None)
         if report_dir:
             tr.write_line(f"HTML report: {Path(report_dir) / 'index.html'}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         report_dir = self.config.getoption("--report", None)
-        if report_dir and self.session is not None:
-            for r in self.session.results.values():
-                r.target_id = self.session.target.node_id
+        if getattr(self.config, "workerinput", None) is not None:
+            return  # an xdist worker: the controller writes the run's report
+        if report_dir and (self.session is not None or self.workers):
+            if self.session is not None:
+                for r in self.session.results.values():
+                    r.target_id = self.session.target.node_id
+            tlc, blackbox = self.validations()
             write_report(
                 Path(report_dir),
-                self.session.results.values(),
-                self.session.target.describe(),
+                self.results(),
+                self.target(),
                 self.started,
-                self.session.tlc_result,
-                self.session.blackbox_result,
+                tlc,
+                blackbox,
                 repro_command(self.config.invocation_params.args),
             )

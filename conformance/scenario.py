@@ -247,6 +247,11 @@ class Scenario:
             self.fail(what, "a response", f"no response: {exc}", clause)
         return resp
 
+    async def target_pre_vote(self) -> bool:
+        """Does the target run KIP-996 pre-vote? Decided by its ApiVersions: Vote v2 advertised (Kafka 4.x)."""
+        client = await self.v(0).connect()
+        return client.versions.get(B.VOTE, (0, 0))[1] >= 2
+
     # ---------------------------------------------------------------- frame predicates
 
     def from_target(self, api: str, kind: str = "request", dst: int | None = None) -> Callable[[Frame], bool]:

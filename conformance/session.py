@@ -3,6 +3,12 @@
 The virtual voters must outlive single test cases (the target keeps its connections to them and its
 reconnect backoff would otherwise slow every hand-over), so they live on an asyncio loop in a
 background thread; each pytest case submits its scenario coroutine there and waits for the verdict.
+
+TLC validates each life of the target (node trace and session harness trace) in background threads as soon
+as the life ends, while later cases run: at a wiped restart (``heal``), or once a life has exchanged
+``life_frames`` frames, at the next case boundary (a wiped restart the session makes for that reason: TLC's
+time per row grows with what a behaviour accumulates, so several short lives validate faster than one long
+one). The last life is validated when the catalog is done (``validate_all``).
 """
 
 from __future__ import annotations
@@ -10,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import shutil
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +30,7 @@ from typing import Any, TypeVar
 from kraft_tck.conformance.blackbox import (
     BlackBoxValidation,
     harness_event,
+    merge_blackbox,
     validate_session_traces,
     write_harness_trace,
     write_session_traces,
@@ -73,6 +82,33 @@ class CaseResult:
             "kafkaDifferences": self.kafka_differences, "observations": self.observations,
             "frames": [frame_json(f) for f in self.frames],
         }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseResult:
+        """A case's result as ``to_json`` wrote it (an xdist worker's, for the controller's report); its
+        frames carry what the report shows of them (``ShownFrame``), not their bodies."""
+        return cls(
+            catalog()[data["id"]], data["outcome"], data["durationS"], data["check"], data["expected"],
+            data["actual"], data["message"], [ShownFrame.from_json(f) for f in data["frames"]], data["trace"],
+            data["waitS"], data["tlc"], list(data["kafkaDifferences"]), list(data["observations"]),
+        )  # fmt: skip
+
+
+@dataclass
+class ShownFrame(Frame):
+    """A frame as the report shows it (``frame_json``): its summary in place of its body."""
+
+    shown: str = ""
+
+    def summary(self) -> str:
+        return self.shown
+
+    @classmethod
+    def from_json(cls, f: dict[str, Any]) -> ShownFrame:
+        return cls(
+            f["seq"], f["tsMs"], 0, f["src"], f["dst"], f["api"], -1 if f["kind"] == "note" else 0, f["kind"],
+            f["version"], -1, {}, shown=f["summary"],
+        )  # fmt: skip
 
 
 def frame_json(f: Frame) -> dict[str, Any]:
@@ -128,6 +164,32 @@ class TlcValidation:
             "lives": self.lives,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TlcValidation:
+        return cls(data["status"], data["message"], data["seconds"], data["events"], list(data["lives"]))
+
+
+def merge_tlc(parts: list[TlcValidation]) -> TlcValidation:
+    """One verdict from the verdicts on several lives (or several workers' targets): FAIL if any failed,
+    NOT CHECKED / UNAVAILABLE / OFF only if all are, PASS otherwise; ``seconds`` is TLC's time, summed."""
+    if not parts:
+        return TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
+    if len(parts) == 1:
+        return parts[0]
+    lives = [life for p in parts for life in p.lives]
+    merged = TlcValidation("PASS", seconds=sum(p.seconds for p in parts), events=sum(p.events for p in parts),
+                           lives=lives)  # fmt: skip
+    failed = [p.message for p in parts if p.status == "FAIL"]
+    statuses = {p.status for p in parts}
+    if failed:
+        merged.status, merged.message = "FAIL", "\n".join(failed)
+    elif len(statuses) == 1 and statuses != {"PASS"}:
+        merged.status, merged.message = parts[0].status, parts[0].message
+    else:
+        checked = sum(1 for life in lives if life.get("status") == "PASS")
+        merged.message = f"{merged.events} events of {checked} life/lives of the target match KRaft"
+    return merged
+
 
 def _origin(files: list[Path], merged_seq: int) -> str:
     """Which incarnation's file and seq a row of the merged trace of one node came from (the merge of
@@ -142,10 +204,12 @@ def _origin(files: list[Path], merged_seq: int) -> str:
 
 
 def validate_node_trace(
-    lives: list[list[Path]], out_dir: Path, processes: int = 2, timeout_s: float = 600.0
+    lives: list[list[Path]], out_dir: Path, processes: int = 2, timeout_s: float = 600.0, first_life: int = 0
 ) -> TlcValidation:
-    """Validate each life of a node's trace with TLC (at most ``processes`` TLC runs at once)."""
-    from kraft_tck.tla.trace_module import TraceVerdict, merge_node_traces, validate_trace
+    """Validate each life of a node's trace with TLC (at most ``processes`` TLC runs at once); the merged
+    trace of ``lives[k]`` is ``node-life-{first_life + k}.ndjson`` in ``out_dir``."""
+    from kraft_tck.tla.trace_merge import merge_node_traces
+    from kraft_tck.tla.trace_validate import TraceVerdict, validate_trace
 
     lives = [[f for f in life if f.exists() and f.stat().st_size > 0] for life in lives]
     lives = [life for life in lives if life]
@@ -153,7 +217,9 @@ def validate_node_trace(
         return TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    merged = [merge_node_traces(life, out_dir / f"node-life-{k}.ndjson") for k, life in enumerate(lives)]
+    merged = [
+        merge_node_traces(life, out_dir / f"node-life-{first_life + k}.ndjson") for k, life in enumerate(lives)
+    ]
 
     def one(path: Path) -> TraceVerdict:
         return validate_trace(path, timeout=timeout_s)
@@ -205,6 +271,7 @@ class Session:
         validate: bool = True,
         case_timeout_s: float = 30.0,
         tlc: bool = True,
+        life_frames: int = 0,
     ) -> None:
         self.target = target
         self.timeouts = timeouts
@@ -214,6 +281,14 @@ class Session:
         self.tlc_result: TlcValidation | None = None
         self.blackbox_result: BlackBoxValidation | None = None
         self._target_stopped = False
+        #: start a new life (a wiped restart, between cases) once the current one has this many frames, so
+        #: TLC can validate the finished life while later cases run (0: never; only a target that restarts)
+        self.life_frames = life_frames
+        #: background TLC runs, one pair (node trace, session trace) per finished life (``_submit_lives``)
+        self._validator: concurrent.futures.ThreadPoolExecutor | None = None
+        self._life_jobs: list[tuple[Future[TlcValidation], Future[BlackBoxValidation]]] = []
+        self._lives_submitted = 0
+        self._tmp: Path | None = None
         self.case_timeout_s = case_timeout_s
         self.results: dict[str, CaseResult] = {}
         self.loop = LoopThread()
@@ -224,17 +299,18 @@ class Session:
         # a restart on a wiped directory cuts the session's frame log into a new life, a kill -9 on the
         # same directory is marked in it; going through the loop also lets it read what the old process
         # had sent before it died (still before the mark)
-        target.on_restart = lambda wiped: self.loop.run(self._restarted(wiped), 10)
+        target.on_restart = self._on_restart
 
     async def _make_quorum(self, host: str, port: int, ports: dict[int, int]) -> Quorum:
         security = self.target.security
         q = Quorum(
-            TargetAddress(self.target.node_id, host, port, ssl=self.target.ssl),
+            TargetAddress(self.target.node_id, host, port, ssl=self.target.ssl, sasl=self.target.sasl),
             self.target.cluster_id,
             ports,
             self.target.layout.harness_host,
             request_timeout_s=max(2.0, self.timeouts.request_timeout_ms / 250),
             server_ssl=security.server_context() if security is not None else None,
+            server_sasl=security.accounts if security is not None else None,
         )
         await q.start()
         return q
@@ -274,47 +350,78 @@ class Session:
 
     def validate_node_trace(self) -> TlcValidation:
         """TLC on the target's own trace (stops the target first); the verdict goes to the report."""
-        if not self.tlc:
-            self.tlc_result = TlcValidation("OFF", "off (--no-tlc)")
-            return self.tlc_result
-        self.stop_target()
-        if self.trace_dir is not None:
-            out = self.trace_dir / "target"
-            self.tlc_result = validate_node_trace(self.target.trace_lives, out)
-        else:
-            with tempfile.TemporaryDirectory(prefix="kraft-tck-tlc-") as tmp:
-                self.tlc_result = validate_node_trace(self.target.trace_lives, Path(tmp))
-        return self.tlc_result
+        return self.validate_all()[0]
 
     def validate_session_traces(self) -> BlackBoxValidation:
         """TLC in black-box mode on the session harness trace of each life of the target (stops the
         target first): every case's exchange, checked from the target's fresh start."""
+        return self.validate_all()[1]
+
+    def validate_all(self) -> tuple[TlcValidation, BlackBoxValidation]:
+        """Both TLC validations of every life of the target (stops the target first): the lives that ended
+        while cases ran are in the background already; the last one's two runs start now, side by side."""
         if not self.tlc:
+            self.tlc_result = TlcValidation("OFF", "off (--no-tlc)")
             self.blackbox_result = BlackBoxValidation("OFF", "off (--no-tlc)")
-            return self.blackbox_result
+            return self.tlc_result, self.blackbox_result
+        if self.tlc_result is not None and self.blackbox_result is not None:
+            return self.tlc_result, self.blackbox_result
         self.stop_target()
-        if self.trace_dir is not None:
-            self.blackbox_result = self._validate_lives(self.trace_dir)
-        else:
-            with tempfile.TemporaryDirectory(prefix="kraft-tck-tlc-") as tmp:
-                self.blackbox_result = self._validate_lives(Path(tmp))
+        self._submit_lives(self.quorum.session.life + 1)
+        self.tlc_result = merge_tlc([node.result() for node, _ in self._life_jobs])
+        self.blackbox_result = merge_blackbox([bb.result() for _, bb in self._life_jobs])
         for case_id, result in self.results.items():
             result.tlc = self.blackbox_result.by_case.get(
                 case_id, "nothing to check: no KRaft message of this case is in a session harness trace"
             )
-        return self.blackbox_result
+        return self.tlc_result, self.blackbox_result
 
-    def _validate_lives(self, out: Path) -> BlackBoxValidation:
+    def _out_dir(self) -> Path:
+        if self.trace_dir is not None:
+            return self.trace_dir
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="kraft-tck-tlc-"))
+        return self._tmp
+
+    def _submit_lives(self, upto: int) -> None:
+        """Start TLC on each life of the target before ``upto`` not started yet (in background threads)."""
+        if not self.tlc:
+            return
+        if self._validator is None:
+            self._validator = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kraft-tck-tlc")
+        out = self._out_dir()
         header = self._trace_header("session")
-        traces = write_session_traces(self.quorum.session, out, header, set(self.quorum.voters), self.target.node_id)
-        return validate_session_traces(traces)
+        while self._lives_submitted < upto:
+            life = self._lives_submitted
+            self._lives_submitted += 1
+            files = self.target.trace_lives[life] if life < len(self.target.trace_lives) else []
+            # the session log of that life is complete: later frames go to later lives
+            traces = write_session_traces(
+                self.quorum.session, out, header, set(self.quorum.voters), self.target.node_id, lives={life}
+            )
+            if life in self.target.unmodelled_lives:  # e.g. run as an observer: tla/ models a voter target
+                files, traces = [], []
+            self._life_jobs.append((
+                self._validator.submit(validate_node_trace, [list(files)], out / "target", 1, 600.0, life),
+                self._validator.submit(validate_session_traces, traces, 1),
+            ))  # fmt: skip
+
+    def _on_restart(self, wiped: bool) -> None:
+        self.loop.run(self._restarted(wiped), 10)
+        if wiped:
+            # the life that ended is final (its process is dead, its frames logged): validate it now
+            self._submit_lives(self.quorum.session.life)
 
     def close(self) -> None:
         try:
             self.stop_target()
         finally:
+            if self._validator is not None:
+                self._validator.shutdown(wait=True, cancel_futures=True)
             self.target.collect(self.trace_dir)
             self.loop.stop()
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
 
     def run_case(self, case_id: str, fn: ScenarioFn) -> CaseResult:
         spec = catalog().get(case_id)
@@ -322,6 +429,7 @@ class Session:
             raise LookupError(f"{case_id} is implemented but not in spec/scenarios/*.yaml; add it to the catalog")
         result = CaseResult(spec)
         self.results[case_id] = result
+        self._maybe_new_life()
         t0 = time.monotonic()
         sc = self.loop.run(self._scenario(spec))
         try:
@@ -347,6 +455,16 @@ class Session:
             if result.outcome in ("failed", "error"):
                 self.heal()
         return result
+
+    def _maybe_new_life(self) -> None:
+        """Between cases: once the current life has ``life_frames`` frames, a wiped restart starts a new
+        one (as ``heal`` does), and TLC takes the finished life in the background."""
+        if not self.life_frames or not self.tlc or not self.target.can_restart:
+            return
+        life = self.quorum.session.life
+        frames = sum(1 for e in self.quorum.session.entries if e.life == life)
+        if frames >= self.life_frames:
+            self.heal()
 
     def heal(self) -> None:
         """After a failure the target's log may no longer match any history the harness can serve (a

@@ -29,14 +29,14 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from ssl import SSLContext
 from typing import IO
 
-from kraft_tck.conformance.security import TargetSecurity
+import tenacity
+from kraft_tck.conformance.security import Login, TargetSecurity, authenticate_stream
 
 
 class TargetError(RuntimeError):
@@ -59,6 +59,8 @@ CAPABILITIES: dict[str, str] = {
     "unformatted-start": "the target starts without a cluster id and its first leader generates one "
     '(KIP-595 "Cluster Bootstrapping"); Kafka refuses to start unformatted',
     "broker-rpcs": "the target handles BrokerRegistration / BrokerHeartbeat (KIP-631)",
+    "observer": "the harness can relaunch the target as an observer: process.roles=broker, its id not in "
+    "controller.quorum.voters, the same listener (KIP-595 observers)",
 }
 #: The shipped profiles (``--target-profile NAME``); any other value is a YAML file path.
 PROFILE_NAMES = ("kafka", "reference")
@@ -182,12 +184,18 @@ class QuorumLayout:
         return dict(sorted(out.items()))
 
 
-def target_properties(layout: QuorumLayout, timeouts: Timeouts, data_dir: str | Path) -> dict[str, str]:
-    """The Kafka controller properties the target needs to join the harness's quorum."""
-    voters = ",".join(f"{vid}@{host}:{port}" for vid, (host, port) in layout.voters().items())
+def target_properties(
+    layout: QuorumLayout, timeouts: Timeouts, data_dir: str | Path, observer: bool = False
+) -> dict[str, str]:
+    """The Kafka controller properties the target needs to join the harness's quorum (``observer``: as an
+    observer, its id left out of controller.quorum.voters and process.roles=broker)."""
+    voters = ",".join(
+        f"{vid}@{host}:{port}" for vid, (host, port) in layout.voters().items()
+        if not (observer and vid == layout.target_id)
+    )
     return {
         "node.id": str(layout.target_id),
-        "process.roles": "controller",
+        "process.roles": "broker" if observer else "controller",
         "listeners": f"CONTROLLER://{layout.target_host}:{layout.target_port}",
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": voters,
@@ -245,6 +253,7 @@ def free_base_port(count: int, host: str = "127.0.0.1") -> int:
     free inside it can be taken by any outgoing connection's local end before a listener binds it)."""
     top = _ephemeral_floor() - count
     low, high = (10000, top) if top > 11000 else (20000, 60000 - count)
+    low, high = worker_stripe(low, high)
     for _ in range(200):
         base = random.randint(low, high)
         held: list[socket.socket] = []
@@ -260,6 +269,18 @@ def free_base_port(count: int, host: str = "127.0.0.1") -> int:
             for sock in held:
                 sock.close()
     raise TargetError(f"no {count} consecutive free ports on {host} between {low} and {high + count}")
+
+
+def worker_stripe(low: int, high: int) -> tuple[int, int]:
+    """The share of the port range ``low..high`` of this pytest-xdist worker (``-n N``: worker ``gwK`` of N
+    takes the K-th of N equal stripes), so that two workers never pick the same free port for their targets
+    and virtual voters between finding it free and binding it; the whole range outside xdist."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit() or not count.isdigit() or int(count) < 2:
+        return low, high
+    k, n = int(worker[2:]), int(count)
+    width = (high - low) // n
+    return low + (k % n) * width, low + (k % n + 1) * width - 16  # a base leaves room for its ports
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -278,18 +299,22 @@ def wait_listening(
     host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None, log_path: Path | None = None
 ) -> None:
     """Poll until a TCP connect succeeds; fail early (with the process's output) if it exits."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if proc is not None and proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-3000:] if log_path and log_path.exists() else ""
-            raise TargetError(
+            raise TargetError(  # not retried: tenacity retries on a False answer only
                 f"the target exited with status {proc.returncode} before listening on "
                 f"{host}:{port}; its output:\n{tail}"
             )
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
-            return
-        time.sleep(0.02)
-    raise TargetError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s; is the target up?")
+            return True
+        return False
+
+    if not tenacity.Retrying(stop=tenacity.stop_after_delay(timeout_s), wait=tenacity.wait_fixed(0.02),
+                             retry=tenacity.retry_if_result(lambda up: not up),
+                             retry_error_callback=lambda _state: False)(listening):
+        raise TargetError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s; is the target up?")
 
 
 #: Kafka's api key of Vote (KIP-595): a KRaft controller listener offers it, a broker listener does not.
@@ -390,6 +415,11 @@ class Target:
     profile: TargetProfile | None = None
     #: How to reach a secured target (``--target-command-config``); None: plaintext.
     security: TargetSecurity | None = None
+    #: Launch it as an observer (``target_properties``): a case sets this around a relaunch, then clears it.
+    observer: bool = False
+    #: Lives (wiped launches, counted from 0) that TLC does not validate: the tla/ models describe a voter
+    #: target, so a life run as an observer is judged by its case alone.
+    unmodelled_lives: set[int] = field(default_factory=set)
     _ssl: SSLContext | None = field(default=None, init=False, repr=False)
 
     def capability_missing(self, capability: str) -> str | None:
@@ -400,7 +430,7 @@ class Target:
                 f"the target profile {profile.name!r} ({profile.source}) says the target does not support it; "
                 f"if yours does, pass --target-profile FILE with '{capability}: true' under capabilities"
             )
-        if capability == "restart" and not self.can_restart:
+        if capability in ("restart", "observer") and not self.can_restart:
             return (
                 f"{self.describe()} was given by address, so the harness cannot kill -9 and relaunch it "
                 f"(profile {profile.name!r}); pass --target-cmd or --target-image (or run without --target "
@@ -431,14 +461,24 @@ class Target:
             self._ssl = self.security.client_context()
         return self._ssl
 
+    @property
+    def sasl(self) -> Login | None:
+        """The SASL login of every connection to the target (None: no SASL)."""
+        return self.security.login if self.security is not None else None
+
     async def open_connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A raw connection to the target, over TLS when it is secured (for cases that send raw bytes)."""
+        """A raw connection to the target, over TLS when it is secured and logged in when it speaks SASL (for
+        cases that send raw bytes)."""
         ctx = self.ssl
-        return await asyncio.open_connection(self.host, self.port, ssl=ctx,
-                                             server_hostname=self.host if ctx else None)
+        reader, writer = await asyncio.open_connection(self.host, self.port, ssl=ctx,
+                                                       server_hostname=self.host if ctx else None)
+        if self.sasl is not None:
+            await authenticate_stream(reader, writer, self.sasl, f"{self.host}:{self.port}", 10.0)
+        return reader, writer
 
     def describe(self) -> str:
-        return f"node {self.node_id} at {self.host}:{self.port}" + (" (TLS)" if self.ssl else "")
+        secured = "SASL_SSL" if self.ssl and self.sasl else "TLS" if self.ssl else "SASL" if self.sasl else ""
+        return f"node {self.node_id} at {self.host}:{self.port}" + (f" ({secured})" if secured else "")
 
     def start(self) -> None:
         wait_listening(self.host, self.port, 10)
@@ -507,7 +547,7 @@ class CommandTarget(Target):
 
     def write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = target_properties(self.layout, self.timeouts, self.data_dir)
+        props = target_properties(self.layout, self.timeouts, self.data_dir, self.observer)
         self.config_path.write_text(render_properties(props, header="kraft-tck conformance target"), "utf-8")
 
     def start(self, formatted: bool = True) -> None:
@@ -645,7 +685,7 @@ class ContainerTarget(Target):
 
         data = self.workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
-        props = target_properties(self.layout, self.timeouts, "/var/lib/kraft")
+        props = target_properties(self.layout, self.timeouts, "/var/lib/kraft", self.observer)
         (self.workdir / "server.properties").write_text(render_properties(props), "utf-8")
         c = DockerContainer(self.image)
         c.with_kwargs(network_mode="host")

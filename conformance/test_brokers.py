@@ -82,7 +82,7 @@ class Broker:
             return self.client
         t = self.sc.target
         client = KafkaClient(t.host, t.port, client_id=f"kraft-tck-broker-{self.broker_id}", observer=self._observe,
-                             ssl=t.ssl)
+                             ssl=t.ssl, sasl=t.sasl)
         await client.connect(timeout_s=self.sc.q.request_timeout_s)
         missing = [name for key, name in BROKER_APIS.items() if key not in client.versions]
         if missing:

@@ -168,7 +168,8 @@ async def test_never_below_high_watermark(sc: Scenario) -> None:
 
 async def answers_connections(sc: Scenario) -> bool:
     """Whether the target still accepts a connection and answers ApiVersions (a halted one does not)."""
-    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe", ssl=sc.target.ssl)
+    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe", ssl=sc.target.ssl,
+                        sasl=sc.target.sasl)
     try:
         await probe.connect(timeout_s=2)
     except (RequestError, OSError, TimeoutError):

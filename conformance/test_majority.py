@@ -37,7 +37,12 @@ async def campaign(sc: Scenario, granting: list[int], silent: bool = False) -> F
     target = sc.target_id
     for vid, voter in sc.q.voters.items():
         voter.vote_policy = grant_to(target) if vid in granting else refuse_all
-    if silent:
+    if silent and await sc.target_pre_vote():
+        # KIP-996: a target that nobody answers never gets past its pre-vote; the voters answer (and grant)
+        # its pre-votes and hold only its real Votes.
+        for vid in sc.virtual_ids:
+            sc.q.silence_votes(vid)
+    elif silent:
         for vid in sc.virtual_ids:
             sc.q.partition(vid)
     mark = sc.frames.mark()
@@ -58,7 +63,13 @@ async def campaign(sc: Scenario, granting: list[int], silent: bool = False) -> F
 def answers(sc: Scenario, epoch: int, start: int) -> dict[int, bool]:
     """The virtual voters' answers to the target's Vote requests of ``epoch``: voter -> granted."""
     out: dict[int, bool] = {}
+    # KIP-996: answers to the target's pre-votes (Vote v2 PreVote=true, possibly of the same epoch when it
+    # retries from Prospective) are no votes: matched to their requests by correlation id and left out.
+    pre_votes = {(f.dst, f.correlation_id) for f in sc.frames.select(
+        lambda f: sc.from_target("Vote")(f) and bool(f.part.get("PreVote")), start)}
     for f in sc.frames.select(lambda f: f.api == "Vote" and f.kind == "response" and f.dst == sc.target_id, start):
+        if (f.src, f.correlation_id) in pre_votes:
+            continue
         if int(f.part.get("LeaderEpoch", -1)) == epoch and f.src not in out:
             out[f.src] = bool(f.part.get("VoteGranted"))
     return out

@@ -15,7 +15,9 @@ async def next_election(sc: Scenario, first: Frame, why: str) -> None:
     epoch = int(first.part["CandidateEpoch"])
     bound = election_window_ms(sc)
     nxt = await sc.expect_frame(
-        lambda f: sc.from_target("Vote")(f) and int(f.part.get("CandidateEpoch", -1)) != epoch,
+        # a pre-vote (KIP-996, Vote v2 PreVote=true) is no election of its own
+        lambda f: (sc.from_target("Vote")(f) and not f.part.get("PreVote")
+                   and int(f.part.get("CandidateEpoch", -1)) != epoch),
         bound,
         f"a candidate whose election failed ({why}) starts a new election in a bumped epoch",
         f"Vote(epoch={epoch + 1}) within {bound:.0f} ms (2 x election.timeout + backoff + request timeout + slack)",

@@ -24,7 +24,10 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
     writer.write(data)
     await writer.drain()
     if hang_up:
-        writer.write_eof()  # the rest of the frame never comes
+        if writer.can_write_eof():
+            writer.write_eof()  # the rest of the frame never comes
+        else:
+            writer.close()  # TLS cannot half-close: the connection ends there (the frame still never comes)
     outcome = "nothing"
     try:
         got = await asyncio.wait_for(reader.read(4), sc.bound_ms(sc.timeouts.request_timeout_ms) / 1000)
@@ -43,7 +46,8 @@ async def abuse(sc: Scenario, name: str, data: bytes, hang_up: bool = False) -> 
             "an error response or the connection closed",
             f"{outcome} within the request timeout",
         )
-    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe", ssl=sc.target.ssl)
+    probe = KafkaClient(sc.target.host, sc.target.port, client_id="kraft-tck-probe", ssl=sc.target.ssl,
+                        sasl=sc.target.sasl)
     try:
         await probe.connect(timeout_s=2)
     except RequestError as exc:

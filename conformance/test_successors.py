@@ -8,14 +8,17 @@ order asked for is not the order of the ids."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.cases import case
 from kraft_tck.conformance.catalog import Clause
 from kraft_tck.conformance.scenario import KAFKA, Scenario
 from kraft_tck.conformance.test_leaderprogress import CHECK_QUORUM_FACTOR, declared_factor, gives_up
 
 ORDER = Clause("KIP-595", "EndQuorumEpoch", "PreferredSuccessors")
+FIRST = Clause("KIP-595", "EndQuorumEpoch Request Handling", "first preferred successor: no back-off")
 #: spec/kafka-behaviour.yaml: KIP-595 asks for a list sorted by preference; which preference is Kafka's
 #: choice (every other voter, highest fetch offset first).
 ROW_ORDER = "end.successor-order"
@@ -91,3 +94,41 @@ async def test_most_caught_up_first(sc: Scenario) -> None:
         level=KAFKA,
         kafka=ROW_ORDER,
     )
+
+
+#: Kafka's default controller.quorum.election.backoff.max.ms: long enough that a first successor which
+#: backed off could not hide inside the bound below (the harness's usual 100 ms could).
+LONG_BACKOFF_MS = 1000
+
+
+@case("KIP-595/Successors/2")
+async def test_first_successor_never_backs_off(sc: Scenario) -> None:
+    sc.require("restart", f"relaunch the target with controller.quorum.election.backoff.max.ms={LONG_BACKOFF_MS}")
+    target = sc.target
+    usual = target.timeouts
+    target.timeouts = replace(usual, election_backoff_max_ms=LONG_BACKOFF_MS)
+    try:
+        await sc.restart_target()  # the same directory, the properties rewritten with the long backoff
+        a = sc.virtual_ids[0]
+        epoch = await sc.make_follower(a)
+        await sc.catch_up(a, epoch)
+        mark = sc.frames.mark()
+        others = [v for v in sc.virtual_ids if v != a]
+        resp = await sc.call("EndQuorumEpoch is answered", sc.v(0).end_quorum_epoch(epoch, [sc.target_id, *others]))
+        err = int(resp.get("ErrorCode", 0)) or int(B.partition(resp).get("ErrorCode", 0))
+        sc.check(err == 0, "EndQuorumEpoch from the leader of the current epoch is accepted", "ErrorCode NONE",
+                 B.describe("EndQuorumEpoch", "response", resp), FIRST)
+        bound = sc.timeouts.election_ms // 2 + 250
+        await sc.expect_frame(
+            lambda f: sc.from_target("Vote")(f) and f.part.get("CandidateEpoch") == epoch + 1,
+            bound,
+            f"the first preferred successor, configured with election.backoff.max.ms={LONG_BACKOFF_MS}, stands "
+            "at once: the back-off is for the later successors only (Kafka's endEpochElectionBackoff: 0 for "
+            "position 0)",
+            f"Vote(epoch={epoch + 1}) within {bound} ms (< {LONG_BACKOFF_MS} ms)",
+            mark,
+            FIRST,
+        )
+    finally:
+        target.timeouts = usual
+        await sc.restart_target()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any
 
+from kraft_tck.conformance.security import SASL_RANGES, Login, SaslAccounts, SaslFailed, SaslServerSession, authenticate
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError, Errors, UnsupportedVersionError
 from kraft_tck.spec.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
@@ -56,7 +57,7 @@ class RequestError(Exception):
 
 
 @dataclass(frozen=True)
-class Request:
+class ServerRequest:
     """One decoded request as a server's handler sees it."""
 
     api_key: int
@@ -69,7 +70,7 @@ class Request:
 
 #: A handler answers a request with a body, or None to close the connection without answering; it may
 #: answer at once or return an awaitable of the answer.
-Handler = Callable[[Request], "Body | Awaitable[Body | None] | None"]
+Handler = Callable[[ServerRequest], "Body | Awaitable[Body | None] | None"]
 
 
 def api_versions_response(ranges: Mapping[int, tuple[int, int]], error: int = Errors.NONE) -> Body:
@@ -95,10 +96,12 @@ class KafkaClient:
         observer: FrameObserver | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         ssl: SSLContext | None = None,
+        sasl: Login | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.ssl = ssl  # TLS to a secured target (conformance/security.py)
+        self.sasl = sasl  # SASL login to a secured target, right after ApiVersions
         self.client_id = client_id
         self.observer = observer
         self.max_frame_bytes = max_frame_bytes
@@ -132,6 +135,15 @@ class KafkaClient:
         self._reading = asyncio.create_task(self._read_responses(reader), name=f"kraft-tck-client {self.peer}")
         if negotiate:
             await self._negotiate(timeout_s)
+        if self.sasl is not None:  # SASL frames are transport: the observer does not see them
+            observer, self.observer = self.observer, None
+            try:
+                await authenticate(lambda k, v, b: self.request(k, v, b, timeout_s), self.sasl, self.peer)
+            except SaslFailed as exc:
+                self._end(RequestError(str(exc)))
+                raise RequestError(str(exc)) from None
+            finally:
+                self.observer = observer
 
     async def _negotiate(self, timeout_s: float) -> None:
         version = codec.supported_versions(API_VERSIONS)[1]
@@ -263,11 +275,15 @@ class KafkaServer:
         observer: FrameObserver | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         ssl: SSLContext | None = None,
+        sasl: SaslAccounts | None = None,
     ) -> None:
         self._handler = handler
         self._ssl = ssl
+        self._sasl = sasl  # SASL the target must log in with (conformance/security.py)
         #: what this server serves (ApiVersions itself included), as its ApiVersions answer says
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
+        if sasl is not None:
+            self.api_ranges.update(SASL_RANGES)
         self._host = host
         self._port = port
         self._observer = observer
@@ -317,6 +333,7 @@ class KafkaServer:
         peer = f"{name[0]}:{name[1]}" if name else "?"
         slots: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue()
         sending = self._track(self._write_answers(slots, writer, peer), f"kraft-tck-server-writer {peer}")
+        session = self._sasl.session() if self._sasl is not None else None
         try:
             while True:
                 try:
@@ -326,9 +343,9 @@ class KafkaServer:
                     break
                 if payload is None:
                     break
-                slot = self._answer(payload, peer)
+                slot = self._answer(payload, peer, session)
                 slots.put_nowait(slot)
-                if slot.done() and slot.result() is None:
+                if (slot.done() and slot.result() is None) or (session is not None and session.closing):
                     break  # the connection closes there: read no more
         except (ConnectionError, OSError):
             pass
@@ -340,7 +357,8 @@ class KafkaServer:
             if me is not None:
                 self._tasks.discard(me)
 
-    def _answer(self, payload: bytes, peer: str) -> asyncio.Future[bytes | None]:
+    def _answer(self, payload: bytes, peer: str,
+                session: SaslServerSession | None = None) -> asyncio.Future[bytes | None]:
         """The slot of one request's answer: a finished future, or a task running the handler."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes | None] = loop.create_future()
@@ -359,7 +377,7 @@ class KafkaServer:
             log.debug("closing %s: malformed request: %s", peer, exc)
             done.set_result(None)
             return done
-        req = Request(
+        req = ServerRequest(
             api_key=int(header["RequestApiKey"]),
             api_version=int(header["RequestApiVersion"]),
             correlation_id=int(header["CorrelationId"]),
@@ -367,6 +385,17 @@ class KafkaServer:
             body=body,
             peer=peer,
         )
+        if session is not None and req.api_key != API_VERSIONS and (
+                not session.authenticated or req.api_key in SASL_RANGES):
+            # Before the login only ApiVersions and the SASL apis (Kafka's SaslServerAuthenticator); those
+            # are transport, not protocol: the observer does not see them.
+            if req.api_key not in SASL_RANGES:
+                log.debug("closing %s: api key %d before the SASL login", peer, req.api_key)
+                done.set_result(None)
+                return done
+            answer = session.handle(req.api_key, body)
+            done.set_result(codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer))
+            return done
         if self._observer:
             self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
         if req.api_key == API_VERSIONS:
@@ -379,7 +408,7 @@ class KafkaServer:
             return done
         return self._track(self._run_handler(req), f"kraft-tck-handler {peer} #{req.correlation_id}")
 
-    async def _run_handler(self, req: Request) -> bytes | None:
+    async def _run_handler(self, req: ServerRequest) -> bytes | None:
         try:
             answer = self._handler(req)
             if inspect.isawaitable(answer):
@@ -393,7 +422,7 @@ class KafkaServer:
             return None
         return self._frame(req, answer)
 
-    def _frame(self, req: Request, answer: Body) -> bytes | None:
+    def _frame(self, req: ServerRequest, answer: Body) -> bytes | None:
         try:
             frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
         except Exception:

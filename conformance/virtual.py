@@ -30,7 +30,8 @@ from ssl import SSLContext
 from typing import Any
 
 from kraft_tck.conformance import bodies as B
-from kraft_tck.conformance.transport import KafkaClient, KafkaServer, Request, RequestError
+from kraft_tck.conformance.security import Login, SaslAccounts
+from kraft_tck.conformance.transport import KafkaClient, KafkaServer, RequestError, ServerRequest
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import ControlType, RecordBatch, control_batch, data_batch
@@ -333,6 +334,9 @@ VotePolicy = Callable[[int, int, dict[str, Any]], bool]
 #: Overrides a virtual leader's Fetch answer: (request body, version) -> response body, or None for the
 #: normal answer.
 FetchHook = Callable[[dict[str, Any], int], dict[str, Any] | None]
+#: Overrides a virtual voter's Vote answer the same way (e.g. a top-level UNSUPPORTED_VERSION: a voter that
+#: cannot take a pre-vote, KIP-996's mixed-version case).
+VoteHook = Callable[[dict[str, Any], int], dict[str, Any] | None]
 
 
 def refuse_all(_candidate: int, _epoch: int, _part: dict[str, Any]) -> bool:
@@ -356,6 +360,8 @@ class TargetAddress:
     port: int
     #: TLS to a secured target (``--target-command-config``); None: plaintext
     ssl: SSLContext | None = None
+    #: SASL login to a secured target; None: none
+    sasl: Login | None = None
 
 
 @dataclass
@@ -366,7 +372,16 @@ class VirtualVoter:
     port: int
     vote_policy: VotePolicy = refuse_all
     partitioned: bool = False  # requests from the target are held, then the connection is closed
+    #: the target's real Votes (not its pre-votes) get no answer (the connection is closed on them): a
+    #: candidate nobody answers, reached through a pre-vote the voters did answer (KIP-996)
+    silent_votes: bool = False
     fetch_hook: FetchHook | None = None
+    #: KIP-996: decides a pre-vote (Vote v2 PreVote=true) as (candidate, its current epoch, partition) ->
+    #: granted?; None: the harness's rule (``_pre_vote_granted``). A pre-vote never records a vote.
+    pre_vote_policy: VotePolicy | None = None
+    vote_hook: VoteHook | None = None
+    #: the epoch this voter resigned with EndQuorumEpoch (-1: none): a resigned leader is no live leader
+    resigned_epoch: int = -1
     votes: dict[int, int] = field(default_factory=dict)  # epoch -> candidate: a virtual voter votes once
     server: KafkaServer | None = None
     client: KafkaClient | None = None
@@ -378,7 +393,7 @@ class VirtualVoter:
         lo, hi = ranges[B.FETCH]
         ranges[B.FETCH] = (max(lo, B.MIN_FETCH_VERSION), hi)
         self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server,
-                                  ssl=self.quorum.server_ssl)
+                                  ssl=self.quorum.server_ssl, sasl=self.quorum.server_sasl)
         try:
             await self.server.start()
         except OSError as exc:
@@ -419,16 +434,26 @@ class VirtualVoter:
 
     # ---------------------------------------------------------------- serving the target
 
-    async def _handle(self, req: Request) -> dict[str, Any] | None:
+    async def _handle(self, req: ServerRequest) -> dict[str, Any] | None:
         q = self.quorum
+        part = B.partition_or_none(req.body) or {}
+        if self.silent_votes and req.api_key == B.VOTE and not part.get("PreVote"):
+            # No answer to a real Vote; the connection is dropped at once (holding the request would hold the
+            # answers to the pre-votes behind it too: a connection answers in order).
+            return None
         if self.partitioned:
             # A partition: nothing comes back. Hold the request, then drop the connection.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(q.wait_unpartitioned(self), 10)
             return None
-        part = B.partition_or_none(req.body) or {}
         if req.api_key == B.VOTE:
+            if self.vote_hook is not None:
+                scripted = self.vote_hook(req.body, req.api_version)
+                if scripted is not None:
+                    return scripted
             cand, epoch = int(part.get("CandidateId", -1)), int(part.get("CandidateEpoch", -1))
+            if part.get("PreVote"):
+                return self._answer_pre_vote(cand, epoch, part)
             granted = False
             if epoch > q.leader_epoch_of(self.node_id) and self.votes.get(epoch, cand) == cand:
                 granted = self.vote_policy(cand, epoch, part)
@@ -445,6 +470,25 @@ class VirtualVoter:
         if req.api_key == B.DESCRIBE_QUORUM:
             return B.describe_quorum_response(q.leader_id, q.known_epoch, Errors.NOT_LEADER_OR_FOLLOWER)
         return None
+
+    def _answer_pre_vote(self, cand: int, epoch: int, part: dict[str, Any]) -> dict[str, Any]:
+        """KIP-996 pre-vote, in the candidate's current epoch: answered, nothing recorded (no vote, Kafka 4.x
+        ``canGrantVote(..., isPreVote=true)``). The harness's rule unless ``pre_vote_policy`` decides: a
+        virtual voter that follows a live virtual leader (one not partitioned) refuses and names it, as a
+        Kafka follower that has fetched does (``FollowerState.canGrantVote``), while one that resigned with
+        EndQuorumEpoch grants (``ResignedState.canGrantVote``) and so do the rest; a stale epoch is fenced;
+        otherwise granted, the log check being left to the scenario's real vote policy (so a target that
+        loses a real election still gets to try again, as cases without pre-vote expect)."""
+        q = self.quorum
+        lead = q.leader_id
+        live = (lead not in (-1, q.target.node_id) and lead in q.voters and not q.voters[lead].partitioned
+                and q.voters[lead].resigned_epoch != q.leader_epoch)
+        if epoch < q.leader_epoch_of(self.node_id) and lead != -1:
+            return B.election_response(B.VOTE, lead, q.leader_epoch, error=Errors.FENCED_LEADER_EPOCH, granted=False)
+        granted = self.pre_vote_policy(cand, epoch, part) if self.pre_vote_policy is not None else not live
+        if live:
+            return B.election_response(B.VOTE, lead, max(epoch, q.leader_epoch), granted=granted)
+        return B.election_response(B.VOTE, -1, max(epoch, q.known_epoch), granted=granted)
 
     async def _serve_fetch(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         """KIP-595 "Fetch Request Handling" as a correct leader (or a NOT_LEADER_OR_FOLLOWER non-leader)."""
@@ -489,7 +533,8 @@ class VirtualVoter:
             await self.client.close()
         t = self.quorum.target
         client = KafkaClient(
-            t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}", observer=self._observe_client, ssl=t.ssl
+            t.host, t.port, client_id=f"kraft-tck-harness-{self.node_id}", observer=self._observe_client, ssl=t.ssl,
+            sasl=t.sasl,
         )
         await client.connect(timeout_s=self.quorum.request_timeout_s)
         self.client = client
@@ -510,12 +555,24 @@ class VirtualVoter:
         return version, resp
 
     async def vote(
-        self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default", candidate: int | None = None
+        self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default", candidate: int | None = None,
+        pre_vote: bool = False,
     ) -> dict[str, Any]:
+        """A Vote to the target; ``pre_vote``: KIP-996's (Vote v2 PreVote=true; ``epoch`` is then the voter's
+        current epoch). A pre-vote needs a target that advertises Vote v2 (a HarnessError otherwise)."""
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         cand = self.node_id if candidate is None else candidate
         t = self.quorum.target.node_id
-        _, resp = await self.request(B.VOTE, lambda _v: B.vote_request(cid, epoch, cand, last_epoch, last_offset, t))
+
+        def build(version: int) -> dict[str, Any]:
+            body = B.vote_request(cid, epoch, cand, last_epoch, last_offset, t)
+            if pre_vote:
+                if version < 2:
+                    raise HarnessError(f"a pre-vote needs Vote v2; the target speaks v{version}")
+                body["Topics"][0]["Partitions"][0]["PreVote"] = True
+            return body
+
+        _, resp = await self.request(B.VOTE, build)
         return resp
 
     async def begin_quorum_epoch(self, epoch: int, cluster_id: Any = "default") -> dict[str, Any]:
@@ -528,6 +585,7 @@ class VirtualVoter:
 
     async def end_quorum_epoch(self, epoch: int, successors: list[int], cluster_id: Any = "default") -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        self.resigned_epoch = epoch  # before the target can act on it: its pre-votes may come at once
         _, resp = await self.request(
             B.END_QUORUM_EPOCH, lambda v: B.end_quorum_epoch_request(cid, self.node_id, epoch, successors, v)
         )
@@ -596,9 +654,11 @@ class Quorum:
         host: str,
         request_timeout_s: float = 2.0,
         server_ssl: SSLContext | None = None,
+        server_sasl: SaslAccounts | None = None,
     ) -> None:
         self.target = target
         self.server_ssl = server_ssl  # the virtual voters' listeners serve TLS to a secured target
+        self.server_sasl = server_sasl  # ... and SASL, accepting these logins
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
         self.log = VLog()
@@ -670,6 +730,10 @@ class Quorum:
             self._unpartitioned.set()
             self._unpartitioned = asyncio.Event()
 
+    def silence_votes(self, voter_id: int, on: bool = True) -> None:
+        """Answer none of the target's real Votes to ``voter_id`` (its pre-votes are): see ``silent_votes``."""
+        self.voters[voter_id].silent_votes = on
+
     async def wait_unpartitioned(self, voter: VirtualVoter) -> None:
         while voter.partitioned:
             await self._unpartitioned.wait()
@@ -693,8 +757,12 @@ class Quorum:
         for v in self.voters.values():
             v.vote_policy = refuse_all
             v.fetch_hook = None
+            v.pre_vote_policy = None
+            v.vote_hook = None
+            v.resigned_epoch = -1
             if v.partitioned:
                 self.partition(v.node_id, False)
+            v.silent_votes = False
         if self.leader_id != -1:
             self.set_leader(-1, -1)
         self.frames = FrameLog()

@@ -323,9 +323,6 @@ def cluster_restart_cmd(node_id: int, base_dir: str, timeout_ms: int) -> None:
 
 # ---------------------------------------------------------------------------------------------- quorum
 
-#: Properties of --command-config this plaintext-only client cannot honour: it refuses them rather than
-#: connect otherwise than asked.
-_SECURE_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass
@@ -349,6 +346,13 @@ class _QuorumOptions:
         timeout_ms = self.timeout_ms
         if self.command_config is not None:
             props = _command_config(self.command_config)
+            from kraft_tck.reference.quorum_client import CLIENT_SECURITY
+            from kraft_tck.reference.security import SecurityConfigError, client_security
+
+            try:  # security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config: every connection of the command
+                CLIENT_SECURITY.set(client_security(props, self.command_config))
+            except SecurityConfigError as exc:
+                raise click.ClickException(str(exc)) from exc
             for key in ("default.api.timeout.ms", "request.timeout.ms"):
                 if key in props and props[key].strip().isdigit():
                     timeout_ms = int(props[key])
@@ -360,20 +364,13 @@ class _QuorumOptions:
 
 
 def _command_config(path: str) -> dict[str, str]:
-    """--command-config: Kafka's message for a missing file; a security setting this client cannot honour
-    (it speaks plaintext only) is refused in one line."""
+    """--command-config: Kafka's message for a missing file; the properties otherwise."""
     if not Path(path).exists():
         raise TerseError(f"Properties file {path} does not exists!")  # sic: Kafka's text
     try:
         props = load_properties(path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT":
-        why = "" if protocol in _SECURE_PROTOCOLS else " (not a security protocol Kafka knows)"
-        raise click.ClickException(
-            f"{path}: security.protocol={props['security.protocol']}{why} cannot be honoured: kraft-tck quorum "
-            f"speaks PLAINTEXT only; use Kafka's kafka-metadata-quorum for a secured listener")
     return props
 
 
@@ -385,8 +382,9 @@ def _command_config(path: str) -> dict[str, str]:
               help="A comma-separated list of host:port pairs of brokers (which answer DescribeQuorum for "
                    "the controllers); the same requests as --bootstrap-controller.")
 @click.option("--command-config", type=click.Path(dir_okay=False),
-              help="Property file of client settings (request.timeout.ms, default.api.timeout.ms); "
-                   "PLAINTEXT only: another security.protocol is refused.")
+              help="Property file of client settings (request.timeout.ms, default.api.timeout.ms, and Kafka's "
+                   "security.protocol, ssl.* with PEM or PKCS12 stores, sasl.mechanism PLAIN/SCRAM-SHA-256/512, "
+                   "sasl.jaas.config).")
 @click.option("--timeout-ms", type=int, default=5000, show_default=True, help="Request timeout.")
 @click.pass_context
 def quorum_cmd(ctx: click.Context, bootstrap_controller: str | None, bootstrap_server: str | None,
@@ -428,7 +426,14 @@ def describe_cmd(obj: _QuorumOptions, status: bool, replication: bool, human_rea
     """Describe the metadata quorum (DescribeQuorum, KIP-595 and KIP-836), as kafka-metadata-quorum does.
 
     Exactly one of --status and --replication (or --brokers)."""
-    from kraft_tck.reference.quorum_client import QuorumError, describe_sync, render_replication, render_status
+    from kraft_tck.reference.quorum_client import (
+        BROKER_ENDPOINTS,
+        CONTROLLER_ENDPOINTS,
+        QuorumError,
+        describe_sync,
+        render_replication,
+        render_status,
+    )
 
     endpoints, timeout_s = obj.connection()
     if brokers:
@@ -451,13 +456,18 @@ def describe_cmd(obj: _QuorumOptions, status: bool, replication: bool, human_rea
     if not status and not replication:
         raise TerseError("One of --status or --replication must be specified with describe sub-command")
     try:
-        info = describe_sync(endpoints, timeout_s, with_cluster_id=status)
+        # Kafka's admin client asks DescribeCluster for the kind of node it was bootstrapped with (KIP-919).
+        kind = BROKER_ENDPOINTS if obj.bootstrap_server is not None else CONTROLLER_ENDPOINTS
+        info = describe_sync(endpoints, timeout_s, with_cluster_id=status, endpoint_type=kind)
         if status:
             click.echo(render_status(info))
             if info.cluster_id is None:
-                # Kafka's tool reads it with DescribeCluster (KIP-919), which this node does not answer.
-                click.echo("kraft-tck quorum: ClusterId unknown: the leader does not answer DescribeCluster "
-                           "(api key 60); its meta.properties has it", err=True)
+                # Kafka's tool reads it with DescribeCluster (KIP-919); the reference node answers it for
+                # controllers. A node that does not serve api key 60, or refuses the kind asked for, leaves
+                # Java's "null" and this note.
+                asked = "brokers" if kind == BROKER_ENDPOINTS else "controllers"
+                click.echo(f"kraft-tck quorum: ClusterId unknown: the leader gave none to DescribeCluster (api key "
+                           f"60) for {asked}; its meta.properties has it", err=True)
         else:
             click.echo(render_replication(info, human_readable, now_ms=int(time.time() * 1000)))
     except QuorumError as exc:
@@ -474,13 +484,15 @@ ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 def _voter_change_unavailable(obj: _QuorumOptions, api_key: int, name: str) -> click.ClickException:
     """Why the change cannot be made: the leader does not serve the RPC, or this kit cannot send it."""
     from kraft_tck.reference.net import KafkaClient, RequestError
-    from kraft_tck.reference.quorum_client import QuorumError, find_leader
+    from kraft_tck.reference.quorum_client import CLIENT_SECURITY, QuorumError, find_leader
 
     endpoints, timeout_s = obj.connection()
 
     async def advertised() -> tuple[str, bool]:
         (host, port), _ = await find_leader(endpoints, timeout_s)
-        client = KafkaClient(host, port, client_id="kraft-tck-quorum")
+        security = CLIENT_SECURITY.get()
+        client = KafkaClient(host, port, client_id="kraft-tck-quorum",
+                             ssl=security.ssl_context if security else None, sasl=security.sasl if security else None)
         try:
             await client.connect(timeout_s)
             return f"{host}:{port}", api_key in client.versions

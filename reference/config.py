@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import javaproperties
+from kraft_tck.reference import security as _security
+
 log = logging.getLogger("kraft_tck.reference.config")
 
 
@@ -27,89 +30,32 @@ class ConfigError(ValueError):
 
 # ------------------------------------------------------------------------------------------ .properties
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Join continuation lines (an odd number of trailing backslashes), as java.util.Properties does.
-
-    Returns (first physical line number, logical line) pairs, comments and blank lines dropped.
-    """
-    out: list[tuple[int, str]] = []
-    pending: str | None = None
-    start = 0
-    # Only \n, \r and \r\n end a line in a .properties file (str.splitlines also splits on \v, \x1c...).
-    for lineno, raw in enumerate(_LINE_BREAK.split(text), start=1):
-        line = raw.lstrip(" \t\f")
-        if pending is None:
-            if not line or line[0] in "#!":
-                continue
-            start = lineno
-            pending = ""
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        out.append((start, pending + line))
-        pending = None
-    if pending is not None:  # a continuation on the very last line: Java keeps what it has
-        out.append((start, pending))
-    return out
-
-
-def _unescape(s: str, where: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c != "\\" or i + 1 == len(s):
-            out.append(c)
-            i += 1
-            continue
-        nxt = s[i + 1]
-        if nxt == "u":
-            digits = s[i + 2 : i + 6]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigError(f"{where}: malformed \\uXXXX escape {s[i : i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _split_key(line: str) -> tuple[str, str]:
-    """Split a logical line at the first unescaped ``=``, ``:`` or whitespace (Java's rule)."""
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # only these end a line in a .properties file (not \v, \x1c...)
 
 
 def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
-    """Parse ``.properties`` text: ``#``/``!`` comments, ``key=value``, ``key: value``, ``key value``,
-    backslash continuations and the escapes ``\\t \\n \\r \\f \\uXXXX \\<char>``. Later keys win."""
+    """Parse ``.properties`` text as ``java.util.Properties.load`` does (the ``javaproperties`` library):
+    ``#``/``!`` comments, ``key=value``, ``key: value``, ``key value``, backslash continuations and the
+    escapes ``\\t \\n \\r \\f \\uXXXX \\<char>``. Later keys win.
+
+    Unlike Java, an empty key and a malformed ``\\u`` escape are refused: :class:`ConfigError` names
+    ``source:line``."""
     props: dict[str, str] = {}
-    for lineno, line in _logical_lines(text):
-        where = f"{source}:{lineno}"
-        raw_key, raw_value = _split_key(line)
-        key = _unescape(raw_key, where)
-        if not key:
-            raise ConfigError(f"{where}: line {line!r} has a value but no key")
-        props[key] = _unescape(raw_value, where)
-    return props
+    lineno = 1  # where the element being read starts
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            element = next(elements, None)
+        except javaproperties.InvalidUEscapeError as exc:
+            raise ConfigError(f"{source}:{lineno}: malformed \\uXXXX escape {exc.escape!r}") from None
+        if element is None:
+            return props
+        if isinstance(element, javaproperties.KeyValue):
+            if not element.key:
+                line = _LINE_BREAK.sub("", element.source)
+                raise ConfigError(f"{source}:{lineno}: line {line!r} has a value but no key")
+            props[element.key] = element.value
+        lineno += len(_LINE_BREAK.findall(element.source))
 
 
 def load_properties(path: str | Path) -> dict[str, str]:
@@ -253,6 +199,11 @@ _INT_SETTINGS: tuple[tuple[str, str, int, int], ...] = (
     ("reference.log.cache.bytes", "log_cache_bytes", 8 * 1024 * 1024, 0),
 )
 _ROLES = ("broker", "controller")
+#: This node's own switch, not a Kafka key: ``true`` runs elections as Kafka 4.x (KIP-996 pre-vote, the
+#: Prospective state, Vote v0-2 advertised); ``false`` as Kafka 3.9 (no pre-vote, Vote v0-1 only), for the
+#: simulator's comparison and the mixed-version conformance cases.
+PRE_VOTE_KEY = "reference.quorum.pre.vote"
+PRE_VOTE_DEFAULT = False
 # Keys read by from_properties besides the integer settings above.
 _OTHER_KEYS = frozenset(
     {
@@ -265,6 +216,7 @@ _OTHER_KEYS = frozenset(
         "metadata.log.dir",
         "process.roles",
         "listener.security.protocol.map",
+        PRE_VOTE_KEY,
     }
 )
 #: The TLS settings this node honours (Kafka's names; each may also be given per listener as
@@ -280,14 +232,17 @@ SSL_KEYS = (
     "ssl.client.auth",
     "ssl.endpoint.identification.algorithm",
 )
-KNOWN_KEYS = _OTHER_KEYS | {k for k, *_ in _INT_SETTINGS} | set(SSL_KEYS)
+KNOWN_KEYS = _OTHER_KEYS | {k for k, *_ in _INT_SETTINGS} | set(SSL_KEYS) | _security.SECURITY_KEYS
 #: Security settings this node cannot honour yet: a config naming one stops the node (serving without
 #: what it asks for would be a silent downgrade). ``ssl.*`` keys outside SSL_KEYS count too.
 _UNSUPPORTED_SECURITY = re.compile(
     r"^(?:listener\.name\.[^.]+\.)?(?:sasl\..*|ssl\..*|[a-z0-9._-]*\.sasl\.jaas\.config)$"
-    r"|^(?:authorizer\.class\.name|super\.users|principal\.builder\.class|allow\.everyone\.if\.no\.acl\.found"
-    r"|security\.inter\.broker\.protocol|sasl\.mechanism\.controller\.protocol|early\.start\.listeners)$"
+    r"|^(?:security\.inter\.broker\.protocol|early\.start\.listeners)$"
 )
+#: SASL keys :func:`security.parse_sasl` reads, in their per-listener forms as well.
+_SASL_READ = re.compile(r"^(?:listener\.name\.[^.]+\.)?"
+                        r"(?:sasl\.enabled\.mechanisms|(?:[a-z0-9-]+\.)?sasl\.jaas\.config)$"
+                        r"|^sasl\.mechanism\.controller\.protocol$")
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _CLIENT_AUTH = ("required", "requested", "none")
 
@@ -322,15 +277,22 @@ class NodeConfig:
     socket_request_max_bytes: int = 104857600
     broker_session_timeout_ms: int = 9000
     log_cache_bytes: int = 8 * 1024 * 1024
+    #: reference.quorum.pre.vote (this node's own key): KIP-996 pre-vote as Kafka 4.x, or Kafka 3.9's elections.
+    pre_vote: bool = PRE_VOTE_DEFAULT
     connections_max_idle_ms: int = 600000
     queued_max_request_bytes: int = -1
     process_roles: tuple[str, ...] = ()
     #: The controller listener's security protocol (listener.security.protocol.map): PLAINTEXT or SSL.
     security_protocol: str = "PLAINTEXT"
-    #: The TLS settings when security_protocol is SSL.
+    #: The TLS settings when security_protocol is SSL or SASL_SSL.
     ssl: SslSettings | None = None
+    #: The SASL settings when security_protocol is SASL_SSL or SASL_PLAINTEXT (reference/security.py).
+    sasl: _security.SaslSettings | None = None
+    #: authorizer.class.name and its ACLs; None: every request is authorized (Kafka without an authorizer).
+    authorizer: _security.AuthorizerSettings | None = None
     # Keys this node does not interpret (Kafka configs carry many), kept verbatim.
-    extra: Mapping[str, str] = field(default_factory=dict)
+    # (Not in repr: the SASL keys kept here carry JAAS passwords.)
+    extra: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def voter_ids(self) -> frozenset[int]:
@@ -394,6 +356,12 @@ class NodeConfig:
             )
 
         ints = {attr: _int_setting(props, key, default, lo) for key, attr, default, lo in _INT_SETTINGS}
+        raw_pre_vote = props.get(PRE_VOTE_KEY)
+        pre_vote = PRE_VOTE_DEFAULT
+        if raw_pre_vote is not None:
+            if raw_pre_vote.strip().lower() not in ("true", "false"):
+                raise ConfigError(f"{PRE_VOTE_KEY}: expected true or false, got {raw_pre_vote!r}")
+            pre_vote = raw_pre_vote.strip().lower() == "true"
         if ints["fetch_max_wait_ms"] >= ints["fetch_timeout_ms"]:
             # A long-poll that outlasts the fetch timeout would make every idle follower start elections.
             raise ConfigError(
@@ -420,9 +388,15 @@ class NodeConfig:
 
         protocol = _security_protocol(props, listener, listeners, wanted)
         ssl = _ssl_settings(props, listener, protocol)
+        try:
+            sasl = _security.parse_sasl(props, listener.name, protocol)
+            authorizer = _security.parse_authorizer(props)
+        except _security.SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
         # Kept verbatim (to_properties writes them back) but read here, so not warned about.
-        kept = {k for k in props if k.startswith("listener.name.") or k == "listener.security.protocol.map"}
+        kept = {k for k in props if k.startswith("listener.name.") or k == "listener.security.protocol.map"
+                or k in _security.SECURITY_KEYS or _SASL_READ.match(k)}
         extra = {k: v for k, v in props.items() if k not in KNOWN_KEYS and k not in kept}
         if extra:
             log.warning(
@@ -439,6 +413,9 @@ class NodeConfig:
             process_roles=roles,
             security_protocol=protocol,
             ssl=ssl,
+            sasl=sasl,
+            authorizer=authorizer,
+            pre_vote=pre_vote,
             extra={k: v for k, v in props.items() if k in extra or k in kept},
             **ints,
         )
@@ -458,6 +435,7 @@ class NodeConfig:
         props["log.dirs"] = str(self.log_dir)
         for key, attr, _default, _lo in _INT_SETTINGS:
             props[key] = str(getattr(self, attr))
+        props[PRE_VOTE_KEY] = "true" if self.pre_vote else "false"
         if self.security_protocol != "PLAINTEXT" and "listener.security.protocol.map" not in self.extra:
             props["listener.security.protocol.map"] = f"{self.listener.name}:{self.security_protocol}"
         if self.ssl is not None:
@@ -497,30 +475,19 @@ class SslSettings:
         return out
 
     def _load(self, ctx: _ssl.SSLContext, need_keystore: bool) -> None:
-        if self.keystore_location is not None:
-            password = self.key_password or self.keystore_password
-            try:
-                ctx.load_cert_chain(str(self.keystore_location), password=password)
-            except FileNotFoundError:
-                raise ConfigError(f"ssl.keystore.location: {self.keystore_location}: no such file") from None
-            except (OSError, _ssl.SSLError) as exc:
-                raise ConfigError(
-                    f"ssl.keystore.location: {self.keystore_location}: not a PEM private key and certificate "
-                    f"chain readable with ssl.key.password ({exc})"
-                ) from None
-        elif need_keystore:
-            raise ConfigError("ssl.keystore.location: missing (a TLS listener needs its certificate and key)")
-        if self.truststore_location is not None:
-            try:
-                ctx.load_verify_locations(cafile=str(self.truststore_location))
-            except FileNotFoundError:
-                raise ConfigError(f"ssl.truststore.location: {self.truststore_location}: no such file") from None
-            except (OSError, _ssl.SSLError) as exc:
-                raise ConfigError(
-                    f"ssl.truststore.location: {self.truststore_location}: not PEM certificates ({exc})"
-                ) from None
-        elif not need_keystore:
-            ctx.load_default_certs()  # a client without a truststore trusts the system's CAs, as Java does
+        try:
+            if self.keystore_location is not None:
+                _security.load_keystore(ctx, self.keystore_location, self.keystore_type, self.keystore_password,
+                                        self.key_password)
+            elif need_keystore:
+                raise ConfigError("ssl.keystore.location: missing (a TLS listener needs its certificate and key)")
+            if self.truststore_location is not None:
+                _security.load_truststore(ctx, self.truststore_location, self.truststore_type,
+                                          self.truststore_password)
+            elif not need_keystore:
+                ctx.load_default_certs()  # a client without a truststore trusts the system's CAs, as Java does
+        except _security.SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def server_context(self) -> _ssl.SSLContext:
         """The listener's context: its certificate, and the peer certificates ssl.client.auth asks for."""
@@ -546,7 +513,7 @@ def _security_protocol(props: Mapping[str, str], listener: Listener, listeners: 
                        controller_names: list[str]) -> str:
     """The controller listener's protocol, as Kafka's ``KafkaConfig.effectiveListenerSecurityProtocolMap``
     decides it: the map given, else the protocol names map to themselves and, when no listener is named
-    after SSL or SASL, the controller listeners are PLAINTEXT. PLAINTEXT and SSL are served; SASL stops."""
+    after SSL or SASL, the controller listeners are PLAINTEXT. All four are served (SASL: reference/security.py)."""
     raw = props.get("listener.security.protocol.map")
     if raw is not None:
         mapping: dict[str, str] = {}
@@ -568,11 +535,6 @@ def _security_protocol(props: Mapping[str, str], listener: Listener, listeners: 
         raise ConfigError(
             f"listener.security.protocol.map: no security protocol for the controller listener {listener.name}"
         )
-    if protocol.startswith("SASL"):
-        raise ConfigError(
-            f"listener.security.protocol.map: the controller listener {listener.name} is {protocol}; SASL is not "
-            "supported by this node yet (use SSL with ssl.client.auth=required, or PLAINTEXT)"
-        )
     return protocol
 
 
@@ -581,7 +543,8 @@ def _ssl_settings(props: Mapping[str, str], listener: Listener, protocol: str) -
     (SASL, authorization, ssl.* keys it does not read, TLS settings on a PLAINTEXT listener) stops it."""
     prefix = f"listener.name.{listener.name.lower()}."
     unsupported = sorted(k for k in props if _UNSUPPORTED_SECURITY.match(k)
-                         and k not in SSL_KEYS and k.removeprefix(prefix) not in SSL_KEYS)
+                         and k not in SSL_KEYS and k.removeprefix(prefix) not in SSL_KEYS
+                         and k not in _security.SECURITY_KEYS and not _SASL_READ.match(k))
     if unsupported:
         raise ConfigError(
             f"{unsupported[0]}: not supported by this node yet"
@@ -596,11 +559,12 @@ def _ssl_settings(props: Mapping[str, str], listener: Listener, protocol: str) -
         return value.strip()
 
     given = [k for k in SSL_KEYS if get(k) is not None and k != "ssl.endpoint.identification.algorithm"]
-    if protocol != "SSL":
+    if protocol not in ("SSL", "SASL_SSL"):
         if given:
             raise ConfigError(
                 f"{given[0]}: set, but the controller listener {listener.name} is {protocol} "
-                f"(listener.security.protocol.map): it would serve without TLS; map it to SSL or remove the ssl.* keys"
+                f"(listener.security.protocol.map): it would serve without TLS; map it to SSL or SASL_SSL, or remove "
+                f"the ssl.* keys"
             )
         return None
     settings: dict[str, object] = {}
@@ -609,10 +573,9 @@ def _ssl_settings(props: Mapping[str, str], listener: Listener, protocol: str) -
             settings["truststore_type"] = (get(key) or "PEM").upper()  # no truststore: the type is unused
             continue
         kind = (get(key) or "JKS").upper()  # Kafka's default store type is JKS
-        if kind != "PEM":
-            what = {"JKS": "a Java KeyStore" + (", Kafka's default" if get(key) is None else ""),
-                    "PKCS12": "reading it needs the cryptography package"}.get(kind, "unknown")
-            raise ConfigError(f"{key}: {kind} ({what}) is not supported by this node yet; use PEM")
+        if kind not in ("PEM", "PKCS12"):
+            what = {"JKS": "a Java KeyStore" + (", Kafka's default" if get(key) is None else "")}.get(kind, "unknown")
+            raise ConfigError(f"{key}: {kind} ({what}) is not supported by this node; use PEM or PKCS12")
         settings[key.split(".")[1] + "_type"] = kind
     client_auth = (get("ssl.client.auth") or "none").lower()
     if client_auth not in _CLIENT_AUTH:
@@ -624,7 +587,7 @@ def _ssl_settings(props: Mapping[str, str], listener: Listener, protocol: str) -
     keystore = get("ssl.keystore.location")
     truststore = get("ssl.truststore.location")
     if keystore is None:
-        raise ConfigError(f"ssl.keystore.location: missing (the controller listener {listener.name} is SSL)")
+        raise ConfigError(f"ssl.keystore.location: missing (the controller listener {listener.name} is {protocol})")
     if client_auth != "none" and truststore is None:
         raise ConfigError(
             f"ssl.truststore.location: missing (ssl.client.auth={client_auth} needs the certificates to trust)"

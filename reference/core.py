@@ -3,20 +3,33 @@
 Role states and transitions (Kafka's QuorumState names). Every role change goes through ``_transition``;
 this table lists all of them, one line each, with the handler that makes it.
 
-    Unattached --election timeout (voters only)---------------> Candidate   start_election
+    Unattached --election timeout (voters only)---------------> Candidate   start_election         [no pre-vote]
     Unattached --grants a vote---------------------------------> Voted       handle_vote_request
     Unattached --learns the leader of its epoch----------------> Follower    _maybe_transition
-    Voted      --election timeout------------------------------> Candidate   start_election
+    Voted      --election timeout------------------------------> Candidate   start_election         [no pre-vote]
     Voted      --learns the leader of its epoch----------------> Follower    _maybe_transition
     Candidate  --majority of votes-----------------------------> Leader      become_leader
-    Candidate  --lost or timed out, then election backoff------> Candidate   start_election (epoch + 1)
+    Candidate  --lost or timed out, then election backoff------> Candidate   start_election (epoch + 1) [no pre-vote]
     Candidate  --learns the leader of its epoch----------------> Follower    _maybe_transition
     Leader     --no fetches from a majority (check quorum)-----> Resigned    leader_progress_timeout
     Leader     --graceful shutdown-----------------------------> Resigned    resign
-    Follower   --fetch timeout (voter)-------------------------> Candidate   start_election
+    Follower   --fetch timeout (voter)-------------------------> Candidate   start_election         [no pre-vote]
     Follower   --fetch timeout (observer)----------------------> Unattached  _become_unattached
-    Follower   --EndQuorumEpoch from its leader, then backoff--> Candidate   start_election
-    Resigned   --election timeout------------------------------> Candidate   start_election
+    Follower   --EndQuorumEpoch from its leader, then backoff--> Candidate   start_election         [no pre-vote]
+    Resigned   --election timeout------------------------------> Candidate   start_election         [no pre-vote]
+
+    With pre-vote (KIP-996, ``CoreConfig.pre_vote``; Kafka 4.x QuorumState's table) every timer above that
+    starts an election goes to Prospective instead, and only a Prospective becomes a Candidate:
+
+    Unattached, Voted --election timeout-----------------------> Prospective become_prospective
+    Follower   --fetch timeout, or EndQuorumEpoch + backoff----> Prospective become_prospective
+    Candidate  --election timeout, or lost + election backoff--> Prospective become_prospective
+    Resigned   --election timeout: Unattached(epoch + 1) first-> Prospective become_prospective (pollResigned)
+    Prospective--majority of pre-vote grants, or a voter that
+                 cannot take Vote v2 (UNSUPPORTED_VERSION)-----> Candidate   start_election (epoch + 1)
+    Prospective--majority refused, or election timeout---------> Follower    abandon_prospective (leader known)
+                                                                 | Unattached / Voted (no leader known)
+    Prospective--grants a (real) vote--------------------------> Prospective handle_vote_request (voted_id set)
     any        --sees a higher epoch with a known leader-------> Follower    _maybe_transition
     any        --sees a higher epoch, leader unknown-----------> Unattached  _maybe_transition
     (restart)  --quorum-state + log----------------------------> Unattached | Voted | Candidate
@@ -49,10 +62,10 @@ from kraft_tck.reference.io import (
     AppendBatches,
     ClientAppendResult,
     ClientWrite,
-    DurableState,
+    CoreStatus,
+    ElectionState,
     Input,
     OutboundRequest,
-    QuorumStateSnapshot,
     Ready,
     Reply,
     RequestFailed,
@@ -82,6 +95,7 @@ from kraft_tck.reference.roles import (
     Candidate,
     Follower,
     Leader,
+    Prospective,
     ReplicaProgress,
     Resigned,
     Role,
@@ -134,6 +148,9 @@ class CoreConfig:
     retry_backoff_ms: int = 20
     emit_trace: bool = True  # False: Ready.trace stays empty (a shell that writes no trace saves the work)
     fetch_max_bytes: int = 8 * 1024 * 1024
+    # KIP-996 pre-vote, as Kafka 4.x: timeouts lead to Prospective (Vote v2 PreVote=true in the current epoch)
+    # and only a majority of pre-vote grants to Candidate. False: Kafka 3.9's elections (Vote v0-1 only).
+    pre_vote: bool = False
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -199,7 +216,7 @@ class KRaftCore:
     """One KRaft node's protocol logic. See the module docstring for the contract."""
 
     def __init__(
-        self, config: CoreConfig, durable: DurableState, log: Log, rng: random.Random, now_ms: int
+        self, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int
     ) -> None:
         self.config = config
         self.log = log
@@ -229,7 +246,7 @@ class KRaftCore:
 
     @classmethod
     def restart(
-        cls, config: CoreConfig, durable: DurableState, log: Log, rng: random.Random, now_ms: int
+        cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int
     ) -> tuple[KRaftCore, Ready]:
         """KIP-595 "Persistence": a node comes back with its quorum-state, log and meta.properties only."""
         core = cls(config, durable, log, rng, now_ms)
@@ -315,12 +332,14 @@ class KRaftCore:
             return role.leader_id
         if isinstance(role, (Leader, Resigned)):
             return self.config.node_id
+        if isinstance(role, Prospective):
+            return role.leader_id  # Kafka's ProspectiveState keeps the leader it followed
         return -1
 
     @property
     def voted_id(self) -> int:
         role = self.role
-        if isinstance(role, (Follower, Voted)):
+        if isinstance(role, (Follower, Voted, Prospective)):
             return role.voted_id
         if isinstance(role, (Leader, Candidate, Resigned)):
             return self.config.node_id  # a candidate votes for itself; leaders and resigned ones were one
@@ -394,8 +413,13 @@ class KRaftCore:
         if self.epoch + 1 >= EPOCH_LIMIT:
             self._rearm_exhausted_epoch()
             return
-        retries = self.role.retries + 1 if isinstance(self.role, Candidate) else 1
+        role = self.role
+        if isinstance(role, Prospective):
+            retries = role.retries  # Kafka's QuorumState.transitionToCandidate: the prospective's count
+        else:
+            retries = role.retries + 1 if isinstance(role, Candidate) else 1
         me = self.config.node_id
+        self._inflight.clear()  # like Kafka's resetConnections: answers to the old role's requests are void
         self._transition(
             Candidate(
                 epoch=self.epoch + 1,
@@ -410,6 +434,66 @@ class KRaftCore:
         if len(self.config.voters) == 1:
             self.become_leader()  # a one-voter quorum: its own vote is the majority
 
+    def _elect(self, cause: str) -> None:
+        """A timer (or EndQuorumEpoch) says: time for an election. With pre-vote, ask first (Prospective);
+        without, Kafka 3.9's direct StartElection."""
+        if self.config.pre_vote:
+            self.become_prospective(cause)
+        else:
+            self.start_election(cause)
+
+    def become_prospective(self, cause: str) -> None:
+        """KIP-996 (Kafka 4.x ``QuorumState.transitionToProspective``, ``KafkaRaftClient.transitionToProspective``):
+        no epoch bump and nothing persisted; keep the leader and the vote of this epoch; count our own grant
+        and send a pre-vote (Vote v2 ``PreVote=true``, ``CandidateEpoch`` = our current epoch) to every other
+        voter (``_poll``). ``cause`` as StartElection's. A sole voter is its own majority: Candidate at once."""
+        role = self.role
+        if isinstance(role, Resigned):
+            # Kafka 4.x ``pollResigned``: the election timeout moves a resigned leader to Unattached in
+            # epoch + 1 (durable), whose timer has run out too: Prospective in that epoch right away.
+            self._transition(Unattached(role.epoch + 1, self._now))
+            self._persist()
+            role = self.role
+        retries = role.retries + 1 if isinstance(role, Candidate) else 1
+        me = self.config.node_id
+        self._inflight.clear()  # Kafka's resetConnections on becoming a nominee
+        self._transition(
+            Prospective(
+                epoch=self.epoch,
+                leader_id=self.leader_id if isinstance(role, Follower) else -1,
+                voted_id=self.voted_id if not isinstance(role, Candidate) else me,
+                granted=frozenset({me}),
+                rejected=frozenset(),
+                retries=retries,
+                election_deadline_ms=self._random_election_deadline(),
+            )
+        )
+        self._emit("BecomeProspective", cause=cause)
+        if len(self.config.voters) == 1:
+            self.start_election(cause)  # ``onBecomeProspective``: a majority of one already
+
+    def abandon_prospective(self, cause: str) -> None:
+        """KIP-996: the pre-vote was lost (a majority refused) or timed out (Kafka 4.x
+        ``prospectiveTransitionAfterElectionLoss``): back to Follower of the leader it knew, else Unattached
+        (Voted when it voted in this epoch). Same epoch. After a timeout the election timer has run out
+        (``transitionToUnattached`` keeps a prospective's remaining time unless it lost): a new pre-vote at
+        the next poll; after a refusal a fresh random timeout."""
+        role = self.role
+        assert isinstance(role, Prospective), f"abandon_prospective from {role.name}"
+        if role.leader_id >= 0:
+            self._transition(
+                Follower(role.epoch, role.leader_id, self._now + self.config.fetch_timeout_ms, voted_id=role.voted_id)
+            )
+        else:
+            lost = self._election_lost(role)
+            deadline = self._random_election_deadline() if lost else role.election_deadline_ms
+            if role.voted_id >= 0:
+                self._transition(Voted(role.epoch, role.voted_id, deadline))
+            else:
+                self._transition(Unattached(role.epoch, deadline))
+        self._persist()
+        self._emit("AbandonProspective", cause=cause)
+
     def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
         """KIP-595 "Vote Request Handling", in Kafka's order (``KafkaRaftClient.handleVoteRequest``): cluster
         id, topic/partition, the request's own fields, the epoch, the candidate id; only then may the
@@ -423,10 +507,14 @@ class KRaftCore:
             return VoteResponse(self.leader_id, self.epoch, False, error=Errors.INVALID_REQUEST)
         # Kafka's sanity checks: an empty log is (LastOffsetEpoch 0, LastOffset 0), never negative, and the
         # last epoch is below the candidate's. Plus the kit's own: no epoch that could never be followed.
+        # A pre-vote is sent in the prospective's current epoch, so its last epoch may equal it (Kafka 4.x
+        # ``handleVoteRequest``: ``preVote ? lastEpoch > replicaEpoch : lastEpoch >= replicaEpoch``).
+        pre_vote = req.pre_vote
         if (
             req.last_offset < 0
             or req.last_offset_epoch < 0
-            or req.last_offset_epoch >= req.candidate_epoch
+            or req.last_offset_epoch > req.candidate_epoch
+            or (req.last_offset_epoch == req.candidate_epoch and not pre_vote)
             or req.candidate_epoch >= EPOCH_LIMIT
         ):
             return self._refuse_vote(Errors.INVALID_REQUEST, "invalid fields")
@@ -434,27 +522,58 @@ class KRaftCore:
         error = self._validate_voter_only_request(req.candidate_id, req.candidate_epoch)
         if error is not None:
             return self._refuse_vote(error, error.name)
-        # A higher epoch: forget the old leader/vote first (persisted as Unattached in that epoch).
+        # A higher epoch: forget the old leader/vote first (persisted as Unattached in that epoch). Kafka 4.x
+        # does this for a pre-vote too (``handleVoteRequest`` before ``canGrantVote``).
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch)
         # v1: the candidate meant another replica (Kafka's isValidVoterKey, after the epoch step).
         if req.voter_id >= 0 and req.voter_id != self.config.node_id:
             return self._refuse_vote(Errors.INVALID_VOTER_KEY, f"meant for {req.voter_id}")
-        granted = self._can_grant_vote(req.candidate_id, req.last_offset_epoch, req.last_offset)
-        if granted and isinstance(self.role, Unattached):
+        granted = self._can_grant_vote(req.candidate_id, req.last_offset_epoch, req.last_offset, pre_vote)
+        role = self.role
+        if granted and not pre_vote and isinstance(role, Unattached):
             deadline = self._random_election_deadline() if self.config.is_voter else None
             self._transition(Voted(self.epoch, req.candidate_id, deadline))
             self._persist_vote()  # persisted before the response leaves (the shell's ordering)
-        self._emit("HandleVoteRequest", note=f"{'granted' if granted else 'refused'} {req.candidate_id}")
+        elif granted and not pre_vote and isinstance(role, Prospective) and role.voted_id < 0:
+            # Kafka 4.x ``QuorumState.prospectiveAddVotedState``: still Prospective, now with a vote (durable),
+            # a fresh election timer and a fresh tally.
+            self._transition(
+                Prospective(role.epoch, role.leader_id, req.candidate_id, frozenset({self.config.node_id}),
+                            frozenset(), role.retries, self._random_election_deadline())
+            )
+            self._persist_vote()
+        # A granted pre-vote changes nothing and persists nothing (KIP-996).
+        kind = "pre-vote " if pre_vote else ""  # a real vote's note is as before pre-vote existed
+        self._emit("HandleVoteRequest", note=f"{kind}{'granted' if granted else 'refused'} {req.candidate_id}",
+                   pre_vote=pre_vote)
         return VoteResponse(self.leader_id, self.epoch, granted)
 
     def _refuse_vote(self, error: Errors, why: str) -> VoteResponse:
         self._emit("HandleVoteRequest", note=f"refused: {why}")
         return VoteResponse(self.leader_id, self.epoch, False, partition_error=error)
 
-    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
-        """At most one vote per epoch; only for a log at least as up-to-date as ours."""
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
+        """At most one vote per epoch; only for a log at least as up-to-date as ours.
+
+        A pre-vote (KIP-996, Kafka 4.x ``canGrantVote`` of each state) asks only for an up-to-date log, whatever
+        vote was cast: granted by Unattached, Voted, Prospective, Candidate and Resigned; a Follower grants
+        it only before its first successful fetch from the leader (``FollowerState.hasFetchedFromLeader``:
+        a leader that answers is alive); a Leader never."""
         role = self.role
+        up_to_date = (last_epoch, end_offset) >= (self.last_epoch, self.log.end_offset)
+        if pre_vote:
+            if isinstance(role, Leader):
+                return False
+            if isinstance(role, Follower):
+                return up_to_date and not role.fetched
+            return up_to_date
+        if isinstance(role, Prospective):
+            # ``QuorumState.unattachedOrProspectiveCanGrantVote``: the vote of this epoch, else none while a
+            # leader is known, else the log decides.
+            if role.voted_id >= 0:
+                return role.voted_id == candidate_id
+            return role.leader_id < 0 and up_to_date
         if isinstance(role, Voted):
             return role.voted_id == candidate_id  # the same candidate may ask again (lost response)
         if isinstance(role, Unattached):
@@ -466,7 +585,14 @@ class KRaftCore:
         return False
 
     def handle_vote_response(self, sender_id: int, resp: VoteResponse) -> None:
-        """KIP-595 "Vote Response Handling"."""
+        """KIP-595 "Vote Response Handling"; a Prospective counts pre-vote answers the same way (KIP-996)."""
+        if resp.error == Errors.UNSUPPORTED_VERSION and isinstance(self.role, Prospective):
+            # Kafka 4.x ``handleVoteResponse``: a voter that cannot take Vote v2 (a 3.x node) makes the
+            # prospective a candidate at once, without waiting for the rest of the pre-vote.
+            self._emit("HandleVoteResponse", note=f"{sender_id}: UNSUPPORTED_VERSION, no pre-vote possible",
+                       pre_vote=True)
+            self.start_election("UnsupportedVersion")
+            return
         if resp.error != Errors.NONE:
             self._request_failed(sender_id)
             self._emit("HandleVoteResponse", note=f"top-level error {resp.error.name}")
@@ -475,6 +601,9 @@ class KRaftCore:
             self._emit("HandleVoteResponse", note="newer epoch or stale response")
             return
         role = self.role
+        if isinstance(role, Prospective) and resp.partition_error == Errors.NONE:
+            self._handle_pre_vote_response(sender_id, role, resp)
+            return
         if resp.partition_error != Errors.NONE or not isinstance(role, Candidate):
             if resp.partition_error != Errors.NONE:
                 self._request_failed(sender_id)
@@ -494,7 +623,24 @@ class KRaftCore:
         elif self._election_lost(role) and role.backoff_until_ms is None:
             role.backoff_until_ms = self._now + self._election_backoff_ms(role.retries)
 
-    def _election_lost(self, role: Candidate) -> bool:
+    def _handle_pre_vote_response(self, sender_id: int, role: Prospective, resp: VoteResponse) -> None:
+        """KIP-996 (Kafka 4.x ``handleVoteResponse`` for a ``ProspectiveState``, ``EpochElection``): a majority
+        of grants makes a Candidate (epoch + 1); a majority of refusals ends the pre-vote."""
+        if sender_id not in self.config.voters:
+            self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter", pre_vote=True)
+            return
+        if resp.vote_granted:
+            role.granted = role.granted | {sender_id}
+        else:
+            role.rejected = role.rejected | {sender_id}
+        verdict = "granted" if resp.vote_granted else "rejected"
+        self._emit("HandleVoteResponse", note=f"pre-vote {verdict} by {sender_id}", pre_vote=True)
+        if len(role.granted) >= self.config.majority:
+            self.start_election("PreVoteGranted")
+        elif self._election_lost(role):
+            self.abandon_prospective("PreVoteRejected")
+
+    def _election_lost(self, role: Candidate | Prospective) -> bool:
         return len(self.config.voters) - len(role.rejected) < self.config.majority
 
     def become_leader(self) -> None:
@@ -776,6 +922,7 @@ class KRaftCore:
             return
         role.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
         role.deadline_cause = "FetchTimeout"
+        role.fetched = True  # the leader answers: refuse pre-votes from now on (KIP-996)
         # Step 2: DivergingEpoch: truncate, then refetch (``_poll``) from the new end and last epoch.
         if resp.diverging_epoch is not None:
             epoch, end_offset = resp.diverging_epoch
@@ -940,7 +1087,7 @@ class KRaftCore:
             role.fetch_deadline_ms, role.deadline_cause = self._now + backoff, "EndQuorumEpoch"
         self._emit("HandleEndQuorumEpochRequest")
         if start_now and self._may_elect():
-            self.start_election("EndQuorumEpoch")
+            self._elect("EndQuorumEpoch")
         return resp
 
     def _end_epoch_backoff_ms(self, successors: tuple[int, ...]) -> int:
@@ -1072,7 +1219,7 @@ class KRaftCore:
         deadline: int | None
         if not self.config.is_voter:
             deadline = None
-        elif isinstance(role, (Unattached, Voted, Candidate)) and role.election_deadline_ms is not None:
+        elif isinstance(role, (Unattached, Voted, Candidate, Prospective)) and role.election_deadline_ms is not None:
             # Kafka's QuorumState.transitionToUnattached: a voter that has no leader keeps its running
             # election timer. Restarting it on every higher epoch let a voter whose stale log can never
             # win (its Vote requests refused, retried after each backoff) hold the others off forever.
@@ -1087,7 +1234,7 @@ class KRaftCore:
         self._transition(Follower(epoch, leader_id, self._now + self.config.fetch_timeout_ms, voted_id=voted))
         self._persist()
 
-    def _initial_role(self, durable: DurableState) -> Role:
+    def _initial_role(self, durable: ElectionState) -> Role:
         """Kafka's QuorumState.initialize: the role a restarted node resumes in."""
         me, voters, is_voter = self.config.node_id, self.config.voters, self.config.is_voter
         epoch = durable.leader_epoch
@@ -1182,7 +1329,7 @@ class KRaftCore:
             if now >= role.fetch_deadline_ms:
                 if self.config.is_voter:
                     if self._may_elect():
-                        self.start_election(role.deadline_cause)
+                        self._elect(role.deadline_cause)
                 else:
                     self._become_unattached(role.epoch)  # an observer looks for the leader again
         elif isinstance(role, Leader):
@@ -1193,17 +1340,25 @@ class KRaftCore:
         elif isinstance(role, (Unattached, Voted)):
             deadline = role.election_deadline_ms
             if deadline is not None and now >= deadline and self._may_elect():
-                self.start_election("ElectionTimeout")
+                self._elect("ElectionTimeout")
         elif isinstance(role, Candidate):
             if len(role.granted) >= self.config.majority:
                 self.become_leader()
             elif role.backoff_until_ms is not None:
                 if now >= role.backoff_until_ms and self._may_elect():
-                    self.start_election("ElectionBackoff")
+                    self._elect("ElectionBackoff")
             elif now >= role.election_deadline_ms:
-                role.backoff_until_ms = now + self._election_backoff_ms(role.retries)
+                if self.config.pre_vote and self._may_elect():
+                    self.become_prospective("ElectionTimeout")  # Kafka 4.x ``pollCandidate``
+                else:
+                    role.backoff_until_ms = now + self._election_backoff_ms(role.retries)
+        elif isinstance(role, Prospective):
+            if len(role.granted) >= self.config.majority:
+                self.start_election("PreVoteGranted")
+            elif now >= role.election_deadline_ms:
+                self.abandon_prospective("ElectionTimeout")  # Kafka 4.x ``pollProspective``
         elif isinstance(role, Resigned) and now >= role.election_deadline_ms and self._may_elect():
-            self.start_election("ElectionTimeout")
+            self._elect("ElectionTimeout")
 
     def _may_elect(self) -> bool:
         """Only voters start elections, and not while shutting down."""
@@ -1218,6 +1373,8 @@ class KRaftCore:
             return []  # BeginQuorumEpoch goes out on its own timer (``_send_begin_quorum_epoch``)
         if isinstance(role, Candidate) and role.backoff_until_ms is None:
             return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
+        if isinstance(role, Prospective):  # Kafka's maybeSendVoteRequests: the voters not heard from yet
+            return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
         if isinstance(role, Resigned):
             return sorted(role.awaiting_end_epoch)
         if isinstance(role, (Unattached, Voted)) and not self.config.is_voter:
@@ -1227,12 +1384,13 @@ class KRaftCore:
 
     def _send_role_request(self, dest: int) -> None:
         role = self.role
-        if isinstance(role, Candidate):
+        if isinstance(role, (Candidate, Prospective)):
+            # Kafka's ``buildVoteRequest``: the current epoch, the log end; ``PreVote`` while Prospective.
             self._send(
                 dest,
                 VoteRequest(
                     self._cluster_id, role.epoch, self.config.node_id, self.last_epoch,
-                    self.log.end_offset, voter_id=dest,
+                    self.log.end_offset, voter_id=dest, pre_vote=isinstance(role, Prospective),
                 ),
             )
         elif isinstance(role, Resigned):
@@ -1275,7 +1433,7 @@ class KRaftCore:
         elif isinstance(role, Candidate):
             backoff = role.backoff_until_ms
             deadline = backoff if backoff is not None else role.election_deadline_ms
-        else:  # Unattached, Voted, Resigned (an observer's Unattached has no election timer)
+        else:  # Unattached, Voted, Prospective, Resigned (an observer's Unattached has no election timer)
             deadline = role.election_deadline_ms
         for parked in self._parked:
             if deadline is None or parked.deadline_ms < deadline:
@@ -1316,7 +1474,7 @@ class KRaftCore:
             role.fetch_deadline_ms = deadline
         elif isinstance(role, Candidate):
             role.backoff_until_ms, role.election_deadline_ms = None, deadline
-        elif isinstance(role, (Unattached, Voted, Resigned)):
+        elif isinstance(role, (Unattached, Voted, Prospective, Resigned)):
             role.election_deadline_ms = deadline
 
     # ============================================================================ log and state helpers
@@ -1401,7 +1559,7 @@ class KRaftCore:
         return self._leader_and_epoch
 
     def _persist(self) -> None:
-        self._out.persist = QuorumStateSnapshot(
+        self._out.persist = ElectionState(
             self.epoch, self.leader_id, self.voted_id, tuple(sorted(self.config.voters))
         )
         self._pending_log["persisted"] = True
@@ -1416,7 +1574,7 @@ class KRaftCore:
         self._out = Ready(None, [], None, None, [], [], [], None, None)
         self._pending_log = {}
 
-    def _emit(self, event: str, cause: str | None = None, note: str | None = None) -> None:
+    def _emit(self, event: str, cause: str | None = None, note: str | None = None, pre_vote: bool = False) -> None:
         if not self.config.emit_trace:
             self._pending_log.clear()
             return
@@ -1429,6 +1587,8 @@ class KRaftCore:
         }
         if cause is not None:
             ev["cause"] = cause
+        if pre_vote:
+            ev["preVote"] = True  # KIP-996: the Vote handled was a pre-vote (spec/README.md)
         if self._pending_log:
             ev["log"], self._pending_log = self._pending_log, {}
         if note is not None:
@@ -1441,3 +1601,21 @@ class KRaftCore:
             self._pending_log = {}
         self._out.next_deadline_ms = self._next_deadline()
         return self._out  # the next step starts a fresh one (``_begin``)
+
+    # ============================================================================ status
+
+    def status(self) -> CoreStatus:
+        """The core's state as one value (``io.CoreStatus``): what shells read between steps."""
+        role = self.role
+        return CoreStatus(
+            self.config.node_id,
+            role.name,
+            role.epoch,
+            self.leader_id,
+            self.voted_id,
+            self.log.end_offset,
+            self._hw,
+            self.next_append_offset,
+            role.epoch_start_offset if isinstance(role, Leader) else -1,
+            self._cluster_id,
+        )

@@ -27,11 +27,13 @@ from kraft_tck.spec.records import RecordBatch
 
 
 @dataclass(frozen=True, slots=True)
-class QuorumStateSnapshot:
-    """The election state the shell writes to ``quorum-state`` (Kafka's QuorumStateData names).
+class ElectionState:
+    """The core's durable election state (Kafka's ``ElectionState``): what ``Ready.persist`` asks the shell to
+    write to ``quorum-state`` and what the core restarts from (KIP-595 "Persistence"). The file's own record,
+    with the fields Kafka's format carries besides, is ``storage.QuorumStateData``; the shells convert.
 
-    The same value, read back at start-up, is the core's ``DurableState``. The cluster id is not here:
-    it lives in meta.properties (``Ready.cluster_id_adopted`` / ``CoreConfig.cluster_id``).
+    The cluster id is not here: it lives in meta.properties (``Ready.cluster_id_adopted`` /
+    ``CoreConfig.cluster_id``).
     """
 
     leader_epoch: int = 0
@@ -39,8 +41,6 @@ class QuorumStateSnapshot:
     voted_id: int = -1
     voters: tuple[int, ...] = ()
 
-
-DurableState = QuorumStateSnapshot
 
 # ---------------------------------------------------------------------------------------------- inputs
 
@@ -144,7 +144,7 @@ class ClientAppendResult:
 class Ready:
     """Everything one step produced. Apply in the order given in this module's docstring."""
 
-    persist: QuorumStateSnapshot | None = None
+    persist: ElectionState | None = None
     log_ops: list[LogOp] = field(default_factory=list)
     high_watermark: int | None = None  # the new high watermark when it moved
     cluster_id_adopted: str | None = None
@@ -153,3 +153,34 @@ class Ready:
     trace: list[dict[str, Any]] = field(default_factory=list)
     client_append: ClientAppendResult | None = None
     next_deadline_ms: int | None = None  # call ``tick`` no later than this
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStatus:
+    """What a shell may read of the core between steps (``KRaftCore.status()``), so that no shell reaches
+    into the core's role objects or log bookkeeping. A value: it does not change when the core moves on.
+
+    ``role`` is the role's vocabulary name (spec/README.md: "Leader", "Follower", "Voted", ...).
+    ``epoch_start_offset`` is a leader's log end offset when it won (the high watermark passes it once an
+    entry of its epoch commits, KIP-595 "Leader Election"); -1 in every other role. ``next_append_offset``
+    is where the next client record goes: past the log end while a leader holds writes back
+    (``controller.quorum.append.linger.ms``), the log end otherwise.
+    """
+
+    node_id: int
+    role: str
+    epoch: int
+    leader_id: int
+    voted_id: int
+    log_end_offset: int
+    high_watermark: int
+    next_append_offset: int
+    epoch_start_offset: int
+    cluster_id: str | None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.epoch_start_offset >= 0

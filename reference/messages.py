@@ -49,6 +49,8 @@ class VoteRequest:
     # False when the body did not name exactly __cluster_metadata-0 (the other fields are then defaults):
     # Kafka answers that with a top-level INVALID_REQUEST, after the cluster id check (RaftUtil).
     valid_partition: bool = True
+    # v2+ (KIP-996, Kafka 4.0): a Prospective's pre-vote, in its current epoch; nothing is persisted for it.
+    pre_vote: bool = False
 
 
 @dataclass(slots=True, unsafe_hash=True)

@@ -4,7 +4,7 @@ No protocol logic lives here — only framing, correlation, ordering, timeouts a
 shell and the conformance harness's virtual voters both speak through this module.
 
 Both ends are ``asyncio.Protocol``s, not streams: frames are cut and handled in the event-loop round
-that reads them, with no reader task to wake. A handler's later answer given through a :class:`Reply`
+that reads them, with no reader task to wake. A handler's later answer given through a :class:`PendingAnswer`
 and a response delivered through :meth:`KafkaClient.send_with_callback` also skip the round a future's
 callbacks would cost (a reference-node commit takes 3 rounds instead of 7).
 
@@ -32,6 +32,14 @@ Limits a server may be given, with Kafka's broker settings as models (``SocketSe
   as in Kafka's non-strict memory pool, a frame is admitted while *any* memory is left, so the total
   exceeds the bound by at most one frame.
 * ``ssl``: TLS on the listener (an ``ssl.SSLContext``); the client takes one too.
+* ``gate``: asked about each request before anything else sees it (the node's authorization); an answer
+  it gives is written at once, and neither the frame observer nor the handler sees that request.
+* ``sasl``: SASL on the listener (``security.SaslSettings``): until a connection has authenticated
+  (SaslHandshake v1, then SaslAuthenticate, as Kafka's ``SaslServerAuthenticator``), it may send only
+  ApiVersions and those two; anything else closes it, as does a refused mechanism or a failed login
+  (after its answer). The client takes a ``security.SaslLogin`` and authenticates right after ApiVersions.
+  Every request carries its connection's principal (``security``: from the SASL login, else the TLS
+  peer's certificate, else ``User:ANONYMOUS``) for the handler to authorize.
 """
 
 from __future__ import annotations
@@ -48,6 +56,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+from kraft_tck.reference.security import (
+    ANONYMOUS,
+    SASL_API_VERSIONS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SaslError,
+    SaslLogin,
+    SaslServerSession,
+    SaslSettings,
+    tls_principal,
+)
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError, Errors, FrameTooLargeError, UnsupportedVersionError
 from kraft_tck.spec.framing import FrameSplitter
@@ -114,7 +133,7 @@ class BodyCodec(Protocol):
 
 
 @dataclass(frozen=True)
-class Request:
+class ServerRequest:
     """One decoded request as a handler sees it."""
 
     api_key: int
@@ -123,14 +142,16 @@ class Request:
     client_id: str | None
     body: Any  # a dict, or what the server's BodyCodec reads instead
     peer: str
+    #: Who sent it (Kafka's principal: ``User:<SASL name>``, ``User:<certificate subject>``, User:ANONYMOUS).
+    principal: str = ANONYMOUS
 
 
 #: What a handler answers: the response body, or None to close the connection without answering.
 Answer = dict[str, Any] | None
-#: A handler answers at once (a body or None), or later: through a :class:`Reply` it answers itself
+#: A handler answers at once (a body or None), or later: through a :class:`PendingAnswer` it answers itself
 #: (written from that call), or an awaitable (a coroutine, or a future; written one loop round after it
 #: completes). Answering at once costs no task and no event-loop round.
-Handler = Callable[[Request], "Answer | Reply | Awaitable[Answer]"]
+Handler = Callable[[ServerRequest], "Answer | PendingAnswer | Awaitable[Answer]"]
 #: Observes every frame: (direction "recv"/"send", api_key, version, correlation_id, body, peer).
 FrameObserver = Callable[[str, int, int, int, dict[str, Any], str], None]
 
@@ -145,7 +166,7 @@ def api_versions_body(ranges: Mapping[int, tuple[int, int]], error: int = Errors
 
 
 @dataclass(frozen=True, slots=True)
-class Encoded:
+class EncodedAnswer:
     """An answer whose body is already encoded (``codec.encode_response_body``): one encoding serves every
     request answered with the same body, each framed with its own correlation id."""
 
@@ -153,7 +174,7 @@ class Encoded:
     encoded: bytes
 
 
-class Reply:
+class PendingAnswer:
     """An answer the handler gives later, by calling :meth:`answer` (or :meth:`cancel`).
 
     Unlike a future, whose callbacks run in a later event-loop round, the answer is written from the
@@ -163,17 +184,17 @@ class Reply:
 
     def __init__(self) -> None:
         self._answered = False
-        self._value: Answer | Encoded = None
+        self._value: Answer | EncodedAnswer = None
         self._listener: Callable[[], None] | None = None
         self.cancelled = False
 
     def done(self) -> bool:
         return self._answered
 
-    def result(self) -> Answer | Encoded:
+    def result(self) -> Answer | EncodedAnswer:
         return self._value
 
-    def answer(self, body: Answer | Encoded) -> None:
+    def answer(self, body: Answer | EncodedAnswer) -> None:
         """Answer with ``body`` (None closes the connection without an answer). Later calls are ignored."""
         if self._answered:
             return
@@ -206,10 +227,19 @@ class KafkaServer:
         idle_timeout_ms: int | None = None,
         queued_max_bytes: int = -1,
         ssl: _ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
+        gate: Callable[[ServerRequest], Answer] | None = None,
     ) -> None:
         self._handler = handler
+        # Asked before the frame observer and the handler: an answer (a refusal) goes back at once and the
+        # request is not protocol the node received (the node's authorization, as Kafka's ControllerApis
+        # refuses before the Raft client sees a request).
+        self._gate = gate
         self._bodies = bodies
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
+        self._sasl = sasl
+        if sasl is not None:
+            self.api_ranges.update(SASL_API_VERSIONS)
         self._host = host
         self._port = port
         self._max_frame = max_frame_bytes
@@ -304,7 +334,8 @@ class KafkaServer:
         with contextlib.suppress(ValueError):
             self._memory_waiters.remove(conn)
 
-    def _dispatch(self, payload: bytes, peer: str, responses: _InOrderResponses) -> None:
+    def _dispatch(self, payload: bytes, peer: str, responses: _InOrderResponses,
+                  conn: _ServerConnection | None = None) -> None:
         try:
             header, body = self._bodies.decode_request(payload)
         except UnsupportedVersionError as exc:
@@ -320,14 +351,33 @@ class KafkaServer:
             log.warning("closing %s: malformed request: %s", peer, exc)
             responses.add_frame(None)
             return
-        req = Request(
+        req = ServerRequest(
             api_key=header["RequestApiKey"],
             api_version=header["RequestApiVersion"],
             correlation_id=header["CorrelationId"],
             client_id=header.get("ClientId"),
             body=body,
             peer=peer,
+            principal=conn.principal if conn is not None else ANONYMOUS,
         )
+        sasl = conn.sasl if conn is not None else None
+        if sasl is not None and (sasl.principal is None or req.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)) \
+                and req.api_key != API_VERSIONS:
+            assert conn is not None
+            self._authenticate(req, sasl, conn, responses)
+            return
+        if self._gate is not None and req.api_key != API_VERSIONS and req.api_key in self.api_ranges:
+            try:
+                refusal = self._gate(req)
+                frame = None if refusal is None else codec.encode_response(
+                    req.api_key, req.api_version, req.correlation_id, refusal)
+            except Exception:
+                log.exception("the gate failed on a request from %s; closing the connection", peer)
+                responses.add_frame(None)
+                return
+            if frame is not None:
+                responses.add_frame(frame)
+                return
         if self._observer:
             try:
                 self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
@@ -337,7 +387,7 @@ class KafkaServer:
                 log.warning("closing %s: request not recorded: %s", peer, str(exc)[:500])
                 responses.add_frame(None)
                 return
-        answer: Answer | Reply | Awaitable[Answer]
+        answer: Answer | PendingAnswer | Awaitable[Answer]
         if req.api_key == API_VERSIONS:
             answer = api_versions_body(self.api_ranges)
         elif req.api_key not in self.api_ranges:
@@ -350,6 +400,32 @@ class KafkaServer:
                 log.exception("handler failed for a request from %s; closing the connection", peer)
                 answer = None
         responses.add(req, answer)
+
+    def _authenticate(self, req: ServerRequest, sasl: SaslServerSession, conn: _ServerConnection,
+                      responses: _InOrderResponses) -> None:
+        """A SASL request, or a request before authentication (which closes the connection unanswered:
+        Kafka's SaslServerAuthenticator takes only ApiVersions, SaslHandshake and SaslAuthenticate then).
+        SASL frames are transport, not protocol: the frame observer does not see them."""
+        if req.api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            log.warning("closing %s: %s before SASL authentication", req.peer, codec.api_name(req.api_key))
+            responses.add_frame(None)
+            return
+        answer, close = sasl.handle(req.api_key, req.body)
+        try:
+            frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
+        except Exception:
+            log.exception("cannot encode the SASL answer to %s; closing the connection", req.peer)
+            frame, close = None, True
+        responses.add_frame(frame)
+        if sasl.principal is not None and conn.principal != sasl.principal:
+            conn.principal = sasl.principal
+            log.debug("%s authenticated as %s (%s)", req.peer, sasl.principal, sasl.mechanism)
+        if close:
+            if answer.get("ErrorMessage"):
+                log.warning("closing %s: SASL %s: %s", req.peer, sasl.mechanism, answer["ErrorMessage"])
+            else:
+                log.warning("closing %s: SASL handshake refused (mechanism not enabled or out of order)", req.peer)
+            conn._stop_reading()
 
 
 class _ServerConnection(asyncio.BufferedProtocol):
@@ -381,12 +457,20 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._eof = False  # the peer will send nothing more
         self.last_active = time.monotonic()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.principal = ANONYMOUS
+        self.sasl = server._sasl.authenticator() if server._sasl is not None else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport; not an asyncio.Transport subclass on every event loop (uvloop's are not).
         self._transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        if self._server._ssl is not None:  # the TLS handshake is done: the peer's certificate names it
+            try:
+                self.principal = tls_principal(transport.get_extra_info("ssl_object"))
+            except Exception as exc:
+                log.warning("%s: cannot read the peer certificate's subject (%s); principal %s", self.peer, exc,
+                            ANONYMOUS)
         self._responses = _InOrderResponses(self._transport, self.peer, self._server._observer, self._sent)
         self._server._conns.add(self)
 
@@ -446,7 +530,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._frame_reserved = -1
             if server.one_in_flight:
                 self._busy = True
-            server._dispatch(payload, self.peer, responses)
+            server._dispatch(payload, self.peer, responses, self)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -553,19 +637,19 @@ class _InOrderResponses:
         self._peer = peer
         self._observer = observer
         self._on_sent = on_sent  # called once per answer written (or close it asked for), in order
-        # Oldest first: (request, its answer, a Reply or a future of it) or (None, an encoded frame / None
+        # Oldest first: (request, its answer, a PendingAnswer or a future of it) or (None, an encoded frame / None
         # to close).
-        self._slots: collections.deque[tuple[Request | None, Any]] = collections.deque()
+        self._slots: collections.deque[tuple[ServerRequest | None, Any]] = collections.deque()
         self._close_when_written = False
         self.closed = False
 
-    def add(self, req: Request, answer: Answer | Encoded | Reply | Awaitable[Answer]) -> None:
-        if answer is None or isinstance(answer, dict | Encoded):
+    def add(self, req: ServerRequest, answer: Answer | EncodedAnswer | PendingAnswer | Awaitable[Answer]) -> None:
+        if answer is None or isinstance(answer, dict | EncodedAnswer):
             self._slots.append((req, answer))
             self._observe(req, answer)
             self._flush()
             return
-        if isinstance(answer, Reply):
+        if isinstance(answer, PendingAnswer):
             self._slots.append((req, answer))
             if answer.done():
                 self._replied(req, answer)
@@ -596,12 +680,12 @@ class _InOrderResponses:
         self.closed = True
         self._slots.clear()
 
-    def _replied(self, req: Request, reply: Reply) -> None:
+    def _replied(self, req: ServerRequest, reply: PendingAnswer) -> None:
         if not reply.cancelled:
             self._observe(req, reply.result())
         self._flush()
 
-    def _answered(self, req: Request, fut: asyncio.Future[Answer]) -> None:
+    def _answered(self, req: ServerRequest, fut: asyncio.Future[Answer]) -> None:
         if not fut.cancelled():
             exc = fut.exception()
             if exc is not None:
@@ -610,9 +694,9 @@ class _InOrderResponses:
                 self._observe(req, fut.result())
         self._flush()
 
-    def _observe(self, req: Request, answer: Answer | Encoded) -> None:
+    def _observe(self, req: ServerRequest, answer: Answer | EncodedAnswer) -> None:
         if self._observer and answer is not None:
-            body = answer.body if isinstance(answer, Encoded) else answer
+            body = answer.body if isinstance(answer, EncodedAnswer) else answer
             if body is not None:
                 try:
                     self._observer("send", req.api_key, req.api_version, req.correlation_id, body, req.peer)
@@ -628,7 +712,7 @@ class _InOrderResponses:
         slots = self._slots
         while slots and not self.closed:
             req, answer = slots[0]
-            if isinstance(answer, Reply):
+            if isinstance(answer, PendingAnswer):
                 if not answer.done():
                     break  # later answers wait for this one
                 answer = answer.result()
@@ -643,7 +727,7 @@ class _InOrderResponses:
                 self._transport.write(answer)  # already encoded
             else:
                 try:
-                    if isinstance(answer, Encoded):
+                    if isinstance(answer, EncodedAnswer):
                         frame = codec.frame_response(req.api_key, req.api_version, req.correlation_id, answer.encoded)
                     else:
                         frame = codec.encode_response(req.api_key, req.api_version, req.correlation_id, answer)
@@ -774,6 +858,7 @@ class KafkaClient:
     observer: FrameObserver | None = None
     bodies: BodyCodec = codec  # how bodies are read and written (see BodyCodec)
     ssl: _ssl.SSLContext | None = None  # TLS to the server (its certificate checked as the context says)
+    sasl: SaslLogin | None = None  # SASL login, right after ApiVersions (SaslHandshake v1, SaslAuthenticate)
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     _transport: asyncio.Transport | None = None
     _protocol: _ClientProtocol | None = None
@@ -806,12 +891,41 @@ class KafkaClient:
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             raise RequestError(f"cannot connect to {self.peer}: {exc}") from exc
         self._transport, self._protocol, self._loop = cast(asyncio.Transport, transport), protocol, loop
-        if negotiate:
+        if negotiate or self.sasl is not None:
             version = codec.supported_versions(API_VERSIONS)[1]
             body = await self.request(API_VERSIONS, version, dict(CLIENT_SOFTWARE), timeout_s)
             if body["ErrorCode"] != Errors.NONE:
                 raise RequestError(f"{self.peer}: ApiVersions failed with error {body['ErrorCode']}")
             self.versions = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}
+        if self.sasl is not None:
+            observer, self.observer = self.observer, None  # SASL frames are transport, not protocol
+            try:
+                await self._authenticate(self.sasl, timeout_s)
+            finally:
+                self.observer = observer
+
+    async def _authenticate(self, login: SaslLogin, timeout_s: float) -> None:
+        """SaslHandshake v1 naming the mechanism, then SaslAuthenticate until the exchange completes
+        (Kafka's SaslClientAuthenticator). RequestError says why a login failed."""
+        if self.versions.get(SASL_HANDSHAKE, (0, 0))[1] < 1 or SASL_AUTHENTICATE not in self.versions:
+            raise RequestError(f"{self.peer}: does not serve SASL (no SaslHandshake v1 / SaslAuthenticate in its "
+                               f"ApiVersions): is its listener SASL_SSL or SASL_PLAINTEXT?")
+        hs = await self.request(SASL_HANDSHAKE, 1, {"Mechanism": login.mechanism}, timeout_s)
+        if hs["ErrorCode"] != Errors.NONE:
+            raise RequestError(f"{self.peer}: SASL mechanism {login.mechanism} refused "
+                               f"({Errors(hs['ErrorCode']).name}); it has {', '.join(hs['Mechanisms']) or 'none'}")
+        version = self.best_version(SASL_AUTHENTICATE)
+        exchange = login.exchange()
+        out: bytes | None = exchange.first()
+        while out is not None:
+            resp = await self.request(SASL_AUTHENTICATE, version, {"AuthBytes": out}, timeout_s)
+            if resp["ErrorCode"] != Errors.NONE:
+                raise RequestError(f"{self.peer}: SASL {login.mechanism} login as {login.username} failed "
+                                   f"({Errors(resp['ErrorCode']).name}: {resp.get('ErrorMessage')})")
+            try:
+                out = exchange.respond(bytes(resp["AuthBytes"]))
+            except SaslError as exc:
+                raise RequestError(f"{self.peer}: {exc}") from None
 
     def best_version(self, api_key: int) -> int:
         """The highest version both sides support (KIP-511); RequestError when there is none."""

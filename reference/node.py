@@ -25,16 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from kraft_tck.reference import controller as broker_controller
-from kraft_tck.reference import wire
-from kraft_tck.reference.config import ConfigError, NodeConfig
-from kraft_tck.reference.controller import Controller, Decision
+from kraft_tck.reference import describe_cluster, wire
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver
+from kraft_tck.reference.config import PRE_VOTE_KEY, ConfigError, NodeConfig
+from kraft_tck.reference.controller import Decision
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientAppendResult,
     ClientWrite,
+    ElectionState,
     Input,
-    QuorumStateSnapshot,
     Ready,
     RequestFailed,
     RequestReceived,
@@ -43,11 +44,19 @@ from kraft_tck.reference.io import (
     TruncateTo,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchRequest, FetchResponse
-from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
-from kraft_tck.reference.registry import BrokerRegistry
-from kraft_tck.reference.roles import Leader
-from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumState, StorageError
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from kraft_tck.reference.net import (
+    Answer,
+    EncodedAnswer,
+    KafkaClient,
+    KafkaServer,
+    PendingAnswer,
+    RequestError,
+    ServerRequest,
+)
+from kraft_tck.reference.registry import RegistryError
+from kraft_tck.reference.security import REQUIRED_OPERATION
+from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumStateData, StorageError
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
@@ -56,6 +65,8 @@ from kraft_tck.spec.trace import TraceWriter, to_jsonable
 log = logging.getLogger("kraft_tck.reference.node")
 
 IMPLEMENTATION = "kraft-tck-reference/0.1.0"
+#: The highest Vote version of Kafka 3.9 (no PreVote field): what a node run without pre-vote serves and sends.
+VOTE_VERSION_WITHOUT_PRE_VOTE = 1
 
 #: A factory for the core; tests inject faults by passing a subclass (never a flag in the product).
 CoreFactory = type[KRaftCore]
@@ -150,7 +161,7 @@ class Node:
         self._core_factory = core_factory
         self._rng = random.Random(seed)
         self.clock = Clock()
-        self._replies: dict[int, tuple[Reply, int]] = {}  # token -> (answer, api version)
+        self._replies: dict[int, tuple[PendingAnswer, int]] = {}  # token -> (answer, api version)
         self._reply_ids = itertools.count()
         self._peers: dict[int, _Peer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -161,14 +172,18 @@ class Node:
         self.high_watermark = 0
         self.safety_refusals = 0  # inputs refused because they would have broken a safety property
         # A log-directory failure that halted the node (see ``_halt``); ``halted`` is set with it.
-        self.failure: StorageError | OSError | SafetyViolation | None = None
+        self.failure: StorageError | OSError | SafetyViolation | RegistryError | None = None
         self.halted = asyncio.Event()
         self._halt_task: asyncio.Task[None] | None = None
         self.trace: TraceWriter | None = None
         self.storage: LogDir | None = None
         self.core: KRaftCore | None = None
+        # The log the core runs on, made here (``start``): the shell reads it, releases its cache, and tools read
+        # its memory use; the core's other state is read through ``core.status()``.
+        self.metadata_log: Log | None = None
         self.server: KafkaServer | None = None
         self._server_tls: ssl.SSLContext | None = None  # the listener's TLS (security protocol SSL)
+        self._denials: dict[tuple[str, int], int] = {}  # (principal, api key): requests refused by authorization
         self._client_tls: ssl.SSLContext | None = None  # TLS of our requests to the other voters
         self._tick_handle: asyncio.TimerHandle | None = None  # the one pending core.tick, at _tick_at
         self._tick_at: int | None = None
@@ -178,7 +193,7 @@ class Node:
         self._controller_task: asyncio.Task[None] | None = None
         self._deadline: int | None = None  # when the core wants its next tick
         self._peer_of_corr: dict[tuple[str, int], int] = {}  # for tracing responses' "to"
-        self._last_answer: tuple[Any, int, Encoded] | None = None  # see _apply
+        self._last_answer: tuple[Any, int, EncodedAnswer] | None = None  # see _apply
         # Fetch read into and written from the core's messages (typed_wire.py), set by ``start`` unless
         # frames are traced: a frame trace records bodies as the dict path reads them off the wire.
         self.typed: TypedCodec | None = None
@@ -187,11 +202,11 @@ class Node:
         self._endpoints = {
             v.node_id: wire.NodeEndpoint(config.listener.name, v.endpoint.host, v.endpoint.port) for v in config.voters
         }
-        # KIP-631: the broker registry every node applies from the committed log, and the controller
-        # logic that runs while this node is the active controller (both pure; the shell only routes).
-        self.registry = BrokerRegistry()
-        self.controller = Controller(self.registry, config.broker_session_timeout_ms)
-        self._controller_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []  # (offset, epoch, fut)
+        # KIP-631: the broker registry every node applies from the committed log and the controller logic
+        # of the active controller, driven by the pure broker driver (broker_driver.py); the shell only routes.
+        self.brokers = BrokerDriver(config.broker_session_timeout_ms, is_voter=config.node_id in config.voter_ids)
+        self._broker_answers: dict[int, asyncio.Future[dict[str, Any]]] = {}  # token -> the request's answer
+        self._broker_tokens = itertools.count()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -199,7 +214,8 @@ class Node:
         cfg = self.config
         self._loop = asyncio.get_running_loop()
         # Generated codec functions for the APIs served, made before the first request rather than by it.
-        codec.precompile([*wire.SERVED_API_VERSIONS, *broker_controller.SERVED_API_VERSIONS, codec.API_VERSIONS_KEY])
+        codec.precompile([*wire.SERVED_API_VERSIONS, *broker_controller.SERVED_API_VERSIONS,
+                          *describe_cluster.SERVED_API_VERSIONS, codec.API_VERSIONS_KEY])
         # TLS contexts first: a keystore that does not load stops the node before it touches its files.
         try:
             self._server_tls = cfg.ssl.server_context() if cfg.ssl is not None else None
@@ -220,7 +236,7 @@ class Node:
             raise StartupError(
                 f"{cfg.log_dir}/meta.properties: node.id={meta.node_id} but the config says node.id={cfg.node_id}"
             )
-        durable = QuorumStateSnapshot(
+        durable = ElectionState(
             leader_epoch=qs.leader_epoch if qs else 0,
             leader_id=qs.leader_id if qs else -1,
             voted_id=qs.voted_id if qs else -1,
@@ -228,7 +244,7 @@ class Node:
         )
         # The core's log holds the newest reference.log.cache.bytes in memory and reads older batches from the
         # segment files: start-up streams the log through it, so memory never holds all of it.
-        core_log = Log(cold=self.storage)
+        core_log = self.metadata_log = Log(cold=self.storage)
         for batch, data in self.storage.iter_encoded():
             core_log.append((batch,), (data,))
             core_log.release(cfg.log_cache_bytes)
@@ -243,6 +259,7 @@ class Node:
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             append_linger_ms=cfg.append_linger_ms,
             emit_trace=self._trace_path is not None,
+            pre_vote=cfg.pre_vote,
         )
         if self._trace_path is not None:
             self.trace = TraceWriter(
@@ -258,6 +275,7 @@ class Node:
                         "controller.quorum.fetch.timeout.ms": cfg.fetch_timeout_ms,
                         "controller.quorum.election.backoff.max.ms": cfg.election_backoff_max_ms,
                         "controller.quorum.request.timeout.ms": cfg.request_timeout_ms,
+                        PRE_VOTE_KEY: cfg.pre_vote,
                     },
                 },
                 validate=True,
@@ -274,7 +292,8 @@ class Node:
             self.typed.precompile()
         self.server = KafkaServer(
             self._handle,
-            {**wire.SERVED_API_VERSIONS, **broker_controller.SERVED_API_VERSIONS},
+            {**self.served_api_versions(), **broker_controller.SERVED_API_VERSIONS,
+             **describe_cluster.SERVED_API_VERSIONS},
             host=cfg.listener.endpoint.host or "0.0.0.0",
             port=cfg.listener.endpoint.port,
             max_frame_bytes=cfg.socket_request_max_bytes,
@@ -286,6 +305,8 @@ class Node:
             idle_timeout_ms=cfg.connections_max_idle_ms if cfg.connections_max_idle_ms >= 0 else None,
             queued_max_bytes=cfg.queued_max_request_bytes if cfg.queued_max_request_bytes > 0 else -1,
             ssl=self._server_tls,
+            sasl=cfg.sasl,
+            gate=self._authorize if cfg.authorizer is not None else None,
         )
         try:
             await self.server.start()
@@ -333,7 +354,7 @@ class Node:
         for _, _, fut in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
-        self._fail_controller_waiters()
+        self._deliver(self.brokers.stop())
         if self.trace is not None:
             self.trace.close()
         if self.storage is not None:
@@ -369,7 +390,7 @@ class Node:
         except (StorageError, OSError) as exc:
             self._halt(exc)
 
-    def _halt(self, exc: StorageError | OSError | SafetyViolation) -> None:
+    def _halt(self, exc: StorageError | OSError | SafetyViolation | RegistryError) -> None:
         """Fail-stop: a log directory that failed (a write refused, a segment that no longer reads) leaves
         the core's log and the disk disagreeing, and an answer sent now could claim what the disk lacks.
         Like Kafka, which halts when its metadata log directory fails, the node stops at once, without
@@ -385,7 +406,11 @@ class Node:
     @property
     def halt_reason(self) -> str:
         """Why the node halted, in words (meaningful once ``failure`` is set)."""
-        return "safety violation" if isinstance(self.failure, SafetyViolation) else "its log directory failed"
+        if isinstance(self.failure, SafetyViolation):
+            return "safety violation"
+        if isinstance(self.failure, RegistryError):
+            return "a committed metadata record cannot be applied"
+        return "its log directory failed"
 
     def _halted_error(self) -> NodeHalted:
         return NodeHalted(f"node {self.config.node_id} halted: {self.halt_reason}: {self.failure}")
@@ -404,7 +429,7 @@ class Node:
         if ready.persist is not None:
             p = ready.persist
             self.storage.write_quorum_state(
-                QuorumState(leader_epoch=p.leader_epoch, leader_id=p.leader_id, voted_id=p.voted_id,
+                QuorumStateData(leader_epoch=p.leader_epoch, leader_id=p.leader_id, voted_id=p.voted_id,
                             current_voters=tuple(sorted(self.config.voter_ids)))
             )
         for op in ready.log_ops:
@@ -414,7 +439,8 @@ class Node:
                 self.storage.truncate_to(op.offset)
         if ready.log_ops:
             self.storage.flush()
-            self.core.log.release(self.config.log_cache_bytes)  # all of it is in the segment files now
+            assert self.metadata_log is not None
+            self.metadata_log.release(self.config.log_cache_bytes)  # all of it is in the segment files now
         if ready.cluster_id_adopted is not None:
             self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
         for out in ready.send:
@@ -434,19 +460,18 @@ class Node:
                     shared = (rep.response, version, answer)
                 # Written to the connection from here: no event-loop round between the step and the send.
                 reply.answer(answer)
-        if shared is not None and isinstance(shared[2], Encoded):
+        if shared is not None and isinstance(shared[2], EncodedAnswer):
             self._last_answer = shared
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
             self._apply_committed_records()
             self._release_commits()
-            self._release_controller_waiters()
         if ready.next_deadline_ms is not None:
             self._deadline = ready.next_deadline_ms
             self._schedule_tick()
         self._sync_controller()
 
-    def _answer_body(self, response: Any, version: int, several: bool) -> Answer | Encoded:
+    def _answer_body(self, response: Any, version: int, several: bool) -> Answer | EncodedAnswer:
         """The answer to send for ``response``; encoded once here when other replies may share the bytes
         (net frames each with its correlation id): several replies in one bundle, or a Fetch answer with
         records, which the other followers are about to ask for too. A Fetch answer the typed codec writes
@@ -454,12 +479,12 @@ class Node:
         if self.typed is not None and isinstance(response, FetchResponse):
             encoded = self.typed.encode_response_body(version, response, self._endpoints)
             if encoded is not None:
-                return Encoded(None, encoded)
+                return EncodedAnswer(None, encoded)
         body = wire.response_to_body(response, version, self._endpoints)
         if not several and not (isinstance(response, FetchResponse) and response.batches):
             return body
         try:
-            return Encoded(body, codec.encode_response_body(wire.api_key(response), version, body))
+            return EncodedAnswer(body, codec.encode_response_body(wire.api_key(response), version, body))
         except Exception:
             return body  # net's own encoding reports it and closes the connection, as for any bad answer
 
@@ -499,15 +524,56 @@ class Node:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def served_api_versions(self) -> dict[int, tuple[int, int]]:
+        """The KRaft RPCs and versions this node advertises (ApiVersions): Vote 0-2 with pre-vote (Kafka 4.x),
+        Vote 0-1 without (Kafka 3.9, which knows no PreVote field)."""
+        served = dict(wire.SERVED_API_VERSIONS)
+        if not self.config.pre_vote:
+            served[wire.VOTE] = (served[wire.VOTE][0], min(served[wire.VOTE][1], VOTE_VERSION_WITHOUT_PRE_VOTE))
+        return served
+
     # ------------------------------------------------------------------ inbound requests
 
-    def _handle(self, req: Request) -> Answer | Reply | Awaitable[Answer]:
+    def _authorize(self, req: ServerRequest) -> Answer:
+        """The server's gate (``authorizer.class.name``): Kafka's ControllerApis asks CLUSTER_ACTION for the Raft
+        and broker RPCs, DESCRIBE for DescribeQuorum, ALTER for DescribeCluster. A refused request is answered
+        CLUSTER_AUTHORIZATION_FAILED here, before the frame trace and the core see it: it changes nothing."""
+        authorizer = self.config.authorizer
+        operation = REQUIRED_OPERATION.get(req.api_key)
+        if authorizer is None or operation is None or authorizer.authorize(req.principal, operation):
+            return None
+        # Logged as Kafka's authorizer logger does, but only the 1st, 2nd, 4th, 8th... denial of a principal
+        # and api: a client repeating refused requests cannot flood the log.
+        key = (req.principal, req.api_key)
+        n = self._denials[key] = self._denials.get(key, 0) + 1
+        if n & (n - 1) == 0:
+            log.warning("principal %s from %s denied %s on the cluster: %s refused (%d time(s))",
+                        req.principal, req.peer, operation, codec.api_name(req.api_key), n)
+        if req.api_key in broker_controller.SERVED_API_VERSIONS:
+            return broker_controller.error_response(req.api_key, Errors.CLUSTER_AUTHORIZATION_FAILED)
+        if req.api_key == describe_cluster.DESCRIBE_CLUSTER:
+            return {"ThrottleTimeMs": 0, "ErrorCode": Errors.CLUSTER_AUTHORIZATION_FAILED,
+                    "ErrorMessage": Errors.CLUSTER_AUTHORIZATION_FAILED.message, "EndpointType": 2,
+                    "ClusterId": "", "ControllerId": -1, "Brokers": [], "ClusterAuthorizedOperations": -2147483648}
+        return wire.error_response_body(req.api_key, req.api_version, Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+    def _handle(self, req: ServerRequest) -> Answer | PendingAnswer | Awaitable[Answer]:
         """The server's handler: the core answers most requests in the step that receives them, and then
-        the body goes back at once; a parked Fetch is answered through a ``Reply``, by a later step."""
+        the body goes back at once; a parked Fetch is answered through a ``PendingAnswer``, by a later step."""
         if self._stopping:
             return None
         if req.api_key in broker_controller.SERVED_API_VERSIONS:
             return self._handle_broker_request(req)
+        if req.api_key == wire.VOTE and not self.config.pre_vote and req.api_version > VOTE_VERSION_WITHOUT_PRE_VOTE:
+            # Run as Kafka 3.9: Vote v2 is not a version it knows; like Kafka's request parsing, the connection
+            # is closed without an answer (ApiVersions told the peer 0-1).
+            log.warning("closing %s: Vote v%d is not served without pre-vote", req.peer, req.api_version)
+            return None
+        if req.api_key == describe_cluster.DESCRIBE_CLUSTER:  # KIP-919: kafka-metadata-quorum's ClusterId
+            assert self.core is not None
+            return describe_cluster.answer(
+                req.body, req.api_version, self.core.cluster_id or "", self.core.leader_id,
+                [(i, ep.host, ep.port) for i, ep in self._endpoints.items()])
         try:
             core_req = wire.request_from_kafka(req.api_key, req.api_version, req.body)
         except wire.WireError as exc:
@@ -523,7 +589,7 @@ class Node:
             # MaxBytes asks (KafkaMetadataLog.read with maxFetchSizeInBytes; at least one batch).
             core_req = dataclasses.replace(core_req, max_bytes=MAX_FETCH_SIZE_BYTES)
         token = next(self._reply_ids)
-        reply = Reply()
+        reply = PendingAnswer()
         self._replies[token] = (reply, req.api_version)
         self._step(RequestReceived(sender_id=wire.sender_of(core_req), reply_to=token, request=core_req))
         if reply.done() and not reply.cancelled:
@@ -540,7 +606,8 @@ class Node:
                 raise RequestError(f"node {peer.node_id}: reconnect backoff")
             client = KafkaClient(peer.host, peer.port, client_id=f"raft-client-{self.config.node_id}",
                                  observer=self._observe_client(peer.node_id) if self._wants_frames() else None,
-                                 bodies=codec if self.typed is None else self.typed, ssl=self._client_tls)
+                                 bodies=codec if self.typed is None else self.typed, ssl=self._client_tls,
+                                 sasl=self.config.sasl.login if self.config.sasl is not None else None)
             try:
                 await client.connect(timeout_s=self.config.request_timeout_ms / 1000)
             except RequestError:
@@ -576,6 +643,12 @@ class Node:
         api_key = wire.api_key(request)
         try:
             version = client.best_version(api_key)
+            if isinstance(request, VoteRequest):
+                if not self.config.pre_vote:
+                    version = min(version, VOTE_VERSION_WITHOUT_PRE_VOTE)  # as Kafka 3.9 would send it
+                if request.pre_vote and version < 2:
+                    self._pre_vote_unsupported(dest, request_id)
+                    return
             # The typed codec writes the core's request itself (Fetch without a dict at all).
             body = request if self.typed is not None else wire.request_to_body(request, version)
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
@@ -590,6 +663,19 @@ class Node:
             asyncio.get_running_loop().call_soon(self._request_failed, dest, request, request_id, exc)
             return
         self._outstanding += 1
+
+    def _pre_vote_unsupported(self, dest: int, request_id: int) -> None:
+        """KIP-996 / Kafka 4.x: a pre-vote cannot be written below Vote v2. Kafka's network client fails the
+        send (UnsupportedVersionException), and KafkaRaftClient.maybeSendRequest turns that into a Vote
+        response with the top-level error UNSUPPORTED_VERSION; the core then becomes a candidate at once
+        (handleVoteResponse). Stepped from the loop, not from inside this step."""
+        answer = VoteResponse(-1, -1, False, error=Errors.UNSUPPORTED_VERSION)
+
+        def deliver() -> None:
+            if not self._stopping:
+                self._step(ResponseReceived(sender_id=dest, response=answer, request_id=request_id))
+
+        asyncio.get_running_loop().call_soon(deliver)
 
     def _on_response(self, body: Any, exc: BaseException | None, dest: int, request: Any,
                      version: int, request_id: int) -> None:
@@ -639,12 +725,14 @@ class Node:
         return result
 
     def _release_commits(self) -> None:
-        assert self.core is not None
+        assert self.core is not None and self.metadata_log is not None
+        if not self._commit_waiters:
+            return
         keep = []
-        core = self.core
-        held_back = (core.epoch, core.next_append_offset) if isinstance(core.role, Leader) else None
+        status = self.core.status()
+        held_back = (status.epoch, status.next_append_offset) if status.is_leader else None
         for offset, epoch, fut in self._commit_waiters:
-            outcome = commit_outcome(core.log, self.high_watermark, offset, epoch, held_back)
+            outcome = commit_outcome(self.metadata_log, self.high_watermark, offset, epoch, held_back)
             if outcome == "pending":
                 keep.append((offset, epoch, fut))
             elif not fut.done():
@@ -658,119 +746,88 @@ class Node:
     # ------------------------------------------------------------------ brokers
 
     def _apply_committed_records(self) -> None:
-        """Every node applies newly committed records to the broker registry, in log order."""
-        assert self.core is not None
-        hw = self.high_watermark
-        if self.registry.next_offset >= hw:
-            return
-        batches = self.core.log.iter_batches(self.registry.next_offset)  # read as far as it applies
-        changes, errors = self.registry.apply_committed(batches, hw)
-        now = self.clock.now_ms()
-        for change in changes:
-            self._emit({"ts": now, "node": self.config.node_id, "event": "BrokerEvent",
-                        "broker": change.to_json(), "note": change.record})
-        for error in errors:
+        """Every node applies newly committed records to its broker registry, in log order (broker_driver.py)."""
+        log_ = self.metadata_log
+        assert log_ is not None
+        done = self.brokers.commit(self.high_watermark, log_.iter_batches, log_.epoch_of)
+        if done.changes:
+            now = self.clock.now_ms()
+            for change in done.changes:
+                self._emit({"ts": now, "node": self.config.node_id, "event": "BrokerEvent",
+                            "broker": change.to_json(), "note": change.record})
+        for error in done.errors:
             log.error("broker registry refused a committed record: %s", error)
-        self.controller.committed(hw)
+        self._deliver(done.answers)
+        if done.fatal:
+            # Kafka's QuorumController: a committed record that does not replay is a fatal fault.
+            self._halt(done.errors[0])
 
     def _sync_controller(self) -> None:
-        """Active controller = Raft leader whose epoch has committed an entry (so the registry holds the
-        whole committed log, as Kafka's controller claims leadership only after replaying up to it)."""
+        """Active controller = Raft leader whose epoch has committed an entry and whose registry holds the
+        whole committed log (broker_driver.py ``leadership``)."""
         core = self.core
         if core is None:
             return
-        role = core.role
-        should = (
-            not self._stopping
-            and isinstance(role, Leader)
-            and self.high_watermark > role.epoch_start_offset
-            and self.registry.next_offset >= self.high_watermark
-        )
-        if should and isinstance(role, Leader):
-            if not self.controller.active or self.controller.epoch != role.epoch:
-                self.controller.activate(self.clock.now_ms(), role.epoch, core.cluster_id)
-                log.info("node %d is the active controller (epoch %d, %d brokers)",
-                         self.config.node_id, role.epoch, len(self.registry))
-        elif self.controller.active:
-            self.controller.deactivate()
-            self._fail_controller_waiters()
+        if not self.brokers.active and core.leader_id != self.config.node_id:
+            return  # not leading, nothing to leave: every follower's step, the common case (no status built)
+        status = core.status()
+        change = self.brokers.leadership(status, self.clock.now_ms(), stopping=self._stopping)
+        if change.activated:
+            log.info("node %d is the active controller (epoch %d, %d brokers)",
+                     self.config.node_id, status.epoch, len(self.brokers.registry))
+        elif change.deactivated:
+            self._deliver(change.answers)
             log.info("node %d is no longer the active controller", self.config.node_id)
 
-    async def _handle_broker_request(self, req: Request) -> dict[str, Any] | None:
-        """BrokerRegistration / BrokerHeartbeat: the controller decides; the shell appends and waits."""
+    async def _handle_broker_request(self, req: ServerRequest) -> dict[str, Any] | None:
+        """BrokerRegistration / BrokerHeartbeat: the driver decides; the shell appends and waits."""
         assert self.core is not None
-        now, next_offset = self.clock.now_ms(), self.core.next_append_offset
-        if req.api_key == broker_controller.BROKER_REGISTRATION:
-            decision = self.controller.handle_broker_registration(req.body, now, next_offset)
-        else:
-            decision = self.controller.handle_broker_heartbeat(req.body, now, next_offset)
+        decision = self.brokers.decide(req.api_key, req.body, self.clock.now_ms(), self.core.status())
         if decision.note:
             log.debug("%s", decision.note)
-        if not await self._commit_decision(decision):
+        token = next(self._broker_tokens)
+        answer = self._commit_decision(decision, token, req.api_key)
+        if answer is not None:
+            return answer.response
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._broker_answers[token] = fut
+        try:
+            # An answer later than a session is worthless to the broker; it will ask again.
+            return await asyncio.wait_for(fut, self.config.broker_session_timeout_ms / 1000)
+        except TimeoutError:
+            self._broker_answers.pop(token, None)
+            self.brokers.forget(token)
             return broker_controller.error_response(req.api_key, Errors.NOT_CONTROLLER)
-        return decision.response
 
-    async def _commit_decision(self, decision: Decision) -> bool:
-        """Append the decision's records and wait until everything it depends on is committed.
-
-        False when this node turned out not to be (or stopped being) the controller: the append was
-        refused, or the entries were lost to a new leader (same offset, other epoch) or never committed.
-        """
-        assert self.core is not None
-        epoch = self.controller.epoch
+    def _commit_decision(self, decision: Decision, token: int | None, api_key: int) -> BrokerAnswer | None:
+        """Append the decision's records (one ClientWrite); the answer for ``token`` if it is known now."""
+        assert self.metadata_log is not None
+        result = None
         if decision.records:
-            ready = self._step(ClientWrite(tuple(r.value() for r in decision.records)))
-            result = ready.client_append
-            if result is None or not result.accepted or result.base_offset != decision.base_offset:
-                if self.controller.active:
-                    self.controller.deactivate()
-                    self._fail_controller_waiters()
-                return False
-            epoch = result.epoch
-        last = decision.commit_offset - 1
-        if last < 0:
-            return True
-        if self.high_watermark <= last:
-            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            self._controller_waiters.append((last, epoch, fut))
-            self._release_controller_waiters()
-            try:
-                # An answer later than a session is worthless to the broker; it will ask again.
-                return await asyncio.wait_for(fut, self.config.broker_session_timeout_ms / 1000)
-            except TimeoutError:
-                return False
-        return self.core.log.epoch_of(last) == epoch
+            result = self._step(ClientWrite(tuple(r.value() for r in decision.records))).client_append
+        change, answer = self.brokers.appended(
+            decision, result, token, api_key, self.high_watermark, self.metadata_log.epoch_of)
+        self._deliver(change.answers)
+        return answer
 
-    def _release_controller_waiters(self) -> None:
-        assert self.core is not None
-        keep = []
-        for offset, epoch, fut in self._controller_waiters:
-            if fut.done():
-                continue
-            if self.high_watermark > offset:
-                # Log Matching: the same offset in the same epoch is the very entry we appended.
-                fut.set_result(self.core.log.epoch_of(offset) == epoch)
-            else:
-                keep.append((offset, epoch, fut))
-        self._controller_waiters = keep
-
-    def _fail_controller_waiters(self) -> None:
-        waiters, self._controller_waiters = self._controller_waiters, []
-        for _, _, fut in waiters:
-            if not fut.done():
-                fut.set_result(False)
+    def _deliver(self, answers: tuple[BrokerAnswer, ...]) -> None:
+        """Hand each broker answer to the request waiting for it (gone when it timed out)."""
+        for answer in answers:
+            fut = self._broker_answers.pop(answer.token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(answer.response)
 
     async def _controller_loop(self) -> None:
         """Session expiry: fence brokers that stopped heartbeating (``broker.session.timeout.ms``)."""
         period = max(0.01, min(0.25, self.config.broker_session_timeout_ms / 4000))
         while not self._stopping:
             await asyncio.sleep(period)
-            if self._stopping or self.core is None or not self.controller.active:
+            if self._stopping or self.core is None or not self.brokers.active:
                 continue
-            decision = self.controller.fence_expired(self.clock.now_ms(), self.core.next_append_offset)
+            decision = self.brokers.expire(self.clock.now_ms(), self.core.status())
             if decision is not None:
                 log.info("%s", decision.note)
-                self._spawn(self._commit_decision(decision))
+                self._commit_decision(decision, None, 0)
 
     # ------------------------------------------------------------------ tracing
 

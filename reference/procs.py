@@ -7,7 +7,6 @@ its own trace file (`node-i/trace-<k>.ndjson`), so a restart never overwrites th
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import json
@@ -17,14 +16,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kraft_tck.reference.config import NodeConfig, render_properties
-from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_quorum
+from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo, describe_quorum, secured
+from kraft_tck.reference.security import ClientSecurity
 from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_result, stop_after_delay, stop_any, wait_fixed
+from tenacity.stop import stop_base
 
 
 def ephemeral_port_floor() -> int:
@@ -71,6 +72,8 @@ class LocalCluster:
     cluster_id: str = ""
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     incarnations: dict[int, int] = field(default_factory=dict)
+    #: How ``describe`` reaches a secured quorum (TLS, SASL: ``security.client_security``); plaintext when None.
+    client_security: ClientSecurity | None = None
 
     def node_dir(self, node_id: int) -> Path:
         return self.base_dir / f"node-{node_id}"
@@ -162,37 +165,54 @@ class LocalCluster:
 
     async def describe(self, node_ids: list[int] | None = None, timeout_s: float = 1.0) -> QuorumInfo | None:
         """DescribeQuorum from whichever live node is leader; None while there is none."""
-        for i in node_ids or self.alive():
-            try:
-                return await describe_quorum("127.0.0.1", self.port(i), timeout_s, follow_leader=False)
-            except QuorumError:
-                continue
+        with secured(self.client_security):
+            for i in node_ids or self.alive():
+                try:
+                    return await describe_quorum("127.0.0.1", self.port(i), timeout_s, follow_leader=False)
+                except QuorumError:
+                    continue
         return None
 
     async def wait_for_leader(self, timeout_s: float, min_epoch: int = 0, exclude: int | None = None,
                               min_hw: int = 0) -> QuorumInfo:
-        deadline = time.monotonic() + timeout_s
         last: QuorumInfo | None = None
-        while time.monotonic() < deadline:
+
+        async def leader() -> QuorumInfo | None:
+            nonlocal last
             info = await self.describe([i for i in self.alive() if i != exclude])
-            if info is not None and info.leader_epoch >= min_epoch and info.high_watermark >= min_hw:
-                return info
             last = info or last
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"no leader with epoch >= {min_epoch} and HW >= {min_hw} within {timeout_s}s "
-                           f"(last seen: {last})")
+            return info if info is not None and info.leader_epoch >= min_epoch and info.high_watermark >= min_hw \
+                else None
+
+        found: QuorumInfo | None = await AsyncRetrying(**_until_found(timeout_s))(leader)
+        if found is None:
+            raise TimeoutError(f"no leader with epoch >= {min_epoch} and HW >= {min_hw} within {timeout_s}s "
+                               f"(last seen: {last})")
+        return found
 
     async def wait_caught_up(self, node_id: int, timeout_s: float, min_offset: int) -> QuorumInfo:
         """Wait until the leader reports ``node_id``'s log end at or past ``min_offset`` (KIP-836 rows)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        async def caught_up() -> QuorumInfo | None:
             info = await self.describe()
-            if info is not None:
-                row = next((r for r in info.voters if r.replica_id == node_id), None)
-                if row is not None and row.log_end_offset >= min_offset:
-                    return info
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"node {node_id} did not reach offset {min_offset} within {timeout_s}s")
+            row = next((r for r in info.voters if r.replica_id == node_id), None) if info is not None else None
+            return info if row is not None and row.log_end_offset >= min_offset else None
+
+        found: QuorumInfo | None = await AsyncRetrying(**_until_found(timeout_s))(caught_up)
+        if found is None:
+            raise TimeoutError(f"node {node_id} did not reach offset {min_offset} within {timeout_s}s")
+        return found
+
+
+#: How often the waits above ask again.
+POLL_S = 0.05
+
+
+def _until_found(timeout_s: float) -> dict[str, Any]:
+    """tenacity settings for "ask every POLL_S until the answer is not None, or ``timeout_s`` has passed"
+    (then the call returns None)."""
+    return {"stop": stop_after_delay(timeout_s), "wait": wait_fixed(POLL_S),
+            "retry": retry_if_result(lambda found: found is None), "retry_error_callback": lambda _state: None}
 
 
 # ============================================================================================ a supervised cluster
@@ -258,6 +278,16 @@ def read_state(base_dir: Path) -> dict[str, Any] | None:
     return doc
 
 
+class _pid_gone(stop_base):
+    """A tenacity stop condition: process ``pid`` has exited."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return not pid_alive(self.pid)
+
+
 def request_path(base_dir: Path, node_id: int) -> Path:
     return base_dir / CONTROL_DIR / f"restart-{node_id}"
 
@@ -280,14 +310,15 @@ def request_restart(base_dir: Path, node_id: int, timeout_s: float = 20.0) -> in
     tmp = path.with_suffix(".part")
     tmp.write_text(str(os.getpid()), encoding="utf-8")
     tmp.rename(path)
-    deadline = time.monotonic() + timeout_s
-    while path.exists():
-        if time.monotonic() > deadline or not pid_alive(pid):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            raise ClusterDirError(f"the kraft-tck cluster running in {base_dir} (pid {pid}) did not act on the "
-                                  f"restart within {timeout_s:.0f}s")
-        time.sleep(0.05)
+    # The running command removes the request once it has acted; it stopping is as good as a timeout.
+    acted = Retrying(stop=stop_any(stop_after_delay(timeout_s), _pid_gone(pid)), wait=wait_fixed(POLL_S),
+                     retry=retry_if_result(lambda done: not done), retry_error_callback=lambda _state: False)(
+        lambda: not path.exists())
+    if not acted:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        raise ClusterDirError(f"the kraft-tck cluster running in {base_dir} (pid {pid}) did not act on the "
+                              f"restart within {timeout_s:.0f}s")
     new = read_state(base_dir) or {}
     return int((new.get("nodes") or {}).get(str(node_id), 0))
 

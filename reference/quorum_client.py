@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import contextvars
 import errno
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kraft_tck.reference.net import KafkaClient, RequestError
+from kraft_tck.reference.security import ClientSecurity
 from kraft_tck.spec.errors import Errors
 
 DESCRIBE_QUORUM = 55
@@ -34,6 +37,22 @@ METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
 
 Endpoint = tuple[str, int]
+
+
+#: The security of every connection this module opens (``--command-config``: TLS, SASL); plaintext when None.
+#: Set with :func:`secured` around a call (asyncio.run and tasks copy it).
+CLIENT_SECURITY: contextvars.ContextVar[ClientSecurity | None] = contextvars.ContextVar("CLIENT_SECURITY",
+                                                                                        default=None)
+
+
+@contextlib.contextmanager
+def secured(security: ClientSecurity | None) -> Iterator[None]:
+    """Connections opened inside speak ``security`` (``security.client_security`` of a client properties file)."""
+    token = CLIENT_SECURITY.set(security)
+    try:
+        yield
+    finally:
+        CLIENT_SECURITY.reset(token)
 
 
 class QuorumError(Exception):
@@ -144,7 +163,10 @@ def request_problem(host: str, port: int, exc: BaseException) -> str:
 
 
 async def _connect(host: str, port: int, timeout_s: float, client_id: str) -> KafkaClient:
-    client = KafkaClient(host, port, client_id=client_id)
+    security = CLIENT_SECURITY.get()
+    client = KafkaClient(host, port, client_id=client_id,
+                         ssl=security.ssl_context if security is not None else None,
+                         sasl=security.sasl if security is not None else None)
     try:
         await client.connect(timeout_s)
     except RequestError as exc:
@@ -208,9 +230,15 @@ async def leader_endpoint(client: KafkaClient, timeout_s: float) -> Endpoint | N
     return None
 
 
-async def describe_cluster_id(host: str, port: int, timeout_s: float) -> str | None:
+#: DescribeCluster's EndpointType (KIP-919): Kafka's admin client asks for brokers with bootstrap servers
+#: and for controllers with bootstrap controllers; a node refuses the other kind (MISMATCHED_ENDPOINT_TYPE).
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
+
+
+async def describe_cluster_id(host: str, port: int, timeout_s: float,
+                              endpoint_type: int = CONTROLLER_ENDPOINTS) -> str | None:
     """The cluster id by DescribeCluster (what ``kafka-metadata-quorum`` prints), or None when the node
-    does not serve DescribeCluster (or this kit's codec has no definition of it)."""
+    does not serve DescribeCluster or refuses the request."""
     from kraft_tck.spec import codec
 
     try:
@@ -225,7 +253,7 @@ async def describe_cluster_id(host: str, port: int, timeout_s: float) -> str | N
         version = min(ours[1], theirs[1])
         req: dict[str, Any] = {"IncludeClusterAuthorizedOperations": False}
         if version >= 1:
-            req["EndpointType"] = 2  # controllers (KIP-919)
+            req["EndpointType"] = endpoint_type
         body = await client.request(DESCRIBE_CLUSTER, version, req, timeout_s)
     except RequestError:
         return None
@@ -272,9 +300,10 @@ async def find_leader(endpoints: Sequence[Endpoint], timeout_s: float,
     raise QuorumError("no controller answered as leader: " + "; ".join(problems))
 
 
-async def describe(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster_id: bool = False) -> QuorumInfo:
+async def describe(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster_id: bool = False,
+                   endpoint_type: int = CONTROLLER_ENDPOINTS) -> QuorumInfo:
     """What ``kafka-metadata-quorum describe`` shows: the leader's DescribeQuorum answer (and, for
-    ``--status``, the cluster id by DescribeCluster)."""
+    ``--status``, the cluster id by DescribeCluster, asking for ``endpoint_type``)."""
     # KIP-595 "DescribeQuorum Response Handling" 2: no leader known (an election under way): back off and
     # ask again, until the timeout. A node that cannot be reached is not asked again.
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -288,13 +317,14 @@ async def describe(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster
             await asyncio.sleep(0.1)
     if not with_cluster_id:
         return info
-    cid = await describe_cluster_id(host, port, timeout_s)
+    cid = await describe_cluster_id(host, port, timeout_s, endpoint_type)
     return QuorumInfo(info.leader_id, info.leader_epoch, info.high_watermark, info.voters, info.observers,
                       info.version, info.nodes, cid)
 
 
-def describe_sync(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster_id: bool = False) -> QuorumInfo:
-    return asyncio.run(describe(endpoints, timeout_s, with_cluster_id))
+def describe_sync(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster_id: bool = False,
+                  endpoint_type: int = CONTROLLER_ENDPOINTS) -> QuorumInfo:
+    return asyncio.run(describe(endpoints, timeout_s, with_cluster_id, endpoint_type))
 
 
 # ============================================================================================ rendering

@@ -1,4 +1,9 @@
-"""The six role states of a KRaft node (Kafka's QuorumState names), one type each.
+"""The seven role states of a KRaft node (Kafka's QuorumState names), one type each.
+
+``Voted`` is Kafka 4.x's ``UnattachedState`` with a ``votedKey`` (Kafka 3.x had a VotedState of its own):
+the kit keeps it as a role of its own name so traces and the TLA+ model say "Voted". ``Prospective``
+(KIP-996, Kafka 4.0's ``ProspectiveState``) exists only when the node runs with pre-vote
+(``CoreConfig.pre_vote``).
 
 Each type holds only what that role needs; a transition replaces the whole value (see the table at the
 top of ``core.py``). Within one role, its timers, vote tally and replica progress are updated in place,
@@ -34,6 +39,27 @@ class Voted:
     epoch: int
     voted_id: int
     election_deadline_ms: int | None
+
+
+@dataclass(slots=True)
+class Prospective:
+    """KIP-996 pre-vote (Kafka 4.x ``ProspectiveState``): a voter whose fetch or election timer ran out asks
+    the voters, with Vote v2 ``PreVote=true`` in its *current* epoch, whether they would vote for it. Nothing
+    is persisted on the way in (``QuorumState.transitionToProspective`` is a memory transition). It keeps
+    the leader it followed (``leader_id``, -1 if none) and the vote it cast in this epoch (``voted_id``),
+    as Kafka's state does; ``granted`` / ``rejected`` are the pre-vote tally (its own grant included,
+    ``EpochElection``). A majority of grants makes it a Candidate (epoch + 1); a majority of refusals or
+    ``election_deadline_ms`` sends it back to Follower (leader known) or Unattached. ``retries`` carries
+    over from a Candidate that lost, so the election backoff keeps growing."""
+
+    name: ClassVar[str] = "Prospective"
+    epoch: int
+    leader_id: int
+    voted_id: int
+    granted: frozenset[int]
+    rejected: frozenset[int]
+    retries: int
+    election_deadline_ms: int
 
 
 @dataclass(slots=True)
@@ -98,6 +124,9 @@ class Follower:
     fetch_deadline_ms: int
     voted_id: int = -1
     deadline_cause: str = "FetchTimeout"
+    # KIP-996: a successful fetch from the leader in this role (Kafka 4.x ``FollowerState.hasFetchedFromLeader``).
+    # A follower that has one refuses pre-votes: its leader is alive.
+    fetched: bool = False
 
 
 @dataclass(slots=True)
@@ -113,4 +142,4 @@ class Resigned:
     cause: str = field(default="Resign")
 
 
-Role = Unattached | Voted | Candidate | Leader | Follower | Resigned
+Role = Unattached | Voted | Prospective | Candidate | Leader | Follower | Resigned

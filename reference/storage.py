@@ -142,7 +142,7 @@ def atomic_write(path: Path, data: bytes, fsync: bool = True) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QuorumState:
+class QuorumStateData:
     """Kafka's QuorumStateData (quorum-state file). ``leader_id``/``voted_id`` are -1 when unknown/none.
 
     Kafka writes data_version 0 with ClusterId (always ""), AppliedOffset and CurrentVoters; data_version
@@ -181,7 +181,7 @@ class QuorumState:
         }
 
     @classmethod
-    def from_json(cls, path: Path, doc: object) -> QuorumState:
+    def from_json(cls, path: Path, doc: object) -> QuorumStateData:
         if not isinstance(doc, dict):
             raise CorruptFileError(path, f"expected a JSON object, got {type(doc).__name__}")
 
@@ -232,7 +232,7 @@ class QuorumState:
         )
 
 
-def read_quorum_state_file(path: Path) -> QuorumState | None:
+def read_quorum_state_file(path: Path) -> QuorumStateData | None:
     """The quorum state in ``path``, or None when the file does not exist (a fresh node)."""
     try:
         raw = path.read_bytes()
@@ -246,7 +246,7 @@ def read_quorum_state_file(path: Path) -> QuorumState | None:
         raise CorruptFileError(
             path, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    return QuorumState.from_json(path, doc)
+    return QuorumStateData.from_json(path, doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -853,10 +853,10 @@ class LogDir:
         pairs = list(self._encoded_from(from_offset, max_bytes))
         return [b for b, _ in pairs], [d for _, d in pairs]
 
-    def read_quorum_state(self) -> QuorumState | None:
+    def read_quorum_state(self) -> QuorumStateData | None:
         return read_quorum_state_file(self.partition_dir / QUORUM_STATE)
 
-    def write_quorum_state(self, state: QuorumState) -> None:
+    def write_quorum_state(self, state: QuorumStateData) -> None:
         """Persist ``state`` atomically; when this returns (with fsync on) the vote survives a crash.
 
         KIP-595 Fetch Response Handling step 1 ("update the quorum-state file" on a new leader) and Vote

@@ -68,7 +68,7 @@ _API_KEYS: dict[type, int] = {
 #: LastFetchedEpoch / DivergingEpoch / CurrentLeader.
 SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (12, 17),
-    VOTE: (0, 1),
+    VOTE: (0, 2),  # v2: PreVote (KIP-996, Kafka 4.0); a node run without pre-vote serves 0-1 (node.py)
     BEGIN_QUORUM_EPOCH: (0, 1),
     END_QUORUM_EPOCH: (0, 1),
     DESCRIBE_QUORUM: (0, 2),
@@ -105,6 +105,10 @@ def request_to_body(req: Request, version: int) -> Body:
             "LastOffsetEpoch": req.last_offset_epoch,
             "LastOffset": req.last_offset,
         }
+        if version >= 2:
+            part["PreVote"] = req.pre_vote  # KIP-996; below v2 a pre-vote cannot be written (see node._send_on)
+        elif req.pre_vote:
+            raise WireError(f"a pre-vote needs Vote v2, not v{version}", Errors.UNSUPPORTED_VERSION)
         body: Body = {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
         if version >= 1:
             body["VoterId"] = req.voter_id
@@ -180,6 +184,7 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
             p["LastOffsetEpoch"],
             p["LastOffset"],
             voter_id=body.get("VoterId", -1),
+            pre_vote=bool(p.get("PreVote", False)),
         )
     if key == BEGIN_QUORUM_EPOCH:
         p = _named_partition(body, "BeginQuorumEpoch")

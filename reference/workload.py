@@ -24,7 +24,6 @@ from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.histogram import LatencyHistogram
 from kraft_tck.reference.net import install_log_escaping
 from kraft_tck.reference.node import Node, NodeHalted, StartupError, WriteLost
-from kraft_tck.reference.roles import Leader
 
 log = logging.getLogger("kraft_tck.reference.workload")
 
@@ -116,7 +115,7 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
 
     next_at = time.monotonic()
     while not stop.is_set():
-        leading = node.core is not None and isinstance(node.core.role, Leader)
+        leading = node.core is not None and node.core.status().is_leader
         if leading and stats.leader_since is None:
             stats.leader_since = time.monotonic()  # throughput counts from leadership, not process start
         if not leading:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from kraft_tck.spec.codegen import Fallback, _compact, _Decoder, _Encoder, _runs, _Source, _split
+from kraft_tck.spec.primitives import FIXED_FORMAT
 from kraft_tck.spec.schema import FieldDef
-from kraft_tck.spec.wire import FIXED_FORMAT
 
 
 @dataclass(frozen=True)

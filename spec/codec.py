@@ -33,9 +33,17 @@ from typing import Any
 
 from kraft_tck.spec import codegen
 from kraft_tck.spec.errors import DecodeError, Errors, UnsupportedVersionError
+from kraft_tck.spec.primitives import (
+    FIXED_FORMAT,
+    INT16,
+    INT32,
+    copy_default,
+    read_uvarint,
+    uvarint_bytes,
+    write_uvarint,
+)
+from kraft_tck.spec.primitives import new_uuid as _new_uuid
 from kraft_tck.spec.schema import INT_RANGES, FieldDef, MessageDef, load_all
-from kraft_tck.spec.wire import FIXED_FORMAT, INT16, INT32, copy_default, read_uvarint, uvarint_bytes, write_uvarint
-from kraft_tck.spec.wire import new_uuid as _new_uuid
 
 UNKNOWN_TAGGED = "_unknown_tagged_fields"
 API_VERSIONS_KEY = 18

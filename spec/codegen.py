@@ -21,8 +21,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kraft_tck.spec.schema import FieldDef
-from kraft_tck.spec.wire import (
+from kraft_tck.spec.primitives import (
     FIXED_FORMAT,
     INT16,
     INT32,
@@ -32,6 +31,7 @@ from kraft_tck.spec.wire import (
     uvarint_bytes,
     write_uvarint,
 )
+from kraft_tck.spec.schema import FieldDef
 
 #: (out, body) -> None, appending the encoded body to ``out``.
 StructEncoder = Callable[[bytearray, Any], None]

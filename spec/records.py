@@ -24,7 +24,7 @@ from typing import Any
 
 import crc32c as _crc32c
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
-from kraft_tck.spec.wire import Buffer, read_varint, read_varlong, write_varint, write_varlong
+from kraft_tck.spec.primitives import Buffer, read_varint, read_varlong, write_varint, write_varlong
 
 MAGIC = 2
 # baseOffset(8) + batchLength(4): the part of the header not counted by batchLength.
@@ -216,7 +216,7 @@ def encode_batches(batches: Iterable[RecordBatch]) -> bytes:
 # Decoding runs once per record on every follower, so the common case is kept cheap: varints of one or
 # two bytes are read in ``_varint`` itself, and the ``records[3].key length``-style names errors need
 # are only formatted when something is wrong. Any other varint, and every error, goes through the generic
-# ``spec.wire`` readers, so a bad record fails exactly as it would there.
+# ``spec.primitives`` readers, so a bad record fails exactly as it would there.
 
 
 def _field(index: int, name: str) -> str:

@@ -44,13 +44,20 @@ ACTIONS: tuple[str, ...] = (
     "HandleEndQuorumEpochResponse",
     "HandleDescribeQuorumRequest",
     "Restart",
+    "BecomeProspective",
+    "AbandonProspective",
 )
 MESSAGE_EVENTS: tuple[str, ...] = ("Send", "Receive")
 #: Events of the broker layer above the quorum (KIP-631 registry changes a node applies from its log).
 BROKER_EVENTS: tuple[str, ...] = ("BrokerEvent",)
 
 #: The ``cause`` of a StartElection (spec/README.md "Actions"): which timer or message started it.
-CAUSES: tuple[str, ...] = ("ElectionTimeout", "FetchTimeout", "ElectionBackoff", "EndQuorumEpoch")
+CAUSES: tuple[str, ...] = (
+    "ElectionTimeout", "FetchTimeout", "ElectionBackoff", "EndQuorumEpoch",
+    # KIP-996 (pre-vote): a Prospective became Candidate on a majority of pre-vote grants, or at once because
+    # a voter cannot take Vote v2; a pre-vote refused by a majority ends it (AbandonProspective).
+    "PreVoteGranted", "UnsupportedVersion", "PreVoteRejected",
+)
 
 #: Steps of tla/KRaft.tla's Next that are no node action of the vocabulary, and why no trace line names them.
 MODEL_STEPS: dict[str, str] = {

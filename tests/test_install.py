@@ -100,3 +100,13 @@ def test_plain_install_is_light_and_runs_the_node_the_harness_and_validation(tmp
     assert case.returncode == 0, out[-4000:]
     assert "1 passed" in out, out[-3000:]
     assert shutil.which("kraft-tck", path=env["PATH"]) == str(bin_dir / "kraft-tck")
+
+    # ... and against a reference node the harness launches as a process of its own, from the installed
+    # console script (format, then node): a KIP-631 case, so the node's broker driver runs too.
+    launch = ("sh -c 'test -z {cluster_id} || kraft-tck format --config {config} --cluster-id {cluster_id} "
+              "--ignore-formatted; exec kraft-tck node --config {config} --trace-file {trace_file}'")
+    case = run([str(pytest_bin), "--pyargs", "kraft_tck.conformance", "--case", "KIP-631/Brokers/1", "--no-tlc",
+                "-p", "no:cacheprovider", "--target-cmd", launch], work, env, timeout=300)  # fmt: skip
+    out = case.stdout + case.stderr
+    assert case.returncode == 0, out[-4000:]
+    assert "PASS  KIP-631/Brokers/1" in out and "1 passed" in out, out[-3000:]

@@ -34,7 +34,18 @@
 (*  - observers: they fetch and follow, but never vote or count for the HW;*)
 (*  - the leader's BeginQuorumEpoch heartbeat (Kafka 3.9+, KAFKA-16536):   *)
 (*    a leader sends BeginQuorumEpoch again for as long as it leads,       *)
-(*    acknowledged or not (SendBeginQuorumEpoch).                          *)
+(*    acknowledged or not (SendBeginQuorumEpoch);                          *)
+(*  - pre-vote (KIP-996, Kafka 4.x), switched by the constant PreVote: a   *)
+(*    voter whose fetch or election timer fires becomes Prospective        *)
+(*    (BecomeProspective: same epoch, no vote persisted) and asks the      *)
+(*    voters with Vote PreVote=true; only a majority of pre-vote grants    *)
+(*    makes it a Candidate (StartElection, epoch + 1); AbandonProspective  *)
+(*    gives up.  A pre-vote is granted on an up-to-date log alone, except  *)
+(*    that a Leader and a Follower that has fetched from its leader since  *)
+(*    it began following it (Kafka's FollowerState.hasFetchedFromLeader,   *)
+(*    variable hasFetched) refuse.                                         *)
+(*    With PreVote = FALSE elections start as in Kafka 3.x, straight from  *)
+(*    the timeout.                                                         *)
 (*                                                                         *)
 (* Deliberately not modelled (and why):                                    *)
 (*  - time: timers are nondeterministic enabling conditions, so every      *)
@@ -55,8 +66,9 @@
 (*    follower's log, and by never moving a follower's HW backwards;       *)
 (*  - record batches: one record per entry, at most MaxFetchRecords per    *)
 (*    Fetch response (Kafka's max bytes), record values are abstract;      *)
-(*  - snapshots (FetchSnapshot), voter-set changes (KIP-853) and the      *)
-(*    pre-vote of KIP-996.  DescribeQuorum is a read-only action           *)
+(*  - snapshots (FetchSnapshot) and voter-set changes (KIP-853); Vote v0/v1 *)
+(*    peers of a pre-vote voter (Kafka falls back to a real election: the  *)
+(*    PreVote = FALSE path).  DescribeQuorum is a read-only action         *)
 (*    (HandleDescribeQuorumRequest) that changes no protocol state.        *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
@@ -67,9 +79,11 @@ CONSTANTS
     Values,          \* client record values
     LocalCluster,    \* the cluster id every node has in meta.properties
     ForeignCluster,  \* a cluster id a rogue request may carry
-    MaxFetchRecords  \* records per Fetch response (Kafka's max bytes, in records)
+    MaxFetchRecords, \* records per Fetch response (Kafka's max bytes, in records)
+    PreVote          \* BOOLEAN: elections go through pre-vote (KIP-996, Kafka 4.x)
 
 ASSUME Voters # {} /\ Voters \cap Observers = {} /\ LocalCluster # ForeignCluster
+ASSUME PreVote \in BOOLEAN
 
 Nodes == Voters \cup Observers
 
@@ -86,7 +100,10 @@ Candidate  == "Candidate"
 Leader     == "Leader"
 Follower   == "Follower"
 Resigned   == "Resigned"
-Roles == {Unattached, Voted, Candidate, Leader, Follower, Resigned}
+\* Kafka 4.x's ProspectiveState (KIP-996): asking for pre-votes in its epoch.
+\* (Voted is Kafka 4.x's UnattachedState with a votedKey.)
+Prospective == "Prospective"
+Roles == {Unattached, Voted, Prospective, Candidate, Leader, Follower, Resigned}
 
 VARIABLES
     role,           \* role[i]: one of Roles (volatile)
@@ -98,14 +115,18 @@ VARIABLES
     highWatermark,  \* highWatermark[i]: records at offsets < HW are committed (volatile)
     clusterId,      \* clusterId[i]: from meta.properties (durable, never changes)
     votesGranted,   \* votesGranted[i]: voters that granted i's candidacy in epoch[i]
+                    \* (as Prospective: its pre-vote, Kafka's EpochElection)
     endOffset,      \* endOffset[i][j]: leader i's knowledge of voter j's fetch offset
     msgs,           \* the network: a bag, message -> number of copies in flight
-    restarts        \* number of Restart steps taken (only to bound the model)
+    restarts,       \* number of Restart steps taken (only to bound the model)
+    hasFetched      \* hasFetched[i]: Follower i has had an answer from its leader since
+                    \* it began following it (Kafka's FollowerState.hasFetchedFromLeader;
+                    \* volatile); such a follower refuses pre-votes
 
-nodeVars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId>>
+nodeVars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, hasFetched>>
 leaderVars == <<votesGranted, endOffset>>
 vars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-          votesGranted, endOffset, msgs, restarts>>
+          votesGranted, endOffset, msgs, restarts, hasFetched>>
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -172,6 +193,14 @@ Requests == {"VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest", 
 \* the foreign sender (outside the model) and changes nothing.
 Foreign(m) == m.clusterId # clusterId[m.to]
 
+\* hasFetched after a step that may change i's role, epoch or leader: it
+\* survives only while i stays the Follower of the same leader in the same
+\* epoch (Kafka makes a new FollowerState on every such transition).
+KeepFetched(i) ==
+    hasFetched' = [hasFetched EXCEPT ![i] =
+                     @ /\ role'[i] = Follower /\ role[i] = Follower
+                       /\ epoch'[i] = epoch[i] /\ leaderId'[i] = leaderId[i]]
+
 \* Move to a higher epoch: the vote and the leader of the old epoch are gone.
 \* With a known leader the node follows it, otherwise it is Unattached.
 \* Observers never hold a vote.
@@ -181,6 +210,7 @@ BumpEpoch(i, e, ldr) ==
     /\ leaderId' = [leaderId EXCEPT ![i] = ldr]
     /\ role' = [role EXCEPT ![i] = IF ldr = Nil THEN Unattached ELSE Follower]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+    /\ KeepFetched(i)
 
 \* What every response does first (Kafka's maybeHandleCommonResponse): a
 \* higher epoch moves the receiver to it, following the leader if named.
@@ -208,6 +238,7 @@ LearnLeader(i, m) ==
     /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
     /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId, endOffset, restarts>>
+    /\ KeepFetched(i)
 
 -----------------------------------------------------------------------------
 (* Initial state: a fresh cluster, epoch 0, empty logs. *)
@@ -224,33 +255,102 @@ Init ==
     /\ endOffset = [i \in Nodes |-> [j \in Voters |-> 0]]
     /\ msgs = <<>>
     /\ restarts = 0
+    /\ hasFetched = [i \in Nodes |-> FALSE]
 
 -----------------------------------------------------------------------------
 (* Election *)
 
-\* core: start_election.  A voter's election, fetch or backoff timer fired,
-\* or an EndQuorumEpoch named it: bump the epoch, vote for itself (persisted)
-\* and ask every other voter.  "Leader Election" / "Vote".
-StartElection(i) ==
+\* A Vote request of i in epoch e; preVote: KIP-996's PreVote flag (Vote v2).
+VoteRequestsOf(i, e, pv) ==
+    {[type |-> "VoteRequest", from |-> i, to |-> j,
+      clusterId |-> clusterId[i], epoch |-> e, preVote |-> pv,
+      lastOffsetEpoch |-> LastEpoch(log[i]),
+      lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}}
+
+\* A Vote request or response of a pre-vote.  Vote v0/v1 has no PreVote field: a record without it
+\* (trace validation of a Kafka 3.x node's messages) is a real vote.
+IsPreVote(m) == "preVote" \in DOMAIN m /\ m.preVote
+
+\* The roles whose timer may start an election (Kafka 3.x: election, fetch or
+\* backoff timer, or an EndQuorumEpoch naming i) or, with pre-vote, a
+\* pre-vote (Kafka 4.x QuorumState.transitionToProspective: any voter but a
+\* Leader or a Prospective).
+TimeoutRoles == {Unattached, Voted, Follower, Candidate, Resigned}
+
+\* core: become_prospective.  KIP-996 / Kafka 4.x (QuorumState.transitionToProspective,
+\* KafkaRaftClient's fetch and election timeouts): a voter whose fetch timer
+\* (Follower), election timer (Unattached, Voted) or election (Candidate:
+\* lost or timed out) expired becomes Prospective in its epoch, keeping its
+\* vote and the leader it knew (nothing is persisted), counts its own
+\* pre-vote and sends Vote PreVote=true, with its epoch, to every other
+\* voter.  A Resigned leader first leaves its epoch: Kafka 4.x moves it to
+\* Unattached in epoch + 1 once its election timer expires, and that state's
+\* expired timer makes it Prospective at once; the model takes both in one
+\* step.
+BecomeProspective(i) ==
+    /\ PreVote
     /\ i \in Voters
-    /\ role[i] \in {Unattached, Voted, Follower, Candidate, Resigned}
+    /\ role[i] \in TimeoutRoles
+    /\ LET resigned == role[i] = Resigned
+           e == IF resigned THEN epoch[i] + 1 ELSE epoch[i]
+       IN /\ role' = [role EXCEPT ![i] = Prospective]
+          /\ epoch' = [epoch EXCEPT ![i] = e]
+          /\ votedId' = [votedId EXCEPT ![i] = IF resigned THEN Nil ELSE @]
+          /\ leaderId' = [leaderId EXCEPT ![i] = IF resigned THEN Nil ELSE @]
+          /\ votesGranted' = [votesGranted EXCEPT ![i] = {i}]
+          /\ msgs' = WithMsgs(msgs, VoteRequestsOf(i, e, TRUE))
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+
+\* core: abandon_prospective.  Kafka 4.x (ProspectiveState's lifetime, step 4):
+\* a majority refused the pre-vote, or its election timer expired: back to
+\* following the leader it knew, or Unattached (Voted, Kafka's Unattached with
+\* a votedKey, when it holds a vote) in the same epoch.  Timing is not
+\* modelled, so it may give up at any moment.
+AbandonProspective(i) ==
+    /\ role[i] = Prospective
+    /\ role' = [role EXCEPT ![i] = IF leaderId[i] # Nil THEN Follower
+                                   ELSE IF votedId[i] # Nil THEN Voted
+                                   ELSE Unattached]
+    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
+    /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId, endOffset, msgs, restarts>>
+
+\* core: start_election.  Bump the epoch, vote for itself (persisted) and ask
+\* every other voter with a real Vote ("Leader Election" / "Vote").  With
+\* pre-vote only a Prospective with a majority of pre-vote grants does so
+\* (Kafka 4.x QuorumState.transitionToCandidate: only from Prospective);
+\* without (pv = FALSE) also a voter whose timer fired, or that an
+\* EndQuorumEpoch named (Kafka 3.x), and a Prospective without a majority:
+\* Kafka 4.x falls back to a real election when a peer answers a pre-vote
+\* with UNSUPPORTED_VERSION (Vote v0/v1), which trace validation allows so.
+StartElectionAs(i, pv) ==
+    /\ i \in Voters
+    /\ \/ role[i] = Prospective /\ IsQuorum(votesGranted[i])
+       \/ ~pv /\ role[i] \in TimeoutRoles \cup {Prospective}
     /\ role' = [role EXCEPT ![i] = Candidate]
     /\ epoch' = [epoch EXCEPT ![i] = epoch[i] + 1]
     /\ votedId' = [votedId EXCEPT ![i] = i]
     /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {i}]
-    /\ msgs' = WithMsgs(msgs,
-                 {[type |-> "VoteRequest", from |-> i, to |-> j,
-                   clusterId |-> clusterId[i], epoch |-> epoch[i] + 1,
-                   lastOffsetEpoch |-> LastEpoch(log[i]),
-                   lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}})
+    /\ msgs' = WithMsgs(msgs, VoteRequestsOf(i, epoch[i] + 1, FALSE))
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
     /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+StartElection(i) == StartElectionAs(i, PreVote)
 
 \* core: handle_vote_request.  "Vote Request Handling": refuse a foreign
-\* cluster or an old epoch; a higher epoch makes i Unattached first; grant
-\* when i has not voted for another candidate in this epoch, has no leader
-\* and the candidate's log is at least as up to date.  The vote is persisted
-\* (votedId) before the response is sent.
+\* cluster or an old epoch; a higher epoch makes i Unattached first (for a
+\* pre-vote too: Kafka 4.x, KafkaRaftClientPreVoteTest.testHandlePreVoteRequestAsFollower).
+\* A real vote is granted when i has not voted for another candidate in this
+\* epoch, has no leader and the candidate's log is at least as up to date;
+\* the vote is persisted (votedId) before the response is sent.  A pre-vote
+\* (Kafka 4.x QuorumState.unattachedOrProspectiveCanGrantVote and the
+\* states' canGrantVote) is granted on an up-to-date log alone, whatever i
+\* voted, by an Unattached, Voted, Prospective, Candidate or Resigned node
+\* and by a Follower that has not fetched from its leader yet; a Leader and
+\* a Follower that has refuse; nothing is persisted.  A Prospective that
+\* grants a real vote stays Prospective with the vote and a fresh tally of
+\* its own pre-vote (Kafka 4.x QuorumState.prospectiveAddVotedState).
 HandleVoteRequest(i, m) ==
     /\ InFlight(m)
     /\ m.type = "VoteRequest"
@@ -261,7 +361,7 @@ HandleVoteRequest(i, m) ==
        ELSE IF m.epoch < epoch[i]
        THEN /\ Reply([type |-> "VoteResponse", from |-> i, to |-> m.from,
                       epoch |-> epoch[i], leaderId |-> leaderId[i],
-                      granted |-> FALSE], m)
+                      granted |-> FALSE, preVote |-> IsPreVote(m)], m)
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE
          LET higher == m.epoch > epoch[i]
@@ -269,23 +369,36 @@ HandleVoteRequest(i, m) ==
              vid == IF higher THEN Nil ELSE votedId[i]
              ldr == IF higher THEN Nil ELSE leaderId[i]
              r   == IF higher THEN Unattached ELSE role[i]
+             fetched == ~higher /\ hasFetched[i]
+             upToDate == LogUpToDate(m.lastOffsetEpoch, m.lastOffset, log[i])
              grant == /\ i \in Voters
-                      /\ r \in {Unattached, Voted}
-                      /\ ldr = Nil
-                      /\ vid \in {Nil, m.from}
-                      /\ LogUpToDate(m.lastOffsetEpoch, m.lastOffset, log[i])
+                      /\ upToDate
+                      /\ IF IsPreVote(m)
+                         THEN \/ r \in {Unattached, Voted, Prospective, Candidate, Resigned}
+                              \/ r = Follower /\ ~fetched
+                         ELSE /\ r \in {Unattached, Voted, Prospective}
+                              /\ ldr = Nil
+                              /\ vid \in {Nil, m.from}
+             vote == grant /\ ~IsPreVote(m)
          IN /\ epoch' = [epoch EXCEPT ![i] = m.epoch]
-            /\ votedId' = [votedId EXCEPT ![i] = IF grant THEN m.from ELSE vid]
+            /\ votedId' = [votedId EXCEPT ![i] = IF vote THEN m.from ELSE vid]
             /\ leaderId' = [leaderId EXCEPT ![i] = ldr]
-            /\ role' = [role EXCEPT ![i] = IF grant THEN Voted ELSE r]
-            /\ votesGranted' = [votesGranted EXCEPT ![i] = IF higher THEN {} ELSE @]
+            \* a Prospective that votes stays Prospective (Kafka 4.x prospectiveAddVotedState)
+            /\ role' = [role EXCEPT ![i] = IF vote /\ r # Prospective THEN Voted ELSE r]
+            /\ votesGranted' = [votesGranted EXCEPT ![i] = IF higher THEN {}
+                                                          ELSE IF vote /\ r = Prospective THEN {i}
+                                                          ELSE @]
+            /\ hasFetched' = [hasFetched EXCEPT ![i] = fetched]
             /\ Reply([type |-> "VoteResponse", from |-> i, to |-> m.from,
-                      epoch |-> m.epoch, leaderId |-> ldr, granted |-> grant], m)
+                      epoch |-> m.epoch, leaderId |-> ldr, granted |-> grant,
+                      preVote |-> IsPreVote(m)], m)
             /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
 
 \* core: handle_vote_response.  "Vote Response Handling": learn a higher
 \* epoch, or the leader of this one; a Candidate of this epoch counts a
-\* granted vote.
+\* granted vote, a Prospective of this epoch a granted pre-vote (Kafka 4.x
+\* counts any grant in the nominee's epoch: a real one of its own earlier
+\* candidacy in that epoch too).
 HandleVoteResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "VoteResponse"
@@ -297,7 +410,9 @@ HandleVoteResponse(i, m) ==
        \/ /\ m.epoch <= epoch[i]
           /\ ~CanLearnLeader(i, m)
           /\ votesGranted' =
-                IF m.epoch = epoch[i] /\ role[i] = Candidate /\ m.granted
+                IF /\ m.epoch = epoch[i] /\ m.granted
+                   /\ \/ role[i] = Candidate /\ ~IsPreVote(m)
+                      \/ role[i] = Prospective
                 THEN [votesGranted EXCEPT ![i] = @ \cup {m.from}]
                 ELSE votesGranted
           /\ Discard(m)
@@ -323,7 +438,7 @@ BecomeLeaderAppending(i, extra) ==
                                    \o [k \in DOMAIN extra |-> [epoch |-> epoch[i], value |-> extra[k]]]]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
     /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Voters \ {i}})
-    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts>>
+    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts, hasFetched>>
 BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
 
 \* core: _send_begin_quorum_epoch.  The leader's heartbeat (Kafka 3.9+, KAFKA-16536:
@@ -357,10 +472,15 @@ HandleBeginQuorumEpochRequest(i, m) ==
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE /\ IF m.epoch > epoch[i]
                THEN BumpEpoch(i, m.epoch, m.leaderId)
+               ELSE IF role[i] = Prospective /\ leaderId[i] # Nil
+               \* a Prospective that knows the leader already stays one (Kafka 4.x
+               \* maybeTransition: only a leader it did not know makes it a Follower)
+               THEN UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched>>
                ELSE /\ role' = [role EXCEPT ![i] = Follower]
                     /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
                     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
                     /\ UNCHANGED <<epoch, votedId>>
+                    /\ KeepFetched(i)
             /\ Reply([type |-> "BeginQuorumEpochResponse", from |-> i, to |-> m.from,
                       epoch |-> m.epoch, leaderId |-> m.leaderId,
                       error |-> "NONE"], m)
@@ -488,7 +608,7 @@ HandleFetchRequest(i, m) ==
                   /\ caughtUp
                   /\ Reply([m EXCEPT !.type = "ParkedFetch"], m)
             /\ UNCHANGED <<role, epoch, votedId, leaderId, log, clusterId,
-                           votesGranted, restarts>>
+                           votesGranted, restarts, hasFetched>>
 
 \* core: _answer_parked_fetch (no action event of its own: it happens inside the
 \* leader's step that brought new data or a new HW, when MaxWaitMs expires,
@@ -543,43 +663,58 @@ ApplyFetched(i, m) ==
 \* Follower in the same step (Kafka's maybeHandleCommonResponse, third case:
 \* the answer still goes to handleFetchResponse); the Follower of that leader
 \* truncates or appends (ApplyFetched).  An answer to a fetch that is no
-\* longer i's position (duplicated or reordered) is ignored.
+\* longer i's position (duplicated or reordered) is ignored.  Any answer of
+\* the leader without error marks i as having fetched (hasFetched).
+\* An answer in i's epoch that names a leader i does not know yet (Kafka's
+\* maybeHandleCommonResponse: a Prospective that knew no leader learns it too).
+LearnsLeaderByFetch(i, m) ==
+    /\ m.epoch = epoch[i]
+    /\ \/ role[i] \in {Unattached, Voted}
+       \/ role[i] = Prospective /\ leaderId[i] = Nil
+    /\ m.leaderId \notin {Nil, i}
+\* The leader of i's epoch answered i's fetch without error: the fetch succeeded, at i's position or
+\* not (KafkaRaftClient.handleFetchResponse restarts the fetch timer; hasFetchedFromLeader).
+\* Only pre-vote reads hasFetched: without it the flag stays FALSE, which keeps the state space as it was.
+LeaderAnswered(i, m) == PreVote /\ m.epoch = epoch[i] /\ m.from = m.leaderId /\ m.error = "NONE"
 HandleFetchResponse(i, m) ==
     /\ InFlight(m)
     /\ m.type = "FetchResponse"
     /\ m.to = i
     /\ \/ /\ LearnHigherEpoch(i, m)
           /\ Discard(m)
-       \/ /\ m.epoch = epoch[i]
-          /\ role[i] \in {Unattached, Voted}
-          /\ m.leaderId \notin {Nil, i}
+       \/ /\ LearnsLeaderByFetch(i, m)
           /\ role' = [role EXCEPT ![i] = Follower]
           /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
           /\ IF m.from = m.leaderId /\ FetchedAtPosition(i, m)
              THEN ApplyFetched(i, m)
              ELSE UNCHANGED <<log, highWatermark>>
+          /\ hasFetched' = [hasFetched EXCEPT ![i] = LeaderAnswered(i, m)]
           /\ Discard(m)
           /\ UNCHANGED <<epoch, votedId, clusterId, leaderVars, restarts>>
        \/ /\ m.epoch = epoch[i]
           /\ role[i] = Follower /\ leaderId[i] = m.from
           /\ FetchedAtPosition(i, m)
           /\ ApplyFetched(i, m)
+          /\ hasFetched' = [hasFetched EXCEPT ![i] = LeaderAnswered(i, m)]
           /\ Discard(m)
           /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts>>
        \/ \* older epoch, error in i's epoch, or a stale answer: nothing to do
           /\ \/ m.epoch < epoch[i]
              \/ /\ m.epoch = epoch[i]
-                /\ ~(role[i] \in {Unattached, Voted} /\ m.leaderId \notin {Nil, i})
+                /\ ~LearnsLeaderByFetch(i, m)
                 /\ ~(role[i] = Follower /\ leaderId[i] = m.from /\ FetchedAtPosition(i, m))
+          \* a stale answer of i's leader still tells it the leader is alive
+          /\ hasFetched' = [hasFetched EXCEPT ![i] =
+                              @ \/ (role[i] = Follower /\ leaderId[i] = m.from /\ LeaderAnswered(i, m))]
           /\ Discard(m)
-          /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, leaderVars, restarts>>
 
 \* core: client_append.  The leader appends a client record in its epoch.
 ClientAppend(i, v) ==
     /\ role[i] = Leader
     /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> v])]
     /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
-                   leaderVars, msgs, restarts>>
+                   leaderVars, msgs, restarts, hasFetched>>
 
 -----------------------------------------------------------------------------
 (* Leaving leadership *)
@@ -594,7 +729,7 @@ StepDown(i) ==
                    clusterId |-> clusterId[i], epoch |-> epoch[i],
                    leaderId |-> i] : j \in Voters \ {i}})
     /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   leaderVars, restarts>>
+                   leaderVars, restarts, hasFetched>>
 
 \* core: leader_progress_timeout.  "Leader Progress Timeout": no fetches
 \* from a majority within controller.quorum.fetch.timeout.ms.  Kafka resigns
@@ -610,7 +745,8 @@ LeaderProgressTimeout(i) ==
 Resign(i) == StepDown(i)
 
 \* core: handle_end_quorum_epoch_request.  "EndQuorumEpoch Request
-\* Handling": refuse an older epoch; a higher epoch is learned; the resigned
+\* Handling": refuse an older epoch; a higher epoch is learned, and so is the
+\* leader of i's epoch when i knew none; the resigned
 \* leader's voters may now start an election (StartElection, cause
 \* EndQuorumEpoch) at once or after a backoff: timing, so no state here.
 HandleEndQuorumEpochRequest(i, m) ==
@@ -627,7 +763,15 @@ HandleEndQuorumEpochRequest(i, m) ==
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE /\ IF m.epoch > epoch[i]
                THEN BumpEpoch(i, m.epoch, m.leaderId)
-               ELSE UNCHANGED <<role, epoch, votedId, leaderId, votesGranted>>
+               ELSE IF leaderId[i] = Nil
+               \* the leader of i's own epoch, not known yet (after a pre-vote of a higher
+               \* epoch moved i there, say): i follows it (KafkaRaftClient.maybeTransition)
+               THEN /\ role' = [role EXCEPT ![i] = Follower]
+                    /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
+                    /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
+                    /\ UNCHANGED <<epoch, votedId>>
+                    /\ KeepFetched(i)
+               ELSE UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched>>
             /\ Reply([type |-> "EndQuorumEpochResponse", from |-> i, to |-> m.from,
                       epoch |-> m.epoch, leaderId |-> m.leaderId,
                       error |-> "NONE"], m)
@@ -686,11 +830,9 @@ Restart(i) ==
                                      clusterId |-> clusterId[i], epoch |-> epoch[i],
                                      leaderId |-> i] : j \in Voters \ {i}})
                  [] candidate ->
-                    WithMsgs(msgs, {[type |-> "VoteRequest", from |-> i, to |-> j,
-                                     clusterId |-> clusterId[i], epoch |-> epoch[i],
-                                     lastOffsetEpoch |-> LastEpoch(log[i]),
-                                     lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}})
+                    WithMsgs(msgs, VoteRequestsOf(i, epoch[i], FALSE))
                  [] OTHER -> msgs
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
     /\ UNCHANGED <<epoch, votedId, leaderId, log, clusterId>>
 
 \* core: handle_describe_quorum_request.  KIP-595 "DescribeQuorum" / KIP-836:
@@ -732,7 +874,9 @@ ForeignClusterCopy(m) ==
 
 \* One disjunct per action, so that TLC names the action in a counterexample.
 Next ==
+    \/ \E i \in Nodes : BecomeProspective(i)
     \/ \E i \in Nodes : StartElection(i)
+    \/ \E i \in Nodes : AbandonProspective(i)
     \/ \E i \in Nodes : BecomeLeader(i)
     \/ \E i \in Nodes, j \in Voters : SendBeginQuorumEpoch(i, j)
     \/ \E i \in Nodes : SendFetchRequest(i)
@@ -776,6 +920,9 @@ TypeOK ==
            "FetchResponse", "ParkedFetch"} /\ msgs[m] \in Nat \ {0}
     /\ \A i \in Observers : role[i] \in {Unattached, Follower}
     /\ restarts \in Nat
+    /\ hasFetched \in [Nodes -> BOOLEAN]
+    /\ \A i \in Nodes : hasFetched[i] => role[i] = Follower
+    /\ \A m \in DOMAIN msgs : m.type \in {"VoteRequest", "VoteResponse"} => m.preVote \in BOOLEAN
 
 \* ElectionSafety: at most one leader per epoch.  Every node that knows a
 \* leader of epoch e, and every BeginQuorumEpoch of e in flight, names the
@@ -791,8 +938,8 @@ ElectionSafety ==
 
 \* VoteOnce: a voter gives at most one vote per epoch.  The evidence of v's
 \* vote in epoch e: its durable votedId, the candidates and leaders of e
-\* that counted it, and granted VoteResponses of e in flight; all name at
-\* most one candidate.
+\* that counted it, and granted VoteResponses of e in flight (real votes:
+\* a pre-vote grant binds nothing, KIP-996); all name at most one candidate.
 VoteOnce ==
     \A v \in Voters :
         \A e \in {epoch[i] : i \in Nodes} :
@@ -801,7 +948,8 @@ VoteOnce ==
                   \cup {c \in Voters : role[c] \in {Candidate, Leader} /\ epoch[c] = e
                                               /\ v \in votesGranted[c]}
                   \cup {m.to : m \in {x \in DOMAIN msgs : x.type = "VoteResponse" /\ x.from = v
-                                                          /\ x.epoch = e /\ x.granted}}
+                                                          /\ x.epoch = e /\ x.granted
+                                                          /\ ~IsPreVote(x)}}
             IN Cardinality(evidence) <= 1
 
 \* LogMatching: two logs with a record of the same epoch at the same offset

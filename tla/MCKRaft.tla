@@ -24,7 +24,10 @@ ForeignInFlight == {m \in DOMAIN msgs : m.type \in Requests /\ m.clusterId = For
 \* KRaft's Next with the bounds as guards, so a disabled fault or a spent
 \* budget costs nothing.  Each disjunct still names one KRaft action.
 MCNext ==
+    \* a Prospective only matters if it may still start an election
+    \/ \E i \in Nodes : epoch[i] < MaxEpoch /\ BecomeProspective(i)
     \/ \E i \in Nodes : epoch[i] < MaxEpoch /\ StartElection(i)
+    \/ \E i \in Nodes : AbandonProspective(i)
     \/ \E i \in Nodes : BecomeLeader(i)
     \* a heartbeat only while no copy of it is in flight (as Kafka sends only on a free connection)
     \/ \E i \in Nodes, j \in Voters : ~InFlight(BeginQuorumEpochTo(i, j)) /\ SendBeginQuorumEpoch(i, j)

@@ -1,7 +1,7 @@
 ------------------------------ MODULE TraceKRaft ------------------------------
 (***************************************************************************)
 (* Trace validation (Cirstea, Kuppe, Loillier, Merz 2024): KRaft           *)
-(* constrained by a recorded trace.  Python (kraft_tck.tla.trace_module)   *)
+(* constrained by a recorded trace. Python (kraft_tck.tla.trace_translate) *)
 (* turns the NDJSON trace into the module TraceData: the voters, the       *)
 (* cluster id and TraceLog, the sequence of action events with the state   *)
 (* the node reported after each.  Step l of a behaviour of this spec must  *)
@@ -46,7 +46,7 @@
 EXTENDS TraceData, Integers, Sequences, FiniteSets, TLC
 
 VARIABLES role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-          votesGranted, endOffset, msgs, restarts,
+          votesGranted, endOffset, msgs, restarts, hasFetched,
           l,      \* the next trace event to match
           hidden, \* hidden steps taken since the last matched event
           epochCache  \* epochCache[i]: the epoch cache of log[i] (see TraceView)
@@ -54,10 +54,16 @@ VARIABLES role, epoch, votedId, leaderId, log, highWatermark, clusterId,
 K == INSTANCE KRaft WITH
         Voters <- TraceVoters, Observers <- TraceObservers, Values <- {"record"},
         LocalCluster <- TraceCluster, ForeignCluster <- "<foreign>",
-        MaxFetchRecords <- TraceMaxFetchRecords
+        MaxFetchRecords <- TraceMaxFetchRecords, PreVote <- TracePreVote
+
+\* Pre-vote (KIP-996): TracePreVote (a trace that shows a Prospective or a PreVote=true Vote) lets the
+\* nodes become Prospective; a node without pre-vote (Kafka 3.x elections, a Vote v0/v1 peer's fallback)
+\* starts its elections straight from a timeout, which StartElectionAs(i, FALSE) allows too.  So one
+\* module validates traces of both.
+AnyStartElection(i) == K!StartElectionAs(i, FALSE)
 
 kvars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-           votesGranted, endOffset, msgs, restarts>>
+           votesGranted, endOffset, msgs, restarts, hasFetched>>
 
 (***************************************************************************)
 (* Black-box: messages to the target that no step of it can ever act on  *)
@@ -95,7 +101,7 @@ Live(b) == [m \in {x \in DOMAIN b : ~Dead(x)} |-> b[m]]
 PreludeVotes(e) ==
     LET t == TraceTarget IN
     {[type |-> "VoteRequest", from |-> t, to |-> j, clusterId |-> TraceCluster,
-      epoch |-> x, lastOffsetEpoch |-> 0, lastOffset |-> 0] :
+      epoch |-> x, preVote |-> FALSE, lastOffsetEpoch |-> 0, lastOffset |-> 0] :
         j \in TraceVoters \ {t}, x \in {y \in PreludeVoteEpochs \cup {e} : 1 <= y /\ y <= e}}
 
 IsolatedCandidate(e) ==
@@ -111,6 +117,7 @@ IsolatedCandidate(e) ==
     /\ endOffset = [i \in K!Nodes |-> [j \in TraceVoters |-> 0]]
     /\ msgs = K!WithMsgs(<<>>, PreludeVotes(e))
     /\ restarts = 0
+    /\ hasFetched = [i \in K!Nodes |-> FALSE]
 
 TraceInit ==
     /\ \/ K!Init
@@ -162,7 +169,7 @@ UpdateCache == epochCache' = [i \in K!Nodes |-> NextCache(epochCache[i], log[i],
 TraceView ==
     <<role, epoch, votedId, leaderId, [i \in K!Nodes |-> Len(log[i])], epochCache,
       highWatermark, clusterId, votesGranted, endOffset, IF BlackBox THEN Live(msgs) ELSE msgs,
-      restarts, l, hidden>>
+      restarts, hasFetched, l, hidden>>
 
 \* The reported state of node i, compared with the spec's state after the step.
 StateMatches(i, s) ==
@@ -184,7 +191,7 @@ ClientAppendBatch(i, n) ==
     /\ n >= 1
     /\ log' = [log EXCEPT ![i] = @ \o [k \in 1..n |-> [epoch |-> epoch[i], value |-> "record"]]]
     /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
-                   votesGranted, endOffset, msgs, restarts>>
+                   votesGranted, endOffset, msgs, restarts, hasFetched>>
 
 \* Message m in flight agrees with every field the trace states about it.
 Matches(m, k) == k.type = "" \/ \A f \in DOMAIN k : f \in DOMAIN m /\ m[f] = k[f]
@@ -199,7 +206,7 @@ EnvironmentSend(ev) ==
     /\ ev.msg.to \notin TraceEnvironment
     /\ msgs' = K!WithMsg(IF BlackBox THEN Live(msgs) ELSE msgs, ev.msg)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   votesGranted, endOffset, restarts>>
+                   votesGranted, endOffset, restarts, hasFetched>>
 
 \* The environment takes a message addressed to it out of the network.  A copy the model never
 \* made (the node resending a request on a timer, which KRaft leaves to DuplicateMessage) leaves
@@ -211,7 +218,7 @@ EnvironmentReceive(ev) ==
        THEN ~BlackBox /\ UNCHANGED msgs
        ELSE \E m \in Named(ev.msg) : msgs' = K!WithoutMsg(msgs, m)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   votesGranted, endOffset, restarts>>
+                   votesGranted, endOffset, restarts, hasFetched>>
 
 (***************************************************************************)
 (* A request KRaft has no record of (another partition than              *)
@@ -242,7 +249,9 @@ Do(ev) ==
     \* a message from the environment the model has no record for (an error for the whole request):
     \* handling it must leave the node as it was
     IF "outside" \in DOMAIN ev.msg THEN UNCHANGED kvars ELSE
-    CASE e = "StartElection" -> K!StartElection(i)
+    CASE e = "StartElection" -> AnyStartElection(i)
+      [] e = "BecomeProspective" -> K!BecomeProspective(i)
+      [] e = "AbandonProspective" -> K!AbandonProspective(i)
       \* the first leader of a cluster without an id appends the cluster-id record too
       [] e = "BecomeLeader" ->
             IF s.logEndOffset = Len(log[i]) + 2
@@ -262,7 +271,7 @@ Do(ev) ==
       [] e = "HandleFetchResponse" -> \E m \in M : K!HandleFetchResponse(i, m)
       [] e = "HandleEndQuorumEpochRequest" -> \E m \in M : K!HandleEndQuorumEpochRequest(i, m)
       [] e = "HandleEndQuorumEpochResponse" -> \E m \in M : K!HandleEndQuorumEpochResponse(i, m)
-      \* rows derived from Send/Receive events (see trace_module.py): the leader answers a parked
+      \* rows derived from Send/Receive events (see trace_translate.py): the leader answers a parked
       \* long poll, the network duplicates or loses a message
       [] e = "AnswerParkedFetch" -> \E m \in M : K!AnswerParkedFetch(i, m)
       [] e = "DuplicateMessage" -> \E m \in M : K!DuplicateMessage(m)
@@ -322,7 +331,9 @@ MissingRecords(ev) ==
 \* Client appends are not among these steps: see HiddenAppend.
 TargetNext ==
     LET i == TraceTarget IN
-    \/ epoch[i] < EpochMax /\ K!StartElection(i)
+    \/ epoch[i] < EpochMax /\ AnyStartElection(i)
+    \/ epoch[i] < EpochMax /\ K!BecomeProspective(i)
+    \/ K!AbandonProspective(i)
     \/ K!BecomeLeader(i)
     \* the leader's heartbeat (Kafka 3.9+), only for the row that receives it: a spare copy sent ahead
     \* is never taken out of the network (no epoch makes a request to the harness dead) and would tell
@@ -338,7 +349,7 @@ TargetNext ==
          /\ role[i] = K!Resigned /\ leaderId[i] = i /\ j # i
          /\ K!Send(K!BeginQuorumEpochTo(i, j))
          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, votesGranted,
-                        endOffset, restarts>>
+                        endOffset, restarts, hasFetched>>
     \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
     \/ K!LeaderProgressTimeout(i)
@@ -388,7 +399,8 @@ SendsReceived ==
 HiddenStep ==
     /\ hidden < HiddenSteps
     /\ l < TraceStop
-    /\ IF BlackBox THEN NeedsHiddenStep(TraceLog[l]) /\ TargetNext /\ Holds(SendsReceived) ELSE K!Next
+    /\ IF BlackBox THEN NeedsHiddenStep(TraceLog[l]) /\ TargetNext /\ Holds(SendsReceived)
+       ELSE K!Next \/ \E i \in K!Nodes : AnyStartElection(i)
     /\ hidden' = hidden + 1
     /\ UpdateCache
     /\ UNCHANGED l

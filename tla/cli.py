@@ -99,7 +99,9 @@ def validate_trace_command(
     is non-zero then as well.  A node's own trace (--trace-file) is validated with its peers as the
     environment.
     """
-    from kraft_tck.tla.trace_module import TraceFormatError, merge_node_traces, validate_trace
+    from kraft_tck.tla.trace_merge import merge_node_traces
+    from kraft_tck.tla.trace_translate import TraceFormatError
+    from kraft_tck.tla.trace_validate import validate_trace
 
     console = Console()
     failures = 0

@@ -15,12 +15,20 @@ import signal
 import sys
 from typing import Any
 
+from kraft_tck.reference.broker_driver import BrokerDriver
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.controller import Controller
-from kraft_tck.reference.core import KRaftCore
-from kraft_tck.reference.messages import DescribeQuorumRequest, DescribeQuorumResponse, VoteResponse
+from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.messages import (
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    Request,
+    VoteRequest,
+    VoteResponse,
+)
 from kraft_tck.reference.node import Node
-from kraft_tck.reference.roles import Candidate, Leader, Resigned
+from kraft_tck.reference.roles import Candidate, Follower, Leader, Prospective, Resigned
+from kraft_tck.spec.errors import Errors
 
 
 class SkipTruncation(KRaftCore):
@@ -78,9 +86,14 @@ class NoEpochBump(KRaftCore):
 
     def start_election(self, cause: str) -> None:
         role = self.role
-        if not isinstance(role, Candidate):
+        # With pre-vote (KIP-996) a lost candidate retries through Prospective, still holding its own vote.
+        retrying = isinstance(role, Candidate) or (
+            isinstance(role, Prospective) and role.voted_id == self.config.node_id
+        )
+        if not retrying:
             super().start_election(cause)
             return
+        assert isinstance(role, Candidate | Prospective)
         me = self.config.node_id
         self._transition(
             Candidate(
@@ -164,6 +177,69 @@ class HaltBelowHighWatermark(KRaftCore):
             os._exit(1)
 
 
+# ------------------------------------------------------------------ KIP-996 pre-vote faults (run with pre-vote on)
+
+
+class NoPreVote(KRaftCore):
+    """Advertises Vote v2 (the node's pre-vote key is on) but elects as Kafka 3.9 and reads a pre-vote as a
+    real vote: the PreVote field ignored on both sides."""
+
+    def __init__(self, config: CoreConfig, *args: Any) -> None:
+        super().__init__(dataclasses.replace(config, pre_vote=False), *args)
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        return super().handle_vote_request(dataclasses.replace(req, pre_vote=False))
+
+
+class PreVoteBumpsEpoch(KRaftCore):
+    """Takes a pre-vote for the nominee's next epoch: a real Vote in epoch + 1 (the disruption KIP-996 exists
+    to avoid: the receiver leaves its epoch and leader for the prospective's)."""
+
+    def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
+        if req.pre_vote:
+            req = dataclasses.replace(req, pre_vote=False, candidate_epoch=req.candidate_epoch + 1)
+        return super().handle_vote_request(req)
+
+
+class FollowerGrantsPreVote(KRaftCore):
+    """Grants pre-votes while following a leader that answers its fetches (KIP-996: refuse them)."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
+        role = self.role
+        if pre_vote and isinstance(role, Follower):
+            return (last_epoch, end_offset) >= (self.last_epoch, self.log.end_offset)
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset, pre_vote)
+
+
+class PreVoteIgnoresLog(KRaftCore):
+    """Grants every pre-vote it may, up-to-date log or not."""
+
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
+        if pre_vote and not isinstance(self.role, (Leader, Follower)):
+            return True
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset, pre_vote)
+
+
+class ProspectiveAsksNextEpoch(KRaftCore):
+    """A prospective's pre-votes name epoch + 1 (KIP-996: its current epoch)."""
+
+    def _send(self, dest: int, req: Request) -> None:
+        if isinstance(req, VoteRequest) and req.pre_vote:
+            req = dataclasses.replace(req, candidate_epoch=req.candidate_epoch + 1)
+        super()._send(dest, req)
+
+
+class NoUnsupportedVersionFallback(KRaftCore):
+    """A voter that cannot take Vote v2 (UNSUPPORTED_VERSION) is only an error to retry: the prospective keeps
+    waiting for pre-votes (Kafka 4.x becomes a candidate at once)."""
+
+    def handle_vote_response(self, sender_id: int, resp: VoteResponse) -> None:
+        if resp.error == Errors.UNSUPPORTED_VERSION and isinstance(self.role, Prospective):
+            self._request_failed(sender_id)
+            return
+        super().handle_vote_response(sender_id, resp)
+
+
 class NeverExpireSessions(Controller):
     def _expired(self, broker_id: int, now_ms: int) -> bool:
         return False  # a broker that stopped heartbeating is never fenced
@@ -191,6 +267,12 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "caught-up-is-last-fetch": CaughtUpIsLastFetch,
     "observers-unlisted": ObserversUnlisted,
     "halt-below-hw": HaltBelowHighWatermark,  # Kafka's behaviour, no fault: the catalog passes
+    "no-pre-vote": NoPreVote,
+    "pre-vote-bumps-epoch": PreVoteBumpsEpoch,
+    "follower-grants-pre-vote": FollowerGrantsPreVote,
+    "pre-vote-ignores-log": PreVoteIgnoresLog,
+    "prospective-asks-next-epoch": ProspectiveAsksNextEpoch,
+    "no-unsupported-fallback": NoUnsupportedVersionFallback,
     "none": KRaftCore,
 }
 
@@ -207,7 +289,8 @@ async def run_node(
     SIGTERM."""
     node = node_class(cfg, trace_file=trace, core_factory=factory)
     if controller is not None:
-        node.controller = controller(node.registry, cfg.broker_session_timeout_ms)
+        node.brokers = BrokerDriver(cfg.broker_session_timeout_ms, is_voter=node.brokers.is_voter,
+                                    controller_class=controller)
     await node.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -226,7 +309,13 @@ def main(argv: list[str]) -> None:
     if argv[:1] != ["node"] or config is None:
         raise SystemExit("usage: faulty_node.py node --config FILE [--trace-file FILE]")
     core = FAULTS.get(fault, KRaftCore)
-    asyncio.run(run_node(NodeConfig.load(config), node_arg(argv, "--trace-file"), core, CONTROLLER_FAULTS.get(fault)))
+    cfg = NodeConfig.load(config)
+    # KRAFT_TCK_PRE_VOTE=true|false: run with reference.quorum.pre.vote set so (KIP-996; the pre-vote faults
+    # need it on, and the whole catalog is run both ways).
+    pre_vote = os.environ.get("KRAFT_TCK_PRE_VOTE")
+    if pre_vote is not None:
+        cfg = dataclasses.replace(cfg, pre_vote=pre_vote.strip().lower() == "true")
+    asyncio.run(run_node(cfg, node_arg(argv, "--trace-file"), core, CONTROLLER_FAULTS.get(fault)))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ def run_catalog(
     tlc: bool = False,
     launcher: Path = LAUNCHER,
     extra: tuple[str, ...] = (),
+    pre_vote: bool | None = None,
 ) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
     """Run the catalog (or ``modules``) against the faulty node; TLC validation of its node trace only
     with ``tlc`` (it costs seconds per run and the catalog's own verdicts are what these tests judge).
@@ -51,6 +52,8 @@ def run_catalog(
         *extra,
     ]
     env = {**os.environ, "KRAFT_TCK_FAULT": fault}
+    if pre_vote is not None:  # the node's reference.quorum.pre.vote (faulty_node.py reads it)
+        env["KRAFT_TCK_PRE_VOTE"] = "true" if pre_vote else "false"
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     results = report / "results.json"
     assert results.exists(), f"no results.json; pytest said:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
@@ -152,6 +155,39 @@ def test_scenario_class_fault_fails_its_case_black_box(
     assert proc.returncode == 1
 
 
+#: KIP-996 pre-vote faults (faulty_node.py), run with the node's pre-vote on: the pre-vote cases each must
+#: fail, and exactly these.
+PRE_VOTE_FAULTS = [
+    # advertises Vote v2 but elects as Kafka 3.9 and reads a pre-vote as a real vote (which, in the leader's
+    # own epoch, is INVALID_REQUEST: PreVote/5)
+    ("no-pre-vote", {"KIP-996/PreVote/1", "KIP-996/PreVote/4", "KIP-996/PreVote/5", "KIP-996/PreVote/6"}),
+    ("pre-vote-bumps-epoch", {"KIP-996/PreVote/1", "KIP-996/PreVote/2", "KIP-996/PreVote/5"}),
+    ("follower-grants-pre-vote", {"KIP-996/PreVote/2"}),
+    ("pre-vote-ignores-log", {"KIP-996/PreVote/3"}),
+    # its pre-votes of epoch + 1 move every voter there: it never wins (PreVote/5 cannot even elect it)
+    ("prospective-asks-next-epoch", {"KIP-996/PreVote/4", "KIP-996/PreVote/5"}),
+    ("no-unsupported-fallback", {"KIP-996/PreVote/6"}),
+]
+
+
+@pytest.mark.parametrize(("fault", "expected"), PRE_VOTE_FAULTS, ids=[f[0] for f in PRE_VOTE_FAULTS])
+def test_pre_vote_fault_fails_its_cases(tmp_path: Path, fault: str, expected: set[str]) -> None:
+    cases, proc = run_catalog(tmp_path, fault, "conformance/test_prevote.py", pre_vote=True)
+    failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
+    assert failed == expected, f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n{proc.stdout[-4000:]}"
+    assert any('clause:   KIP-996 "' in str(cases[cid]["message"]) for cid in expected), proc.stdout[-4000:]
+    assert proc.returncode == 1
+
+
+def test_pre_vote_cases_pass_against_the_correct_node_and_skip_without_vote_v2(tmp_path: Path) -> None:
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_prevote.py", pre_vote=True,
+                              extra=("--quorum-size", "5"))
+    assert {c["outcome"] for c in cases.values()} == {"passed"} and len(cases) == 6, proc.stdout[-4000:]
+    cases, proc = run_catalog(tmp_path / "off", "none", "conformance/test_prevote.py", pre_vote=False)
+    assert {c["outcome"] for c in cases.values()} == {"skipped"}, proc.stdout[-4000:]
+    assert "advertises Vote 0-1" in proc.stdout or all("Vote 0-1" in str(c["message"]) for c in cases.values())
+
+
 def test_successors_least_caught_up_first_differs_from_kafka(tmp_path: Path) -> None:
     # KIP-595 asks for PreferredSuccessors "sorted by preference"; most caught-up first is Kafka's order
     # (spec/kafka-behaviour.yaml end.successor-order), so the reversed list is a KAFKA-level difference:
@@ -176,7 +212,7 @@ def test_scenario_class_cases_pass_against_the_correct_node_in_a_5_voter_quorum(
     )
     cases, proc = run_catalog(tmp_path, "none", *modules, extra=("--quorum-size", "5"))
     bad = {cid: c["message"] for cid, c in cases.items() if c["outcome"] != "passed"}
-    assert not bad and len(cases) == 9, f"{bad}\n{proc.stdout[-4000:]}"
+    assert not bad and len(cases) == 11, f"{bad}\n{proc.stdout[-4000:]}"  # Successors/2, Observer/1 added
     assert not any(c["kafkaDifferences"] for c in cases.values()), {c: v["kafkaDifferences"] for c, v in cases.items()}
     assert proc.returncode == 0
 

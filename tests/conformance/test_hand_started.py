@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace
+from kraft_tck.tla.trace_translate import translate
 
 from tests.conformance.hand_started_runs import hand_started_run
 
@@ -29,6 +29,6 @@ def test_a_node_started_by_hand_before_the_harness_passes(delay_s: float, tmp_pa
     assert run.returncode == 0, run.failure + "\n" + (run.workdir / "pytest.out").read_text()[-4000:]
     # the node did hold elections nobody heard: every message of it the harness received is of an epoch above
     # 0, so validation could only start it as the Candidate of one of them
-    trace = read_trace(run.workdir / "report" / "traces" / "session-life-0.ndjson")
+    trace = translate(run.workdir / "report" / "traces" / "session-life-0.ndjson")
     assert trace.header.get("targetStartedBeforeHarness") is True
     assert trace.prelude >= 1, "the node held no election before the harness listened"

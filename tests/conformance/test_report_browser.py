@@ -53,12 +53,18 @@ def test_the_report_renders_in_a_browser(tmp_path: Path) -> None:
             top = case.evaluate("e => e.getBoundingClientRect().top")
             assert 0 <= top < 900, top
 
-            # Arrowheads: every line that ends in a marker names a marker that exists and is drawn.
-            missing = page.evaluate("""() => [...document.querySelectorAll('line[marker-end]')]
+            # Arrowheads: every arrow (a line or path that ends in a marker) names a marker that exists and
+            # is drawn; the failed case's diagram has its arrows, its legend, its time column and its mark.
+            arrows = page.locator(f"#{anchor} .svg [marker-end]").count()
+            assert arrows > 0
+            missing = page.evaluate("""() => [...document.querySelectorAll('[marker-end]')]
                 .map(l => l.getAttribute('marker-end').slice(5, -1))
                 .filter(id => !document.getElementById(id) || !document.getElementById(id).querySelector('path'))""")
             assert missing == []
+            assert page.locator(f"#{anchor} .legend [marker-end]").count() == 3  # request, response, target's
+            assert page.locator(f"#{anchor} .svg text", has_text="time").first.is_visible()
             assert page.locator(f"#{anchor} rect.mark").count() == 1
+            assert page.locator(f"#{anchor} .svg text", has_text="the check failed after this").count() == 1
 
             # Nothing overflows the window; the long TLC failure wraps inside its box.
             overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")

@@ -9,7 +9,7 @@ from typing import Any
 from kraft_tck.conformance.blackbox import read_session_trace, write_session_traces
 from kraft_tck.conformance.virtual import Frame, SessionLog
 from kraft_tck.spec.trace import line_errors
-from kraft_tck.tla.trace_module import read_trace
+from kraft_tck.tla.trace_translate import translate
 
 VOTE = 52
 
@@ -59,7 +59,7 @@ def test_one_trace_per_life_with_case_spans_and_restarts(tmp_path: Path) -> None
     assert second["cases"] == [{"id": "C", "firstSeq": 0, "lastSeq": 0}]
     for t in traces:  # schema-valid, header included
         assert all(not line_errors(json.loads(raw)) for raw in t.path.read_text().splitlines())
-    assert [ev.event for ev in read_trace(traces[0].path).events].count("TargetRestart") == 1
+    assert [ev.event for ev in translate(traces[0].path).events].count("TargetRestart") == 1
     again = read_session_trace(traces[0].path)
     assert again.life == 0 and again.cases == first["cases"]
     assert again.case_of(5) == "B" and again.case_of(2) == "between cases (after case A before case B)"

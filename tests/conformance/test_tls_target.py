@@ -1,7 +1,14 @@
-"""The harness tests a target whose controller listener speaks TLS (mutual TLS, ssl.client.auth=required):
-``--target-command-config`` gives it Kafka's client properties, it talks TLS to the target and its
-virtual voters serve TLS to the target with the same identity. A TLS target tested without them stops the
-run with one line that names the option. Certificates: throw-away ones (reference/certs.py, openssl)."""
+"""The harness tests a secured target: ``--target-command-config`` gives it Kafka's client properties, it talks
+TLS (and SASL) to the target and its virtual voters serve the same to the target.
+
+* mutual TLS with the StandardAuthorizer (``super.users`` the harness's certificate): the core cases and the
+  security cases pass, the unauthorized certificate (``kraft-tck.unauthorized.ssl.keystore.location``) has
+  its Vote and Fetch refused;
+* SASL_SSL with SCRAM-SHA-512 (and mutual TLS) and authorization: the same, the target logging in to the
+  virtual voters with its own SCRAM login;
+* a TLS target tested without the option stops the run with one line that names it.
+
+Certificates: throw-away ones (reference/certs.py, openssl)."""
 
 from __future__ import annotations
 
@@ -16,42 +23,71 @@ from kraft_tck.reference.certs import make_ca, make_keystore
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificates: "
                                 "install openssl")
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+CASES = ["--case", "KIP-595/Vote/1", "--case", "KIP-595/Election/1", "--case", "KIP-595/Fetch*/1",
+         "--case", "KIP-511/ApiVersions/*", "--case", "PROTOCOL/Security/*", "--case", "PROTOCOL/Robustness/1"]
 
 
-def _setup(tmp_path: Path) -> tuple[str, Path]:
+def _props(path: Path, props: dict[str, object]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+    return path
+
+
+def _setup(tmp_path: Path, sasl: bool = False) -> tuple[str, Path]:
     """(--target-cmd template, --target-command-config file)."""
     certs = tmp_path / "certs"
     make_ca(certs)
-    node, harness = make_keystore(certs, "node-1"), make_keystore(certs, "harness")
-    tls = tmp_path / "node-tls.properties"
-    tls.write_text("".join(f"{k}={v}\n" for k, v in {
-        "listener.security.protocol.map": "CONTROLLER:SSL", "ssl.keystore.type": "PEM",
+    node, harness, intruder = (make_keystore(certs, n) for n in ("node-1", "harness", "intruder"))
+    node_props: dict[str, object] = {
+        "listener.security.protocol.map": f"CONTROLLER:{'SASL_SSL' if sasl else 'SSL'}", "ssl.keystore.type": "PEM",
         "ssl.keystore.location": node, "ssl.truststore.type": "PEM", "ssl.truststore.location": certs / "ca.pem",
-        "ssl.client.auth": "required", "ssl.endpoint.identification.algorithm": "https"}.items()))
-    client = tmp_path / "harness.properties"
-    client.write_text(f"security.protocol=SSL\nssl.truststore.location={certs / 'ca.pem'}\n"
-                      f"ssl.keystore.location={harness}\n")
+        "ssl.client.auth": "required", "ssl.endpoint.identification.algorithm": "https",
+        "authorizer.class.name": AUTHORIZER}
+    client: dict[str, object] = {"security.protocol": "SASL_SSL" if sasl else "SSL",
+                                 "ssl.truststore.location": certs / "ca.pem", "ssl.keystore.location": harness}
+    if sasl:
+        scram = tmp_path / "scram.txt"  # kafka-storage --add-scram arguments, one a line
+        scram.write_text("SCRAM-SHA-512=[name=harness,password=harness-secret]\n"
+                         "SCRAM-SHA-512=[name=intruder,password=intruder-secret]\n", encoding="utf-8")
+        node_props |= {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+            "listener.name.controller.scram-sha-512.sasl.jaas.config":
+                f'{SCRAM} required username="node" password="node-secret";',
+            "reference.sasl.scram.credentials.file": scram, "super.users": "User:harness"}
+        client |= {"sasl.mechanism": "SCRAM-SHA-512",
+                   "sasl.jaas.config": f'{SCRAM} required username="harness" password="harness-secret" '
+                                       'user_node="node-secret";',
+                   "kraft-tck.unauthorized.sasl.jaas.config":
+                       f'{SCRAM} required username="intruder" password="intruder-secret";'}
+    else:
+        node_props["super.users"] = "User:CN=harness"  # Kafka's principal of the harness's certificate
+        client["kraft-tck.unauthorized.ssl.keystore.location"] = intruder
+    tls = _props(tmp_path / "node-security.properties", node_props)
     cli = f"{sys.executable} -m kraft_tck.reference.cli"
     cmd = (f"sh -c 'grep -q ssl.keystore {{config}} || cat {tls} >> {{config}}; "
            f"test -z {{cluster_id}} || {cli} format --config {{config}} --cluster-id {{cluster_id}} "
            f"--ignore-formatted >/dev/null; exec {cli} node --config {{config}} --trace-file {{trace_file}}'")
-    return cmd, client
+    return cmd, _props(tmp_path / "harness.properties", client)
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--no-tlc", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--no-tlc", "-rs", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400)
 
 
 @pytest.mark.cluster
-def test_the_harness_passes_cases_against_a_mutual_tls_target(tmp_path: Path) -> None:
-    cmd, client = _setup(tmp_path)
-    proc = _harness("--target-cmd", cmd, "--target-command-config", str(client),
-                    "--case", "KIP-595/Vote/1", "--case", "KIP-595/Election/1", "--case", "KIP-595/Fetch*/1",
-                    "--case", "KIP-511/ApiVersions/*")
+@pytest.mark.parametrize("sasl", [False, True], ids=["mutual-TLS", "SASL_SSL-SCRAM"])
+def test_the_harness_passes_cases_against_a_secured_target_with_authorization(tmp_path: Path, sasl: bool) -> None:
+    cmd, client = _setup(tmp_path, sasl)
+    proc = _harness("--target-cmd", cmd, "--target-command-config", str(client), *CASES)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert " passed" in out and "failed" not in out, out[-2000:]
+    # Every security case ran except the one for the other kind of authentication (SASL without SASL).
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED") and "PROTOCOL/Security" in line]
+    expected = [] if sasl else ["PROTOCOL/Security/2"]
+    assert len(skipped) == len(expected) and all(e in s for e, s in zip(expected, skipped, strict=True)), skipped
 
 
 @pytest.mark.cluster
@@ -63,9 +99,62 @@ def test_a_tls_target_without_the_command_config_stops_the_run_naming_it(tmp_pat
     assert "--target-command-config" in out and "passed" not in out
 
 
-def test_a_sasl_command_config_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_command_config_the_harness_cannot_honour_is_refused_in_one_line(tmp_path: Path) -> None:
     client = tmp_path / "sasl.properties"
-    client.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    client.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
     proc = _harness("--target", "127.0.0.1:9", "--target-command-config", str(client))
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "SASL_SSL" in out and "not SASL yet" in out, out[-2000:]
+    assert proc.returncode != 0 and "sasl.mechanism=GSSAPI" in out, out[-2000:]
+
+
+def test_the_harness_reads_pkcs12_stores_and_its_sasl_server_and_client_agree(tmp_path: Path) -> None:
+    """In process: a command config with PKCS12 stores and a PLAIN login; the harness's own client logs in to
+    its own virtual-voter server over TLS, a wrong password is refused (SASL_AUTHENTICATION_FAILED)."""
+    import asyncio
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from kraft_tck.conformance.security import Login, TargetSecurity
+    from kraft_tck.conformance.transport import KafkaClient, KafkaServer, RequestError
+
+    certs = tmp_path / "certs"
+    make_ca(certs)
+    pem = make_keystore(certs, "harness").read_bytes()
+    key = serialization.load_pem_private_key(pem, None)
+    cert = x509.load_pem_x509_certificate(pem[pem.index(b"-----BEGIN CERTIFICATE"):])
+    ca = x509.load_pem_x509_certificate((certs / "ca.pem").read_bytes())
+    enc = serialization.BestAvailableEncryption(b"p12")
+    (certs / "harness.p12").write_bytes(pkcs12.serialize_key_and_certificates(b"h", key, cert, [ca], enc))  # type: ignore[arg-type]
+    (certs / "trust.p12").write_bytes(pkcs12.serialize_key_and_certificates(b"ca", None, None, [ca], enc))
+    config = _props(tmp_path / "harness.properties", {
+        "security.protocol": "SASL_SSL", "ssl.keystore.type": "PKCS12", "ssl.keystore.location": certs / "harness.p12",
+        "ssl.keystore.password": "p12", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": certs / "trust.p12",
+        "ssl.truststore.password": "p12", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="harness" '
+                            'password="h-secret" user_node="n-secret";'})
+    sec = TargetSecurity.from_file(config)
+    assert sec.tls and sec.sasl and sec.accounts is not None and sec.login is not None
+
+    async def run() -> list[str]:
+        server = KafkaServer(lambda req: {"ErrorCode": 0, "Topics": []}, {55: (0, 2)}, ssl=sec.server_context(),
+                             sasl=sec.accounts)
+        await server.start()
+        out = []
+        try:
+            for login in (sec.login, Login("PLAIN", "node", "n-secret"), Login("PLAIN", "node", "wrong")):
+                client = KafkaClient("localhost", server.port, ssl=sec.client_context(), sasl=login)
+                try:
+                    await client.connect(timeout_s=5)
+                    out.append(f"ok {(await client.request(55, 1, {'Topics': []}, 5))['ErrorCode']}")
+                except RequestError as exc:
+                    out.append(str(exc))
+                finally:
+                    await client.close()
+        finally:
+            await server.close()
+        return out
+
+    out = asyncio.run(run())
+    assert out[:2] == ["ok 0", "ok 0"], out
+    assert "refused the SASL PLAIN login as node: error 58" in out[2], out

@@ -15,8 +15,8 @@ from kraft_tck.conformance.transport import (
     API_VERSIONS,
     KafkaClient,
     KafkaServer,
-    Request,
     RequestError,
+    ServerRequest,
     api_versions_response,
 )
 from kraft_tck.reference import net as ref
@@ -38,7 +38,7 @@ def vote(epoch: int) -> dict[str, Any]:
     return B.vote_request("cid", epoch, 2, 0, 0, 1)
 
 
-def epoch_of_vote(req: Request) -> int:
+def epoch_of_vote(req: ServerRequest) -> int:
     return int(B.partition(req.body)["CandidateEpoch"])
 
 
@@ -50,7 +50,7 @@ def answered_epoch(resp: dict[str, Any]) -> int:
     return int(B.partition(resp)["LeaderEpoch"])
 
 
-async def serving(handler: Callable[[Request], Any], **kw: Any) -> KafkaServer:
+async def serving(handler: Callable[[ServerRequest], Any], **kw: Any) -> KafkaServer:
     server = KafkaServer(handler, RANGES, **kw)
     await server.start()
     return server
@@ -86,9 +86,10 @@ def test_negotiates_versions_and_round_trips_a_request() -> None:
 
     run(scenario())
     # ApiVersions (corr 0), then Vote (corr 1), each seen sent and received by both ends
-    assert [s for s in seen if s[0] == "send"] == [("send", API_VERSIONS, 4, 0), ("send", B.VOTE, 1, 1)]
-    assert ("server recv", B.VOTE, 1, 1) in seen and ("server send", B.VOTE, 1, 1) in seen
-    assert ("recv", B.VOTE, 1, 1) in seen
+    top = RANGES[B.VOTE][1]  # the highest Vote version both ends speak (2 since KIP-996)
+    assert [s for s in seen if s[0] == "send"] == [("send", API_VERSIONS, 4, 0), ("send", B.VOTE, top, 1)]
+    assert ("server recv", B.VOTE, top, 1) in seen and ("server send", B.VOTE, top, 1) in seen
+    assert ("recv", B.VOTE, top, 1) in seen
     # ApiVersions v3+ names the software validly (Kafka answers INVALID_REQUEST to empty names)
     assert bodies[0] == {"ClientSoftwareName": "kraft-tck", "ClientSoftwareVersion": "0.1.0"}
 
@@ -96,7 +97,7 @@ def test_negotiates_versions_and_round_trips_a_request() -> None:
 def test_answers_leave_in_request_order_though_computed_out_of_order() -> None:
     order: list[int] = []
 
-    async def handler(req: Request) -> dict[str, Any]:
+    async def handler(req: ServerRequest) -> dict[str, Any]:
         epoch = epoch_of_vote(req)
         await asyncio.sleep(0.3 if epoch == 1 else 0)  # the first request is answered last
         order.append(epoch)
@@ -125,7 +126,7 @@ def test_answers_leave_in_request_order_though_computed_out_of_order() -> None:
 
 
 def test_timeout_fails_the_request_and_closes_the_connection() -> None:
-    async def handler(req: Request) -> dict[str, Any]:
+    async def handler(req: ServerRequest) -> dict[str, Any]:
         if epoch_of_vote(req) == 1:
             await asyncio.sleep(30)
         return vote_answer(epoch_of_vote(req))
@@ -154,7 +155,7 @@ def test_timeout_fails_the_request_and_closes_the_connection() -> None:
 
 
 def test_handler_answering_none_closes_the_connection_and_fails_what_is_in_flight() -> None:
-    async def handler(req: Request) -> dict[str, Any] | None:
+    async def handler(req: ServerRequest) -> dict[str, Any] | None:
         if epoch_of_vote(req) == 1:
             await asyncio.sleep(0.1)
             return None
@@ -368,7 +369,7 @@ def test_interoperates_with_the_reference_nodes_network_layer_both_ways() -> Non
 def test_closing_the_server_ends_parked_requests_at_once() -> None:
     parked = asyncio.Event()
 
-    async def handler(req: Request) -> dict[str, Any]:
+    async def handler(req: ServerRequest) -> dict[str, Any]:
         parked.set()
         await asyncio.sleep(30)  # a long-poll Fetch, say
         return vote_answer(1)
@@ -393,7 +394,7 @@ def test_closing_the_server_ends_parked_requests_at_once() -> None:
 
 
 def test_many_pipelined_requests_each_get_their_own_answer() -> None:
-    async def handler(req: Request) -> dict[str, Any]:
+    async def handler(req: ServerRequest) -> dict[str, Any]:
         epoch = epoch_of_vote(req)
         await asyncio.sleep((epoch * 7919 % 13) / 1000)  # answers computed in a scrambled order
         return vote_answer(epoch)

@@ -5,6 +5,7 @@ unmutated node must pass the same cases. Plus the registry's own consistency."""
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -37,6 +38,7 @@ SAMPLE = [
     ("follower-drops-leader-hint", "Fetch response", "KIP-595/Epochs/2"),
     ("describe-unknown-as-zero", "DescribeQuorum", "KIP-836/DescribeQuorum/1"),
     ("vote-persisted-after-grant", "shell: persist after send", "KIP-595/Vote/8"),
+    ("diverging-fetch-is-progress", "Fetch request (DivergingEpoch)", "KIP-595/HighWatermark/4"),
 ]
 
 
@@ -59,11 +61,31 @@ def test_registry_is_consistent() -> None:
                 if klass is base or not issubclass(klass, base):
                     continue
                 for attr, value in vars(klass).items():
-                    if callable(value) and not attr.startswith("__") and attr not in ("_write_late",):
+                    if callable(value) and not attr.startswith("__") and attr not in ("_write_late", "_delay_s"):
                         assert hasattr(base, attr), f"{m.name}: {klass.__name__}.{attr} overrides nothing"
+                        # and takes what the product passes it (a new parameter there would crash the node,
+                        # a "catch" for the wrong reason)
+                        mine = list(inspect.signature(value).parameters)
+                        theirs = list(inspect.signature(getattr(base, attr)).parameters)
+                        assert mine == theirs, f"{m.name}: {klass.__name__}.{attr}{mine} vs the product's {theirs}"
         for cid in m.expect:
             # a case id of the catalog, a scenario still to be written, or the white-box TLC check
             assert cid in known or cid.startswith(registry.PENDING) or cid == registry.WHITE_BOX, (m.name, cid)
+
+
+def test_no_mutant_is_left_to_a_pending_scenario() -> None:
+    """Every mutant names the case that catches it black-box, or is a documented white-box class: a reason
+    it is not observable on the wire and a unit check (tests/mutants/whitebox.py) that catches it while the
+    product's core passes."""
+    whitebox = runner.load_whitebox()
+    for m in registry.MUTANTS.values():
+        assert not m.pending, f"{m.name}: {m.expect[0]}"
+        if m.white_box_only:
+            assert len(m.unobservable) > 80, f"{m.name}: say why no scenario can see it"
+            assert m.name in whitebox.CHECKS, f"{m.name}: no white-box check"
+            assert runner.white_box_unit(m) is True, m.name
+        else:
+            assert not m.unobservable, m.name
 
 
 @pytest.mark.slow

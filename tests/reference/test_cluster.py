@@ -21,7 +21,8 @@ from kraft_tck.reference.storage import LogDir
 from kraft_tck.spec.records import batch_digest
 from kraft_tck.spec.trace import read_trace
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import merge_node_traces, validate_trace
+from kraft_tck.tla.trace_merge import merge_node_traces
+from kraft_tck.tla.trace_validate import validate_trace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

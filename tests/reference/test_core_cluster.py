@@ -4,27 +4,26 @@ events validate against spec/trace.schema.json (with seq added, as the trace wri
 
 from __future__ import annotations
 
-import json
 import random
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 from kraft_tck.reference.core import CoreConfig, KRaftCore
 from kraft_tck.reference.io import (
     ClientWrite,
+    ElectionState,
     Input,
-    QuorumStateSnapshot,
     Ready,
     RequestReceived,
     ResponseReceived,
 )
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.roles import Leader
+from kraft_tck.spec.trace import schema as trace_schema
 
 VOTERS = frozenset({1, 2, 3})
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "spec" / "trace.schema.json").read_text())
+SCHEMA = trace_schema()  # the one loader of spec/trace.schema.json
 
 
 class Cluster:
@@ -41,7 +40,7 @@ class Cluster:
                     request_timeout_ms=400,
                     fetch_max_wait_ms=100,
                 ),
-                QuorumStateSnapshot(),
+                ElectionState(),
                 Log(),
                 random.Random(seed * 10 + n),
                 0,
@@ -51,7 +50,7 @@ class Cluster:
         self.inbox: deque[tuple[int, Input]] = deque()
         self.deadlines = {n: c.tick(0).next_deadline_ms for n, c in self.cores.items()}
         self.trace: list[dict[str, Any]] = []
-        self.persisted: dict[int, QuorumStateSnapshot] = {}
+        self.persisted: dict[int, ElectionState] = {}
 
     def apply(self, node: int, ready: Ready) -> None:
         # The shell's order: persist and log first, then messages.

@@ -7,7 +7,7 @@ import random
 
 import pytest
 from kraft_tck.reference.core import CoreConfig, KRaftCore
-from kraft_tck.reference.io import QuorumStateSnapshot, Ready, RequestReceived, ResponseReceived
+from kraft_tck.reference.io import ElectionState, Ready, RequestReceived, ResponseReceived
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
     BeginQuorumEpochRequest,
@@ -22,12 +22,12 @@ from kraft_tck.spec.records import ControlType, RecordBatch, data_batch, decode_
 
 VOTERS = frozenset({1, 2, 3})
 T = 1000  # election timeout
-FRESH = QuorumStateSnapshot()
+FRESH = ElectionState()
 
 
 def make(
     node_id: int = 1,
-    durable: QuorumStateSnapshot = FRESH,
+    durable: ElectionState = FRESH,
     batches: tuple[RecordBatch, ...] = (),
     voters: frozenset[int] = VOTERS,
     cluster_id: str | None = "cid",
@@ -59,7 +59,7 @@ def vote(
 
 def leader_of(epoch: int = 1, batches: tuple[RecordBatch, ...] = (), **kw: object) -> KRaftCore:
     """A node 1 that just won ``epoch`` (restored as candidate, then granted by node 2)."""
-    core = make(1, QuorumStateSnapshot(epoch, -1, 1), batches, **kw)  # type: ignore[arg-type]
+    core = make(1, ElectionState(epoch, -1, 1), batches, **kw)  # type: ignore[arg-type]
     core.step(ResponseReceived(2, VoteResponse(-1, epoch, True)), 0)
     assert isinstance(core.role, Leader)
     return core
@@ -69,10 +69,10 @@ def leader_of(epoch: int = 1, batches: tuple[RecordBatch, ...] = (), **kw: objec
 
 # (name, durable state of node 1, its log, the request, granted?, error (top, partition), role after)
 VOTE_CASES = [
-    ("grant to a fresh candidate", QuorumStateSnapshot(1), (), vote(2, 2), True, None, Voted),
+    ("grant to a fresh candidate", ElectionState(1), (), vote(2, 2), True, None, Voted),
     (
         "null cluster id accepted (step 1)",
-        QuorumStateSnapshot(1),
+        ElectionState(1),
         (),
         vote(2, 2, cluster=None),
         True,
@@ -81,7 +81,7 @@ VOTE_CASES = [
     ),
     (
         "cluster id mismatch",
-        QuorumStateSnapshot(1),
+        ElectionState(1),
         (),
         vote(2, 2, cluster="other"),
         False,
@@ -90,7 +90,7 @@ VOTE_CASES = [
     ),
     (
         "candidate epoch below ours is fenced",
-        QuorumStateSnapshot(5),
+        ElectionState(5),
         (),
         vote(4, 2),
         False,
@@ -99,7 +99,7 @@ VOTE_CASES = [
     ),
     (
         "candidate outside the voter set: granted as Kafka 3.9+ (no INCONSISTENT_VOTER_SET)",
-        QuorumStateSnapshot(1),
+        ElectionState(1),
         (),
         vote(2, 9),
         True,
@@ -108,7 +108,7 @@ VOTE_CASES = [
     ),
     (
         "one vote per epoch: refuse another candidate",
-        QuorumStateSnapshot(2, -1, 3),
+        ElectionState(2, -1, 3),
         (),
         vote(2, 2),
         False,
@@ -117,7 +117,7 @@ VOTE_CASES = [
     ),
     (
         "one vote per epoch: grant the same candidate again",
-        QuorumStateSnapshot(2, -1, 2),
+        ElectionState(2, -1, 2),
         (),
         vote(2, 2),
         True,
@@ -126,7 +126,7 @@ VOTE_CASES = [
     ),
     (
         "candidate's last epoch is older",
-        QuorumStateSnapshot(2),
+        ElectionState(2),
         log_with((2, 1)),
         vote(3, 2, 1, 50),
         False,
@@ -135,7 +135,7 @@ VOTE_CASES = [
     ),
     (
         "same last epoch, shorter log",
-        QuorumStateSnapshot(2),
+        ElectionState(2),
         log_with((2, 3)),
         vote(3, 2, 2, 2),
         False,
@@ -144,7 +144,7 @@ VOTE_CASES = [
     ),
     (
         "same last epoch, same length",
-        QuorumStateSnapshot(2),
+        ElectionState(2),
         log_with((2, 3)),
         vote(3, 2, 2, 3),
         True,
@@ -153,19 +153,19 @@ VOTE_CASES = [
     ),
     (
         "newer last epoch, shorter log",
-        QuorumStateSnapshot(2),
+        ElectionState(2),
         log_with((1, 5)),
         vote(3, 2, 2, 1),
         True,
         None,
         Voted,
     ),
-    ("follower of the same epoch refuses", QuorumStateSnapshot(2, 3), (), vote(2, 2), False, None, Follower),
-    ("follower grants in a higher epoch", QuorumStateSnapshot(2, 3), (), vote(3, 2), True, None, Voted),
-    ("a candidate voted for itself", QuorumStateSnapshot(2, -1, 1), (), vote(2, 2), False, None, Candidate),
+    ("follower of the same epoch refuses", ElectionState(2, 3), (), vote(2, 2), False, None, Follower),
+    ("follower grants in a higher epoch", ElectionState(2, 3), (), vote(3, 2), True, None, Voted),
+    ("a candidate voted for itself", ElectionState(2, -1, 1), (), vote(2, 2), False, None, Candidate),
     (
         "a leader restarted as resigned refuses its epoch",
-        QuorumStateSnapshot(2, 1, 1),
+        ElectionState(2, 1, 1),
         (),
         vote(2, 2),
         False,
@@ -181,7 +181,7 @@ VOTE_CASES = [
     ids=[c[0] for c in VOTE_CASES],
 )
 def test_vote_request_handling(
-    durable: QuorumStateSnapshot,
+    durable: ElectionState,
     batches: tuple[RecordBatch, ...],
     req: VoteRequest,
     granted: bool,
@@ -209,9 +209,9 @@ def test_vote_request_handling(
 
 def test_granted_vote_is_in_the_persist_of_the_same_bundle() -> None:
     # KIP-595: the vote is persisted before the response is sent; the shell persists Ready.persist first.
-    core = make(1, QuorumStateSnapshot(1))
+    core = make(1, ElectionState(1))
     ready = request(core, vote(2, 3))
-    assert ready.persist == QuorumStateSnapshot(2, -1, 3, (1, 2, 3))
+    assert ready.persist == ElectionState(2, -1, 3, (1, 2, 3))
     assert ready.trace[-1]["log"]["persisted"] is True
 
 
@@ -221,7 +221,7 @@ def test_forgetting_to_persist_the_vote_is_an_injectable_fault() -> None:
             pass
 
     config = CoreConfig(1, VOTERS, "cid", election_timeout_ms=T)
-    core = ForgetfulCore(config, QuorumStateSnapshot(1), Log(), random.Random(1), 0)
+    core = ForgetfulCore(config, ElectionState(1), Log(), random.Random(1), 0)
     ready = request(core, vote(2, 3))
     assert ready.replies[0].response.vote_granted
     assert ready.persist is not None and ready.persist.voted_id == -1  # only the epoch bump reached disk
@@ -243,7 +243,7 @@ def test_observer_votes_like_kafka_but_never_elects_itself() -> None:
     resp = ready.replies[0].response
     assert isinstance(resp, VoteResponse) and resp.vote_granted and resp.partition_error == Errors.NONE
     assert isinstance(core.role, Voted) and core.role.election_deadline_ms is None
-    assert ready.persist == QuorumStateSnapshot(1, -1, 2, (1, 2, 3))
+    assert ready.persist == ElectionState(1, -1, 2, (1, 2, 3))
     # it keeps asking the voters who leads, and never becomes a candidate
     assert [type(o.request) for o in ready.send] == [FetchRequest]
     later = core.tick(50_000)
@@ -254,7 +254,7 @@ def test_observer_votes_like_kafka_but_never_elects_itself() -> None:
 
 
 def test_election_timeout_starts_an_election_with_jitter() -> None:
-    core = make(1, QuorumStateSnapshot(3), log_with((2, 4)))
+    core = make(1, ElectionState(3), log_with((2, 4)))
     deadline = core.tick(0).next_deadline_ms
     assert deadline is not None and T <= deadline < 2 * T  # timeout + uniform jitter in [0, timeout)
     assert core.tick(deadline - 1).send == []
@@ -262,7 +262,7 @@ def test_election_timeout_starts_an_election_with_jitter() -> None:
     assert [e["event"] for e in ready.trace] == ["StartElection"]
     assert ready.trace[0]["cause"] == "ElectionTimeout"
     assert isinstance(core.role, Candidate) and core.epoch == 4
-    assert ready.persist == QuorumStateSnapshot(4, -1, 1, (1, 2, 3))  # self-vote on disk first
+    assert ready.persist == ElectionState(4, -1, 1, (1, 2, 3))  # self-vote on disk first
     assert sorted(o.dest_id for o in ready.send) == [2, 3]
     assert {o.request for o in ready.send} == {
         VoteRequest("cid", 4, 1, 2, 4, voter_id=2),
@@ -278,7 +278,7 @@ def test_jitter_differs_between_seeds_but_not_within_one() -> None:
 
 @pytest.mark.parametrize(("voters", "grants_needed"), [({1, 2, 3}, 1), ({1, 2, 3, 4, 5}, 2), ({1}, 0)])
 def test_majority_wins(voters: set[int], grants_needed: int) -> None:
-    core = make(1, QuorumStateSnapshot(0), voters=frozenset(voters))
+    core = make(1, ElectionState(0), voters=frozenset(voters))
     ready = core.tick(2 * T)
     for i, peer in enumerate(sorted(voters - {1})[:grants_needed]):
         assert not isinstance(core.role, Leader), f"leader after only {i} grants"
@@ -289,7 +289,7 @@ def test_majority_wins(voters: set[int], grants_needed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_rejection_by_a_majority_backs_off_then_retries_with_a_higher_epoch(seed: int) -> None:
-    core = make(1, QuorumStateSnapshot(0), seed=seed)
+    core = make(1, ElectionState(0), seed=seed)
     core.tick(2 * T)
     core.step(ResponseReceived(2, VoteResponse(-1, 1, False)), 2 * T + 1)
     assert isinstance(core.role, Candidate) and core.role.backoff_until_ms is None  # one "no" is not a loss
@@ -310,7 +310,7 @@ def test_rejection_by_a_majority_backs_off_then_retries_with_a_higher_epoch(seed
 
 
 def test_unanswered_election_times_out_into_backoff() -> None:
-    core = make(1, QuorumStateSnapshot(0))
+    core = make(1, ElectionState(0))
     core.tick(2 * T)
     role = core.role
     assert isinstance(role, Candidate)
@@ -321,11 +321,11 @@ def test_unanswered_election_times_out_into_backoff() -> None:
 
 
 def test_vote_response_with_a_newer_epoch_and_leader_makes_the_candidate_follow() -> None:
-    core = make(1, QuorumStateSnapshot(0))
+    core = make(1, ElectionState(0))
     core.tick(2 * T)
     ready = core.step(ResponseReceived(2, VoteResponse(3, 5, False)), 2 * T + 1)
     assert isinstance(core.role, Follower) and (core.epoch, core.leader_id) == (5, 3)
-    assert ready.persist == QuorumStateSnapshot(5, 3, -1, (1, 2, 3))
+    assert ready.persist == ElectionState(5, 3, -1, (1, 2, 3))
 
 
 def test_vote_refused_naming_the_leader_of_the_same_epoch_makes_the_candidate_follow_it() -> None:
@@ -333,12 +333,12 @@ def test_vote_refused_naming_the_leader_of_the_same_epoch_makes_the_candidate_fo
     Vote answered without error by a Follower of the leader elected meanwhile in the candidate's own epoch
     makes the candidate that leader's Follower, keeping its own vote, instead of backing off and starting
     a disruptive election in the next epoch."""
-    core = make(1, QuorumStateSnapshot(0))
+    core = make(1, ElectionState(0))
     core.tick(2 * T)
     assert isinstance(core.role, Candidate) and core.epoch == 1
     ready = core.step(ResponseReceived(2, VoteResponse(3, 1, False)), 2 * T + 1)
     assert isinstance(core.role, Follower) and (core.epoch, core.leader_id, core.voted_id) == (1, 3, 1)
-    assert ready.persist == QuorumStateSnapshot(1, 3, 1, (1, 2, 3))
+    assert ready.persist == ElectionState(1, 3, 1, (1, 2, 3))
     assert [e["state"]["role"] for e in ready.trace if e["event"] == "HandleVoteResponse"] == ["Follower"]
 
 
@@ -346,10 +346,10 @@ def test_vote_refused_naming_the_leader_of_the_same_epoch_makes_the_candidate_fo
 
 
 def test_become_leader_appends_leader_change_and_sends_begin_quorum_epoch() -> None:
-    core = make(1, QuorumStateSnapshot(3, -1, 1), log_with((2, 4)))  # restored as candidate of epoch 3
+    core = make(1, ElectionState(3, -1, 1), log_with((2, 4)))  # restored as candidate of epoch 3
     ready = core.step(ResponseReceived(3, VoteResponse(-1, 3, True)), 5)
     assert [e["event"] for e in ready.trace] == ["HandleVoteResponse", "BecomeLeader"]
-    assert ready.persist == QuorumStateSnapshot(3, 1, 1, (1, 2, 3))
+    assert ready.persist == ElectionState(3, 1, 1, (1, 2, 3))
     ((op,),) = [op.batches for op in ready.log_ops]
     assert (op.base_offset, op.partition_leader_epoch, op.is_control) == (4, 3, True)
     ctype, body = decode_control(op.records[0])
@@ -379,11 +379,11 @@ def test_begin_quorum_epoch_is_a_heartbeat_acknowledged_or_not() -> None:
 
 
 def test_begin_quorum_epoch_request_makes_a_voter_follow() -> None:
-    core = make(2, QuorumStateSnapshot(1, -1, 3))
+    core = make(2, ElectionState(1, -1, 3))
     ready = request(core, BeginQuorumEpochRequest("cid", 3, 1))
     assert ready.replies[0].response == BeginQuorumEpochResponse(3, 1)
     assert isinstance(core.role, Follower) and core.role.voted_id == 3  # the vote of this epoch is kept
-    assert ready.persist == QuorumStateSnapshot(1, 3, 3, (1, 2, 3))
+    assert ready.persist == ElectionState(1, 3, 3, (1, 2, 3))
     assert [o.dest_id for o in ready.send] == [3]  # and fetches at once
     assert isinstance(ready.send[0].request, FetchRequest)
 
@@ -398,7 +398,7 @@ def test_begin_quorum_epoch_request_makes_a_voter_follow() -> None:
     ],
 )
 def test_begin_quorum_epoch_refusals(req: BeginQuorumEpochRequest, field: str, error: Errors) -> None:
-    core = make(2, QuorumStateSnapshot(1))
+    core = make(2, ElectionState(1))
     resp = request(core, req).replies[0].response
     assert getattr(resp, field) == error
     assert isinstance(core.role, Unattached) and core.epoch == 1
@@ -410,14 +410,14 @@ def test_begin_quorum_epoch_refusals(req: BeginQuorumEpochRequest, field: str, e
 @pytest.mark.parametrize(
     ("durable", "role"),
     [
-        (QuorumStateSnapshot(4, 1, 1), Resigned),
-        (QuorumStateSnapshot(4, -1, 1), Candidate),
-        (QuorumStateSnapshot(4, -1, 2), Voted),
-        (QuorumStateSnapshot(4, 2, -1), Follower),
-        (QuorumStateSnapshot(4), Unattached),
+        (ElectionState(4, 1, 1), Resigned),
+        (ElectionState(4, -1, 1), Candidate),
+        (ElectionState(4, -1, 2), Voted),
+        (ElectionState(4, 2, -1), Follower),
+        (ElectionState(4), Unattached),
     ],
 )
-def test_restart_resumes_the_persisted_role(durable: QuorumStateSnapshot, role: type) -> None:
+def test_restart_resumes_the_persisted_role(durable: ElectionState, role: type) -> None:
     config = CoreConfig(1, VOTERS, "cid")
     core, ready = KRaftCore.restart(config, durable, Log(), random.Random(1), 0)
     assert isinstance(core.role, role) and core.epoch == 4
@@ -426,14 +426,14 @@ def test_restart_resumes_the_persisted_role(durable: QuorumStateSnapshot, role: 
 
 def test_restarted_leader_resigns_and_restarted_voter_keeps_its_vote() -> None:
     config = CoreConfig(1, VOTERS, "cid")
-    _, ready = KRaftCore.restart(config, QuorumStateSnapshot(4, 1, 1), Log(), random.Random(1), 0)
+    _, ready = KRaftCore.restart(config, ElectionState(4, 1, 1), Log(), random.Random(1), 0)
     assert sorted(o.dest_id for o in ready.send) == [2, 3]  # EndQuorumEpoch to the voters
-    voter = make(1, QuorumStateSnapshot(4, -1, 2))
+    voter = make(1, ElectionState(4, -1, 2))
     assert not request(voter, vote(4, 3)).replies[0].response.vote_granted
 
 
 def test_log_epoch_newer_than_quorum_state_wins() -> None:
-    core = make(1, QuorumStateSnapshot(1), log_with((3, 2)))
+    core = make(1, ElectionState(1), log_with((3, 2)))
     assert isinstance(core.role, Unattached) and core.epoch == 3
 
 
@@ -444,7 +444,7 @@ def test_higher_epochs_without_a_leader_keep_the_election_timer_running() -> Non
     """Kafka's QuorumState.transitionToUnattached keeps the remaining election time of an Unattached,
     Voted or Candidate voter. A candidate whose log is behind (every Vote refused) retries with a higher
     epoch after each backoff; if each of them restarted the others' timers, none would ever stand."""
-    core = make(1, QuorumStateSnapshot(3), log_with((3, 4)))
+    core = make(1, ElectionState(3), log_with((3, 4)))
     deadline = core.tick(0).next_deadline_ms
     assert deadline is not None
     epoch, now = 3, 0
@@ -460,7 +460,7 @@ def test_higher_epochs_without_a_leader_keep_the_election_timer_running() -> Non
 
 @pytest.mark.parametrize("role", ["Voted", "Candidate"])
 def test_voted_and_candidate_keep_their_election_deadline_on_a_higher_epoch(role: str) -> None:
-    core = make(1, QuorumStateSnapshot(1), log_with((1, 2)))
+    core = make(1, ElectionState(1), log_with((1, 2)))
     if role == "Voted":
         request(core, vote(2, 2, 1, 2), 10)  # node 2's log is as long as ours: granted
     else:
@@ -475,7 +475,7 @@ def test_voted_and_candidate_keep_their_election_deadline_on_a_higher_epoch(role
 
 def test_a_follower_that_learns_of_a_new_epoch_draws_a_fresh_election_timeout() -> None:
     """From Follower (and Leader, Resigned) the timer starts afresh, as in Kafka."""
-    core = make(1, QuorumStateSnapshot(2, 2, -1), log_with((2, 2)))
+    core = make(1, ElectionState(2, 2, -1), log_with((2, 2)))
     assert isinstance(core.role, Follower)
     request(core, vote(3, 3), 500)  # node 3's empty log: refused
     role = core.role

@@ -10,7 +10,7 @@ from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientWrite,
-    QuorumStateSnapshot,
+    ElectionState,
     Ready,
     RequestFailed,
     RequestReceived,
@@ -46,7 +46,7 @@ def leader(
     cls: type[KRaftCore] = KRaftCore,
 ) -> KRaftCore:
     """Node 1 leading ``epoch`` over ``batches`` (+ its LeaderChange record)."""
-    core = cls(config(1, voters), QuorumStateSnapshot(epoch, -1, 1), Log(batches), random.Random(1), 0)
+    core = cls(config(1, voters), ElectionState(epoch, -1, 1), Log(batches), random.Random(1), 0)
     core.step(ResponseReceived(2, VoteResponse(-1, epoch, True)), 0)
     if len(voters) > 3:
         core.step(ResponseReceived(3, VoteResponse(-1, epoch, True)), 0)
@@ -56,7 +56,7 @@ def leader(
 
 def follower(node_id: int, epoch: int, leader_id: int, batches: tuple[RecordBatch, ...] = ()) -> KRaftCore:
     return KRaftCore(
-        config(node_id), QuorumStateSnapshot(epoch, leader_id), Log(batches), random.Random(2), 0
+        config(node_id), ElectionState(epoch, leader_id), Log(batches), random.Random(2), 0
     )
 
 
@@ -253,7 +253,7 @@ def test_fenced_leader_epoch_with_a_known_leader_makes_the_follower_follow_it() 
     resp = FetchResponse(partition_error=Errors.FENCED_LEADER_EPOCH, current_leader=LeaderIdAndEpoch(3, 6))
     ready = core.step(ResponseReceived(1, resp), 5)
     assert isinstance(core.role, Follower) and (core.epoch, core.leader_id) == (6, 3)
-    assert ready.persist == QuorumStateSnapshot(6, 3, -1, (1, 2, 3))
+    assert ready.persist == ElectionState(6, 3, -1, (1, 2, 3))
     assert [o.dest_id for o in ready.send] == [3]
 
 
@@ -273,7 +273,7 @@ def test_fetch_timeout_makes_a_voter_a_candidate_and_an_observer_unattached() ->
     voter = follower(2, 4, 1)
     ready = voter.tick(2000)
     assert isinstance(voter.role, Candidate) and ready.trace[0]["cause"] == "FetchTimeout"
-    observer = KRaftCore(config(9), QuorumStateSnapshot(4, 1), Log(), random.Random(1), 0)
+    observer = KRaftCore(config(9), ElectionState(4, 1), Log(), random.Random(1), 0)
     observer.tick(2000)
     assert isinstance(observer.role, Unattached)
 
@@ -335,7 +335,7 @@ def test_skipping_truncation_is_an_injectable_fault() -> None:
             return self.log.end_offset
 
     core = NeverTruncates(
-        config(2), QuorumStateSnapshot(4, 1), Log(log_with((1, 3), (3, 2))), random.Random(1), 0
+        config(2), ElectionState(4, 1), Log(log_with((1, 3), (3, 2))), random.Random(1), 0
     )
     ready = core.step(ResponseReceived(1, FetchResponse(0, (), (1, 3), LeaderIdAndEpoch(1, 4))), 5)
     assert core.log.end_offset == 5 and not any(isinstance(op, TruncateTo) for op in ready.log_ops)

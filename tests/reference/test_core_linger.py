@@ -15,7 +15,7 @@ from kraft_tck.reference.core import RECORD_SIZE_BOUND, CoreConfig, KRaftCore, w
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientWrite,
-    QuorumStateSnapshot,
+    ElectionState,
     Ready,
     RequestReceived,
     ResponseReceived,
@@ -33,7 +33,7 @@ ONE = write_size_bound((VALUE,))  # the size one single-record write counts for
 
 def leader(linger_ms: int, max_batch_bytes: int = 8 * 1024 * 1024) -> KRaftCore:
     cfg = CoreConfig(1, VOTERS, "cid", append_linger_ms=linger_ms, append_max_batch_bytes=max_batch_bytes)
-    core = KRaftCore(cfg, QuorumStateSnapshot(3, -1, 1), Log(), random.Random(1), 0)
+    core = KRaftCore(cfg, ElectionState(3, -1, 1), Log(), random.Random(1), 0)
     core.step(ResponseReceived(2, VoteResponse(-1, 3, True)), 0)
     assert isinstance(core.role, Leader) and core.log.end_offset == 1  # the LeaderChange record
     return core

@@ -9,8 +9,8 @@ import pytest
 from kraft_tck.reference.core import CLUSTER_ID_KEY, CoreConfig, KRaftCore
 from kraft_tck.reference.io import (
     ClientWrite,
+    ElectionState,
     Input,
-    QuorumStateSnapshot,
     Ready,
     RequestReceived,
     ResponseReceived,
@@ -52,7 +52,7 @@ def config(node_id: int, cluster_id: str | None = "cid", voters: frozenset[int] 
 def leader(
     cluster_id: str | None = "cid", cls: type[KRaftCore] = KRaftCore, voters: frozenset[int] = VOTERS
 ) -> KRaftCore:
-    core = cls(config(1, cluster_id, voters), QuorumStateSnapshot(1, -1, 1), Log(), random.Random(5), 0)
+    core = cls(config(1, cluster_id, voters), ElectionState(1, -1, 1), Log(), random.Random(5), 0)
     if len(voters) > 1:
         core.step(ResponseReceived(2, VoteResponse(-1, 1, True)), 0)
     else:
@@ -149,7 +149,7 @@ def test_shutdown_resigns_with_successors_ordered_by_fetch_offset() -> None:
 
 
 def _follower(node_id: int) -> KRaftCore:
-    return KRaftCore(config(node_id), QuorumStateSnapshot(1, 1), Log(), random.Random(3), 0)
+    return KRaftCore(config(node_id), ElectionState(1, 1), Log(), random.Random(3), 0)
 
 
 def test_first_preferred_successor_starts_its_election_at_once() -> None:
@@ -234,14 +234,14 @@ def test_describe_quorum_on_a_non_leader_answers_as_kafka() -> None:
     ],
 )
 def test_every_kraft_rpc_checks_the_cluster_id(req: object) -> None:
-    core = KRaftCore(config(1), QuorumStateSnapshot(1), Log(), random.Random(1), 0)
+    core = KRaftCore(config(1), ElectionState(1), Log(), random.Random(1), 0)
     resp = core.step(RequestReceived(2, "r", req), 1).replies[0].response
     assert resp.error == Errors.INCONSISTENT_CLUSTER_ID
     assert core.epoch == 1
 
 
 def test_an_unformatted_node_accepts_any_cluster_id() -> None:
-    core = KRaftCore(config(1, None), QuorumStateSnapshot(1), Log(), random.Random(1), 0)
+    core = KRaftCore(config(1, None), ElectionState(1), Log(), random.Random(1), 0)
     resp = core.step(RequestReceived(2, "r", VoteRequest("whatever", 2, 2, 0, 0)), 1).replies[0].response
     assert isinstance(resp, VoteResponse) and resp.vote_granted
 
@@ -251,7 +251,7 @@ def test_ignoring_the_cluster_id_is_an_injectable_fault() -> None:
         def _cluster_id_ok(self, cluster_id: str | None) -> bool:
             return True
 
-    core = Careless(config(1), QuorumStateSnapshot(1), Log(), random.Random(1), 0)
+    core = Careless(config(1), ElectionState(1), Log(), random.Random(1), 0)
     resp = core.step(RequestReceived(2, "r", VoteRequest("other", 2, 2, 0, 0)), 1).replies[0].response
     assert isinstance(resp, VoteResponse) and resp.vote_granted
 
@@ -267,7 +267,7 @@ def test_bootstrap_cluster_id_is_adopted_once_committed_and_then_enforced() -> N
     lead = leader(None)
     (cid_batch,) = [b for b in lead.log.batches if not b.is_control]
     assert lead.cluster_id is None  # not committed yet
-    foll = KRaftCore(config(2, None), QuorumStateSnapshot(1, 1), Log(), random.Random(9), 0)
+    foll = KRaftCore(config(2, None), ElectionState(1, 1), Log(), random.Random(9), 0)
     resp = FetchResponse(0, tuple(lead.log.batches), None, LeaderIdAndEpoch(1, 1))
     foll.step(ResponseReceived(1, resp), 5)
     assert foll.cluster_id is None  # replicated, but not committed
@@ -283,7 +283,7 @@ def test_bootstrap_cluster_id_is_adopted_once_committed_and_then_enforced() -> N
 def test_a_second_leader_does_not_generate_another_cluster_id() -> None:
     first = leader(None)
     batches = tuple(first.log.batches)
-    core = KRaftCore(config(1, None), QuorumStateSnapshot(2, -1, 1), Log(batches), random.Random(5), 0)
+    core = KRaftCore(config(1, None), ElectionState(2, -1, 1), Log(batches), random.Random(5), 0)
     core.step(ResponseReceived(2, VoteResponse(-1, 2, True)), 0)
     assert sum(1 for b in core.log.batches if not b.is_control) == 1
 
@@ -292,7 +292,7 @@ def test_a_second_leader_does_not_generate_another_cluster_id() -> None:
 
 
 def _run(seed: int) -> list[Ready]:
-    core = KRaftCore(config(1), QuorumStateSnapshot(0), Log(), random.Random(seed), 0)
+    core = KRaftCore(config(1), ElectionState(0), Log(), random.Random(seed), 0)
     inputs: list[tuple[int, Input | None]] = [
         (3000, None),
         (3001, ResponseReceived(2, VoteResponse(-1, 1, False))),

@@ -9,7 +9,7 @@ import random
 
 import pytest
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
-from kraft_tck.reference.io import QuorumStateSnapshot, ResponseReceived, TruncateTo
+from kraft_tck.reference.io import ElectionState, ResponseReceived, TruncateTo
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import FetchResponse, LeaderIdAndEpoch
 from kraft_tck.spec.records import data_batch
@@ -22,7 +22,7 @@ LEADER = LeaderIdAndEpoch(1, 4)
 def follower() -> KRaftCore:
     """Node 2, Follower of leader 1 in epoch 4, holding LOG."""
     config = CoreConfig(2, frozenset({1, 2, 3}), "cid", election_timeout_ms=1000, fetch_timeout_ms=2000)
-    return KRaftCore(config, QuorumStateSnapshot(4, 1), Log(LOG), random.Random(2), 0)
+    return KRaftCore(config, ElectionState(4, 1), Log(LOG), random.Random(2), 0)
 
 
 @pytest.mark.parametrize(("diverging", "end"), [((3, 4), 3), ((1, 2), 0), ((3, 3), 3), ((1, 1), 0)])

@@ -19,7 +19,7 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     ClientWrite,
-    QuorumStateSnapshot,
+    ElectionState,
     Ready,
     RequestReceived,
     ResponseReceived,
@@ -57,12 +57,12 @@ CID = "cid"
 # ============================================================================================ helpers
 
 
-FRESH = QuorumStateSnapshot()
+FRESH = ElectionState()
 
 
 def core_of(
     node_id: int = 1,
-    durable: QuorumStateSnapshot = FRESH,
+    durable: ElectionState = FRESH,
     batches: tuple[RecordBatch, ...] = (),
     voters: frozenset[int] = VOTERS,
     fetch_timeout_ms: int = FETCH_TIMEOUT,
@@ -87,13 +87,13 @@ def log_with(*runs: tuple[int, int]) -> tuple[RecordBatch, ...]:
 
 
 def follower_of(node_id: int = 2, epoch: int = 5, leader: int = 1, **kw: Any) -> KRaftCore:
-    core = core_of(node_id, QuorumStateSnapshot(epoch, leader), **kw)
+    core = core_of(node_id, ElectionState(epoch, leader), **kw)
     assert isinstance(core.role, Follower)
     return core
 
 
 def unattached(node_id: int = 1, epoch: int = 5, **kw: Any) -> KRaftCore:
-    core = core_of(node_id, QuorumStateSnapshot(epoch), **kw)
+    core = core_of(node_id, ElectionState(epoch), **kw)
     assert isinstance(core.role, Unattached)
     return core
 
@@ -101,7 +101,7 @@ def unattached(node_id: int = 1, epoch: int = 5, **kw: Any) -> KRaftCore:
 def leader_of(epoch: int = 5, batches: tuple[RecordBatch, ...] = (), voters: frozenset[int] = VOTERS,
               **kw: Any) -> KRaftCore:
     """Node 1, just elected in ``epoch`` (restored as a candidate, then granted by node 2 and 3)."""
-    core = core_of(1, QuorumStateSnapshot(epoch, -1, 1), batches, voters, **kw)
+    core = core_of(1, ElectionState(epoch, -1, 1), batches, voters, **kw)
     for v in sorted(voters - {1}):
         if isinstance(core.role, Leader):
             break
@@ -259,7 +259,7 @@ def test_vote_higher_epoch_unattached() -> None:
     resp, ready = ask(core, VoteRequest(CID, 6, 3, 1, 9))  # a stale log: refused, but the epoch moves
     assert (resp.partition_error, resp.vote_granted, resp.leader_id, resp.leader_epoch) == (Errors.NONE, False, -1, 6)
     assert isinstance(core.role, Unattached) and state(core) == ("Unattached", 6, -1, -1)
-    assert ready.persist == QuorumStateSnapshot(6, -1, -1, (1, 2, 3))
+    assert ready.persist == ElectionState(6, -1, -1, (1, 2, 3))
 
 
 @pytest.mark.parametrize(
@@ -271,11 +271,11 @@ def test_vote_grant_log_up_to_date(last_epoch: int, end: int, granted: bool) -> 
     resp, ready = ask(core, VoteRequest(CID, 6, 2, last_epoch, end))
     assert resp.vote_granted is granted
     if granted:
-        assert isinstance(core.role, Voted) and ready.persist == QuorumStateSnapshot(6, -1, 2, (1, 2, 3))
+        assert isinstance(core.role, Voted) and ready.persist == ElectionState(6, -1, 2, (1, 2, 3))
 
 
 def test_vote_one_vote_per_epoch() -> None:
-    core = core_of(1, QuorumStateSnapshot(5, -1, 2))
+    core = core_of(1, ElectionState(5, -1, 2))
     assert isinstance(core.role, Voted)
     assert ask(core, VoteRequest(CID, 5, 2, 0, 0))[0].vote_granted  # the same candidate again
     resp, ready = ask(core, VoteRequest(CID, 5, 3, 4, 100))
@@ -290,7 +290,7 @@ def test_vote_same_epoch_known_leader_or_candidate() -> None:
     resigned.step(Shutdown(), 1)
     assert isinstance(resigned.role, Resigned)
     for core, leader in (
-        (lead, 1), (follower_of(2), 1), (core_of(1, QuorumStateSnapshot(5, -1, 1)), -1), (resigned, 1)
+        (lead, 1), (follower_of(2), 1), (core_of(1, ElectionState(5, -1, 1)), -1), (resigned, 1)
     ):
         before = state(core)
         resp, ready = ask(core, req, now=20)
@@ -302,7 +302,7 @@ def test_vote_same_epoch_known_leader_or_candidate() -> None:
 def test_vote_persist_before_response() -> None:
     core = unattached()
     resp, ready = ask(core, VoteRequest(CID, 6, 2, 0, 0))
-    assert resp.vote_granted and ready.persist == QuorumStateSnapshot(6, -1, 2, (1, 2, 3))
+    assert resp.vote_granted and ready.persist == ElectionState(6, -1, 2, (1, 2, 3))
     again = core_of(1, ready.persist)  # a restart from what was persisted
     assert isinstance(again.role, Voted) and not ask(again, VoteRequest(CID, 6, 3, 0, 0))[0].vote_granted
 
@@ -320,10 +320,10 @@ def test_vote_from_non_voter() -> None:
 
 
 def test_vote_to_non_voter() -> None:
-    core = core_of(9, QuorumStateSnapshot(2))
+    core = core_of(9, ElectionState(2))
     resp, ready = ask(core, VoteRequest(CID, 3, 2, 2, 1))
     assert (resp.partition_error, resp.vote_granted, resp.leader_epoch) == (Errors.NONE, True, 3)
-    assert isinstance(core.role, Voted) and ready.persist == QuorumStateSnapshot(3, -1, 2, (1, 2, 3))
+    assert isinstance(core.role, Voted) and ready.persist == ElectionState(3, -1, 2, (1, 2, 3))
     # still an observer: it never asks for votes, however long it waits
     later = core.tick(100_000)
     assert not any(isinstance(o.request, VoteRequest) for o in later.send) and core.epoch == 3
@@ -335,7 +335,7 @@ def test_vote_voter_key_mismatch() -> None:
     assert resp.partition_error == Errors.INVALID_VOTER_KEY and not resp.vote_granted
     assert (resp.leader_id, resp.leader_epoch) == (-1, 6)  # the epoch step came first
     assert state(core) == ("Unattached", 6, -1, -1)
-    resp, _ = ask(core_of(1, QuorumStateSnapshot(5)), VoteRequest(CID, 6, 2, 0, 0, voter_id=1))
+    resp, _ = ask(core_of(1, ElectionState(5)), VoteRequest(CID, 6, 2, 0, 0, voter_id=1))
     assert resp.vote_granted  # addressed to us
 
 
@@ -362,7 +362,7 @@ def test_vote_rejected_backoff() -> None:
     100 ms x random[0, 2), i.e. 0 or 100 ms; then the next election, epoch + 1, retries 2."""
     waits = set()
     for seed in range(12):
-        core = core_of(1, QuorumStateSnapshot(5, -1, 1))  # a candidate in epoch 5, first try
+        core = core_of(1, ElectionState(5, -1, 1))  # a candidate in epoch 5, first try
         core._rng.seed(seed)
         core.step(ResponseReceived(2, VoteResponse(-1, 5, False)), 10)
         core.step(ResponseReceived(3, VoteResponse(-1, 5, False)), 11)
@@ -428,7 +428,7 @@ def test_begin_follow_leader() -> None:
     core = unattached(2)
     resp, ready = ask(core, BeginQuorumEpochRequest(CID, 3, 6))
     assert resp == BeginQuorumEpochResponse(3, 6)
-    assert state(core) == ("Follower", 6, 3, -1) and ready.persist == QuorumStateSnapshot(6, 3, -1, (1, 2, 3))
+    assert state(core) == ("Follower", 6, 3, -1) and ready.persist == ElectionState(6, 3, -1, (1, 2, 3))
     same_epoch = unattached(2, 5)
     assert ask(same_epoch, BeginQuorumEpochRequest(CID, 3, 5))[0] == BeginQuorumEpochResponse(3, 5)
     assert state(same_epoch) == ("Follower", 5, 3, -1)
@@ -468,7 +468,7 @@ def test_begin_resend() -> None:
     a request still in flight waits for the next round (``KafkaRaftClient.maybeSendBeginQuorumEpochRequests``
     sends only where ``RequestManager.isReady``). The KIP's rule (until acknowledged) stops after the acks."""
     period = FETCH_TIMEOUT // 2
-    core = core_of(1, QuorumStateSnapshot(5, -1, 1))
+    core = core_of(1, ElectionState(5, -1, 1))
     won = core.step(ResponseReceived(2, VoteResponse(-1, 5, True)), 0)
     assert isinstance(core.role, Leader)
     announce = [(2, BeginQuorumEpochRequest(CID, 1, 5, 2)), (3, BeginQuorumEpochRequest(CID, 1, 5, 3))]
@@ -883,7 +883,7 @@ def test_checkquorum_resign_not_elect() -> None:
 
 
 def test_checkquorum_sole_voter() -> None:
-    core = core_of(1, QuorumStateSnapshot(5, -1, 1), voters=frozenset({1}))
+    core = core_of(1, ElectionState(5, -1, 1), voters=frozenset({1}))
     core.tick(0)
     assert isinstance(core.role, Leader)
     ready = core.tick(100 * FETCH_TIMEOUT)

@@ -24,13 +24,13 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.messages import DescribeQuorumRequest, FetchRequest
 from kraft_tck.reference.net import (
     Answer,
-    Encoded,
+    EncodedAnswer,
     EscapingFilter,
     KafkaClient,
     KafkaServer,
-    Reply,
-    Request,
+    PendingAnswer,
     RequestError,
+    ServerRequest,
     escape_control,
 )
 from kraft_tck.reference.node import MAX_FETCH_SIZE_BYTES
@@ -58,7 +58,7 @@ def _request_frame(corr: int, pad: int = 0) -> bytes:
     return codec.encode_request(DQ, 0, corr, "x" * pad, wire.request_to_body(DescribeQuorumRequest(), 0))
 
 
-async def _serving(handler: Callable[[Request], Answer | Reply | Awaitable[Answer]],
+async def _serving(handler: Callable[[ServerRequest], Answer | PendingAnswer | Awaitable[Answer]],
                    body: Callable[[KafkaServer], Awaitable[None]], **kw: Any) -> None:
     server = KafkaServer(handler, RANGES, host="127.0.0.1", port=0, **kw)
     await server.start()
@@ -83,16 +83,17 @@ def test_one_in_flight_reads_the_next_request_only_after_the_answer_is_written()
     only after answer 0 is written (Kafka mutes the channel); without it, all three at once."""
     for one_in_flight, seen_before_answer in ((True, [0]), (False, [0, 1, 2])):
         seen: list[int] = []
-        replies: dict[int, Reply] = {}
+        replies: dict[int, PendingAnswer] = {}
 
-        def handler(req: Request, seen: list[int] = seen, replies: dict[int, Reply] = replies) -> Answer | Reply:
+        def handler(req: ServerRequest, seen: list[int] = seen,
+                    replies: dict[int, PendingAnswer] = replies) -> Answer | PendingAnswer:
             seen.append(req.correlation_id)
             if req.correlation_id == 0:
-                replies[0] = Reply()
+                replies[0] = PendingAnswer()
                 return replies[0]
             return _answer()
 
-        async def body(server: KafkaServer, seen: list[int] = seen, replies: dict[int, Reply] = replies,
+        async def body(server: KafkaServer, seen: list[int] = seen, replies: dict[int, PendingAnswer] = replies,
                        expected: list[int] = seen_before_answer) -> None:
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
             writer.write(b"".join(_request_frame(i) for i in range(3)))
@@ -110,10 +111,10 @@ def test_a_client_that_never_reads_gets_no_more_requests_handled() -> None:
     """1,000 pipelined requests whose 1 MiB answers are never read: with one_in_flight the server stops
     reading once the socket stops taking answers, so it handles a handful, not 1,000, and buffers about one
     answer (without it, each request read is answered into the transport's buffer)."""
-    big = Encoded(None, b"\x00" * (1 << 20))
+    big = EncodedAnswer(None, b"\x00" * (1 << 20))
     handled: list[int] = []
 
-    def handler(req: Request) -> Encoded:
+    def handler(req: ServerRequest) -> EncodedAnswer:
         handled.append(req.correlation_id)
         return big
 
@@ -146,11 +147,11 @@ def test_queued_max_request_bytes_mutes_connections_until_memory_is_released() -
     read (not handled) until the first is answered, as Kafka's
     memory pool mutes channels; then it is."""
     seen: list[str] = []
-    replies: list[Reply] = []
+    replies: list[PendingAnswer] = []
 
-    def handler(req: Request) -> Reply:
+    def handler(req: ServerRequest) -> PendingAnswer:
         seen.append(req.client_id or "")
-        replies.append(Reply())
+        replies.append(PendingAnswer())
         return replies[-1]
 
     async def body(server: KafkaServer) -> None:
@@ -391,7 +392,7 @@ def test_requests_sent_before_a_half_close_are_all_answered_one_at_a_time() -> N
     in turn and answered, then the server closes."""
     seen: list[int] = []
 
-    def handler(req: Request) -> Answer:
+    def handler(req: ServerRequest) -> Answer:
         seen.append(req.correlation_id)
         return _answer()
 

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import DescribeQuorumRequest
-from kraft_tck.reference.net import Answer, Encoded, KafkaClient, KafkaServer, Reply, Request, RequestError
+from kraft_tck.reference.net import (
+    Answer,
+    EncodedAnswer,
+    KafkaClient,
+    KafkaServer,
+    PendingAnswer,
+    RequestError,
+    ServerRequest,
+)
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.framing import read_frame
@@ -31,7 +39,7 @@ def _request_frame(corr: int) -> bytes:
 
 
 async def _with_server(
-    handler: Callable[[Request], Answer | Awaitable[Answer]],
+    handler: Callable[[ServerRequest], Answer | Awaitable[Answer]],
     body: Callable[[KafkaServer], Awaitable[None]],
 ) -> None:
     server = KafkaServer(handler, RANGES, host="127.0.0.1", port=0)
@@ -65,13 +73,13 @@ def _loop_rounds() -> list[int]:
 
 
 def test_a_reply_is_written_in_order_from_the_call_that_answers_it() -> None:
-    """A Reply answered later goes out from that call (no loop round in between), after the answers
+    """A PendingAnswer answered later goes out from that call (no loop round in between), after the answers
     before it and before the ones after it; a second answer is ignored."""
-    replies: dict[int, Reply] = {}
+    replies: dict[int, PendingAnswer] = {}
 
-    def handler(req: Request) -> Answer | Reply:
+    def handler(req: ServerRequest) -> Answer | PendingAnswer:
         if req.correlation_id in (0, 2):
-            replies[req.correlation_id] = Reply()
+            replies[req.correlation_id] = PendingAnswer()
             return replies[req.correlation_id]
         return _answer(Errors.NOT_LEADER_OR_FOLLOWER)
 
@@ -106,13 +114,13 @@ def test_a_reply_is_written_in_order_from_the_call_that_answers_it() -> None:
 
 
 def test_an_encoded_answer_is_framed_per_request() -> None:
-    """One Encoded body answers several requests: each gets it under its own correlation id, and the
+    """One EncodedAnswer body answers several requests: each gets it under its own correlation id, and the
     observer sees the body."""
     body = _answer(Errors.NOT_LEADER_OR_FOLLOWER)
-    shared = Encoded(body, codec.encode_response_body(DQ, 0, body))
+    shared = EncodedAnswer(body, codec.encode_response_body(DQ, 0, body))
     seen: list[tuple[str, int, dict[str, Any]]] = []
 
-    def handler(req: Request) -> Encoded:
+    def handler(req: ServerRequest) -> EncodedAnswer:
         return shared
 
     async def body_(server: KafkaServer) -> None:
@@ -129,12 +137,12 @@ def test_an_encoded_answer_is_framed_per_request() -> None:
 
 
 def test_a_cancelled_reply_closes_the_connection() -> None:
-    replies: list[Reply] = []
+    replies: list[PendingAnswer] = []
 
-    def handler(req: Request) -> Answer | Reply:
+    def handler(req: ServerRequest) -> Answer | PendingAnswer:
         if req.correlation_id == 0:
             return _answer(Errors.NONE)
-        replies.append(Reply())
+        replies.append(PendingAnswer())
         return replies[-1]
 
     async def body(server: KafkaServer) -> None:
@@ -154,7 +162,7 @@ def test_a_cancelled_reply_closes_the_connection() -> None:
 def test_frames_split_and_joined_across_reads() -> None:
     """Requests arriving a few bytes at a time, or several in one read, are all answered in order."""
 
-    def handler(req: Request) -> Answer:
+    def handler(req: ServerRequest) -> Answer:
         return _answer(Errors.NONE if req.correlation_id % 2 == 0 else Errors.NOT_LEADER_OR_FOLLOWER)
 
     async def body(server: KafkaServer) -> None:
@@ -175,7 +183,7 @@ def test_frames_split_and_joined_across_reads() -> None:
 def test_unreadable_frames_end_the_connection_after_earlier_answers(bad: str) -> None:
     """Frames before a bad length are answered; then the connection closes (Kafka's network layer)."""
 
-    def handler(req: Request) -> Answer:
+    def handler(req: ServerRequest) -> Answer:
         return _answer(Errors.NONE)
 
     async def body(server: KafkaServer) -> None:
@@ -192,10 +200,10 @@ def test_unreadable_frames_end_the_connection_after_earlier_answers(bad: str) ->
     asyncio.run(_with_server(handler, body))
 
 
-def _answering_below(corr: int) -> Callable[[Request], Answer | Awaitable[Answer]]:
+def _answering_below(corr: int) -> Callable[[ServerRequest], Answer | Awaitable[Answer]]:
     """A handler that answers requests with a correlation id below ``corr`` and never the others."""
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
+    def handler(req: ServerRequest) -> Answer | Awaitable[Answer]:
         if req.correlation_id >= corr:
             return asyncio.get_running_loop().create_future()  # never answered
         return _answer(Errors.NONE)
@@ -254,7 +262,7 @@ def test_a_later_answer_waits_for_an_earlier_pending_one() -> None:
     """Request 0 is answered through a future resolved later, request 1 at once: 1 must not overtake 0."""
     pending: asyncio.Future[Answer] | None = None
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
+    def handler(req: ServerRequest) -> Answer | Awaitable[Answer]:
         nonlocal pending
         if req.correlation_id == 0:
             pending = asyncio.get_running_loop().create_future()
@@ -276,7 +284,7 @@ def test_a_later_answer_waits_for_an_earlier_pending_one() -> None:
 
 
 def test_coroutine_handlers_answer_in_order() -> None:
-    async def handler(req: Request) -> Answer:
+    async def handler(req: ServerRequest) -> Answer:
         # The first request takes longest: answers still leave in request order.
         await asyncio.sleep(0.05 * (3 - req.correlation_id))
         return _answer(Errors.NONE if req.correlation_id % 2 == 0 else Errors.NOT_LEADER_OR_FOLLOWER)
@@ -296,7 +304,7 @@ def test_a_request_without_an_answer_closes_the_connection(failure: str) -> None
     """None, a handler error and a cancelled answer all close the connection; answers queued before
     it still go out, and the server keeps serving new connections."""
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
+    def handler(req: ServerRequest) -> Answer | Awaitable[Answer]:
         if req.correlation_id == 0:
             return _answer(Errors.NONE)
         if failure == "raise":
@@ -324,7 +332,7 @@ def test_a_request_without_an_answer_closes_the_connection(failure: str) -> None
 def test_client_send_times_out_and_fails_on_a_lost_connection() -> None:
     never: list[asyncio.Future[Answer]] = []
 
-    def handler(req: Request) -> Answer | Awaitable[Answer]:
+    def handler(req: ServerRequest) -> Answer | Awaitable[Answer]:
         fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         never.append(fut)  # never resolved
         return fut

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest
-from kraft_tck.reference.net import Encoded, Request
+from kraft_tck.reference.net import EncodedAnswer, ServerRequest
 from kraft_tck.reference.node import Node
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.spec import codec
@@ -45,10 +45,10 @@ async def leading(nodes: list[Node], timeout_s: float = 20) -> Node:
     return leader
 
 
-def _fetch(leader: Node, replica: int, offset: int, last_epoch: int, corr: int) -> Request:
+def _fetch(leader: Node, replica: int, offset: int, last_epoch: int, corr: int) -> ServerRequest:
     assert leader.core is not None
     req = FetchRequest(leader.core.cluster_id, replica, leader.core.epoch, offset, last_epoch, max_wait_ms=0)
-    return Request(wire.FETCH, FETCH_VERSION, corr, f"raft-client-{replica}",
+    return ServerRequest(wire.FETCH, FETCH_VERSION, corr, f"raft-client-{replica}",
                    wire.request_to_body(req, FETCH_VERSION), "test")
 
 
@@ -62,7 +62,7 @@ def test_followers_fetching_the_same_records_share_one_encoding(tmp_path: Path) 
             # Two followers' fetches from the log start, answered at once in two separate steps.
             first = leader._handle(_fetch(leader, 2, 0, 0, 101))
             second = leader._handle(_fetch(leader, 3, 0, 0, 102))
-            assert isinstance(first, Encoded) and isinstance(second, Encoded)
+            assert isinstance(first, EncodedAnswer) and isinstance(second, EncodedAnswer)
             assert second is first, "the same records were encoded twice"
             _, body = codec.decode_response(wire.FETCH, FETCH_VERSION, codec.frame_response(
                 wire.FETCH, FETCH_VERSION, 7, first.encoded)[4:])
@@ -70,7 +70,7 @@ def test_followers_fetching_the_same_records_share_one_encoding(tmp_path: Path) 
             assert part["Records"], "the shared answer carries the records"
             # Another offset is another answer.
             other = leader._handle(_fetch(leader, 2, 1, leader.core.epoch if leader.core else -1, 103))
-            assert isinstance(other, Encoded) and other is not first and other.encoded != first.encoded
+            assert isinstance(other, EncodedAnswer) and other is not first and other.encoded != first.encoded
         finally:
             for n in nodes:
                 await n.stop(graceful=True, grace_s=0.2)

@@ -24,7 +24,7 @@ from kraft_tck.reference.storage import (
     FormatError,
     LogDir,
     MetaProperties,
-    QuorumState,
+    QuorumStateData,
     StorageError,
 )
 from kraft_tck.spec.records import RecordBatch, data_batch, decode_batch, encode_batch
@@ -203,7 +203,7 @@ def test_flush_fsyncs_once_per_flush_and_not_when_disabled(tmp_path: Path) -> No
     with LogDir.open(tmp_path / "b", fsync=False) as log:
         fill(log, 5)
         log.truncate_to(3)
-        log.write_quorum_state(QuorumState(leader_epoch=1))
+        log.write_quorum_state(QuorumStateData(leader_epoch=1))
         assert log.fsync_count == 0
 
 
@@ -422,7 +422,7 @@ def test_atomic_writes_leave_no_temp_files(tmp_path: Path) -> None:
     storage.format_dir(tmp_path, 1, "abc")
     with LogDir.open(tmp_path) as log:
         fill(log, 3)
-        log.write_quorum_state(QuorumState(leader_epoch=3, voted_id=2))
+        log.write_quorum_state(QuorumStateData(leader_epoch=3, voted_id=2))
         log.truncate_to(3)
     leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(storage.TMP_SUFFIX)]
     assert leftovers == []
@@ -430,7 +430,7 @@ def test_atomic_writes_leave_no_temp_files(tmp_path: Path) -> None:
 
 def test_crash_before_rename_keeps_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with LogDir.open(tmp_path) as log:
-        log.write_quorum_state(QuorumState(leader_epoch=4, voted_id=1))
+        log.write_quorum_state(QuorumStateData(leader_epoch=4, voted_id=1))
         old = (part(tmp_path) / storage.QUORUM_STATE).read_bytes()
 
         def crash(src: object, dst: object) -> None:
@@ -438,20 +438,20 @@ def test_crash_before_rename_keeps_old_file(tmp_path: Path, monkeypatch: pytest.
 
         monkeypatch.setattr(os, "replace", crash)
         with pytest.raises(OSError, match="simulated crash"):
-            log.write_quorum_state(QuorumState(leader_epoch=5, voted_id=2))
+            log.write_quorum_state(QuorumStateData(leader_epoch=5, voted_id=2))
         monkeypatch.undo()
         assert (part(tmp_path) / storage.QUORUM_STATE).read_bytes() == old
         assert not list(part(tmp_path).glob("*.tmp"))
-        assert log.read_quorum_state() == QuorumState(leader_epoch=4, voted_id=1)
+        assert log.read_quorum_state() == QuorumStateData(leader_epoch=4, voted_id=1)
 
 
 def test_stale_temp_file_from_a_crash_is_removed_at_open(tmp_path: Path) -> None:
     with LogDir.open(tmp_path) as log:
-        log.write_quorum_state(QuorumState(leader_epoch=2))
+        log.write_quorum_state(QuorumStateData(leader_epoch=2))
     stale = part(tmp_path) / (storage.QUORUM_STATE + storage.TMP_SUFFIX)
     stale.write_text('{"half": ')
     with LogDir.open(tmp_path) as log:
-        assert log.read_quorum_state() == QuorumState(leader_epoch=2)
+        assert log.read_quorum_state() == QuorumStateData(leader_epoch=2)
     assert not stale.exists()
 
 
@@ -476,7 +476,7 @@ def kafka_quorum_state_fields() -> list[str]:
 
 def test_quorum_state_json_uses_kafkas_field_names(tmp_path: Path) -> None:
     with LogDir.open(tmp_path) as log:
-        state = QuorumState(leader_epoch=7, leader_id=2, voted_id=2, current_voters=(1, 2, 3))
+        state = QuorumStateData(leader_epoch=7, leader_id=2, voted_id=2, current_voters=(1, 2, 3))
         log.write_quorum_state(state)
         raw = (part(tmp_path) / storage.QUORUM_STATE).read_text()
         doc = json.loads(raw)
@@ -503,7 +503,7 @@ def test_quorum_state_missing_is_none_and_kafka_v1_is_read(tmp_path: Path) -> No
             '{"leaderId":3,"leaderEpoch":9,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}'
         )
         st_ = log.read_quorum_state()
-        assert st_ == QuorumState(
+        assert st_ == QuorumStateData(
             leader_epoch=9, leader_id=3, current_voters=None, voted_directory_id="AAAAAAAAAAAAAAAAAAAAAA"
         )
         log.write_quorum_state(st_)

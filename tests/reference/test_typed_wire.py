@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
-from kraft_tck.reference.net import Encoded, KafkaClient
+from kraft_tck.reference.net import EncodedAnswer, KafkaClient
 from kraft_tck.reference.node import Node
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.typed_wire import BOUND_VERSIONS, TypedCodec
@@ -263,7 +263,7 @@ def test_an_answer_the_bound_code_cannot_write_goes_to_the_dict_path(tmp_path: P
     assert isinstance(answer, dict) and answer["Responses"][0]["Partitions"][0]["HighWatermark"] == 2**63
     assert (node.typed.bound, node.typed.fallbacks) == (0, 1)
     ok = FetchResponse(5)
-    assert isinstance(node._answer_body(ok, codec.supported_versions(FETCH)[1], several=False), Encoded)
+    assert isinstance(node._answer_body(ok, codec.supported_versions(FETCH)[1], several=False), EncodedAnswer)
 
 
 def test_a_request_the_bound_code_cannot_write_fails_as_on_the_dict_path() -> None:

@@ -160,6 +160,6 @@ def test_unsupported_api_versions_answer() -> None:
     assert corr == 77
     assert body["ErrorCode"] == 35  # UNSUPPORTED_VERSION
     ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}
-    assert ranges[18] == (0, 4) and ranges[52] == (0, 1) and ranges[1] == (0, 17)
+    assert ranges[18] == (0, 4) and ranges[52] == (0, 2) and ranges[1] == (0, 17)  # Vote v2: KIP-996
     # v0 body: int16 error, int32-count array of (int16, int16, int16); no throttle time.
     assert frame[4:12] == h("0000004d 0023 0000")

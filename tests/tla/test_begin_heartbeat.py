@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 from .harness_rows import write_harness_trace
 
@@ -103,7 +104,7 @@ def test_acknowledgements_naming_no_newer_epoch_stay_out_of_the_network(tmp_path
     whenever it is taken; such an answer is no black-box row (as if the target took it at once). An answer
     naming a newer epoch deposes the leader and stays a row."""
     rows = [*ELECTED, *rounds(3), target_bqe(6, 2), ack(6, 2, epoch=4, leader=-1, error=74)]
-    trace = read_trace(write(tmp_path / "acks.ndjson", rows))
+    trace = translate(write(tmp_path / "acks.ndjson", rows))
     sends = [e for e in trace.events if e.event == "EnvironmentSend"]
     assert [e.msg["type"] for e in sends] == ["VoteResponse", "VoteResponse", "BeginQuorumEpochResponse"]
     assert sends[-1].msg["epoch"] == 4 and sends[-1].seq == len(rows) - 1

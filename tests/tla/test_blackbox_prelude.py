@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 from .harness_rows import write_harness_trace
 
@@ -82,19 +83,19 @@ def write(path: Path, rows: list[tuple[str, dict[str, Any]]], *, before_harness:
 
 
 def test_the_start_epoch_is_bounded_by_the_targets_largest(tmp_path: Path) -> None:
-    trace = read_trace(write(tmp_path / "t.ndjson", STORY))
+    trace = translate(write(tmp_path / "t.ndjson", STORY))
     assert (trace.not_fresh, trace.prelude, trace.prelude_votes) == ("", 8, frozenset())
     # an empty-log Vote of an earlier election, received late, may still be in flight from the start
-    late = read_trace(write(tmp_path / "late.ndjson", [*STORY[:2], target_vote(50, 5), *STORY[2:]]))
+    late = translate(write(tmp_path / "late.ndjson", [*STORY[:2], target_vote(50, 5), *STORY[2:]]))
     assert (late.prelude, late.prelude_votes) == (8, frozenset({5}))
     # without the header the harness started the target itself: it starts at epoch 0
-    assert read_trace(write(tmp_path / "own.ndjson", STORY, before_harness=False)).prelude == 0
+    assert translate(write(tmp_path / "own.ndjson", STORY, before_harness=False)).prelude == 0
 
 
 def test_a_first_answer_naming_an_unannounced_leader_is_not_a_fresh_node(tmp_path: Path) -> None:
     """No election nobody heard makes a leader known: that target ran with someone before."""
     rows = [bqe(1, 1), bqe_answer(1, 7, 3, 74), *STORY[2:]]
-    trace = read_trace(write(tmp_path / "t.ndjson", rows))
+    trace = translate(write(tmp_path / "t.ndjson", rows))
     assert "names leader 3 of epoch 7" in trace.not_fresh
 
 

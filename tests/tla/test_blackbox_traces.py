@@ -20,7 +20,8 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.tla.cli import validate_trace_command
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 from tests.tla.test_real_traces import _lines, _write
 
@@ -68,7 +69,7 @@ def _vote_exchange(lines: list[dict[str, Any]], candidate: int, granted: bool) -
 @needs_tlc
 def test_fresh_harness_trace_passes(vote_run: Path) -> None:
     path = vote_run / "KIP-595_Vote_1.ndjson"
-    trace = read_trace(path)
+    trace = translate(path)
     assert trace.target == 1 and trace.environment == frozenset({2, 3}) and not trace.not_fresh
     kinds = [ev.event for ev in trace.events]
     assert kinds.count("EnvironmentReceive") >= 4, kinds  # BQE response, fetches, the vote

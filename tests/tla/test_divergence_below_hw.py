@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -87,7 +88,7 @@ def _trace(path: Path, hw_learned: int, after: tuple[int, int, int]) -> Path:
 
 
 def test_the_answer_enters_the_model_as_a_diverging_epoch(tmp_path: Path) -> None:
-    trace = read_trace(_trace(tmp_path / "t.ndjson", 3, (1, 1, 1)))
+    trace = translate(_trace(tmp_path / "t.ndjson", 3, (1, 1, 1)))
     assert trace.environment == frozenset({1, 3})
     sent = [ev.msg for ev in trace.events if ev.event == "EnvironmentSend" and ev.msg["type"] == "FetchResponse"]
     assert [(m["divergingEpoch"], m["divergingEndOffset"], m["highWatermark"]) for m in sent] == [

@@ -21,13 +21,9 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.tla.cli import validate_trace_command
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import (
-    NOT_CHECKED_REASON,
-    environment_message,
-    merge_node_traces,
-    read_trace,
-    validate_trace,
-)
+from kraft_tck.tla.trace_merge import merge_node_traces
+from kraft_tck.tla.trace_translate import environment_message, translate
+from kraft_tck.tla.trace_validate import NOT_CHECKED_REASON, validate_trace
 
 REPO = Path(__file__).resolve().parents[2]
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
@@ -143,7 +139,7 @@ def test_environment_message_is_the_whole_record_as_recorded() -> None:
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_node_trace_rows_take_the_virtual_voters_as_environment(harness_run: Path, tmp_path: Path) -> None:
-    trace = read_trace(_node_trace(harness_run, tmp_path))
+    trace = translate(_node_trace(harness_run, tmp_path))
     # the virtual voters, and the observer HighWatermark/2 fetches as (known only from its fetches)
     assert trace.environment == {2, 3} | trace.observers and len(trace.observers) == 1
     events = [e.event for e in trace.events]
@@ -165,7 +161,7 @@ def test_embedded_node_trace_validates(harness_run: Path, tmp_path: Path) -> Non
     path = _node_trace(harness_run, tmp_path)
     verdict = validate_trace(path, timeout=300)
     assert verdict.status == "PASS", (verdict.reason, verdict.failed_event, verdict.state_before)
-    assert verdict.events == len(read_trace(path).events) > 100
+    assert verdict.events == len(translate(path).events) > 100
 
 
 @pytest.mark.tlc

@@ -14,13 +14,9 @@ from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import (
-    NETWORK_EVENTS,
-    _deliveries,
-    merge_node_traces,
-    read_trace,
-    validate_trace,
-)
+from kraft_tck.tla.trace_merge import merge_node_traces
+from kraft_tck.tla.trace_translate import NETWORK_EVENTS, _deliveries, translate
+from kraft_tck.tla.trace_validate import validate_trace
 from kraft_tck.traces.sim import SimConfig, simulate
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
@@ -44,7 +40,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    """The header and events ``lines``, the events numbered 0, 1, 2, ... as the trace format wants (a
+    doctored trace keeps its seqs in order; spec/trace.py's reader refuses a gap or a repeat)."""
+    events = [dict(line, seq=k) if line.get("type") == "event" else line for k, line in enumerate(lines[1:])]
+    path.write_text("".join(json.dumps(line) + "\n" for line in [lines[0], *events]))
     return path
 
 
@@ -62,7 +61,7 @@ def test_simulator_traces_validate(tmp_path: Path, seed: int) -> None:
     assert any("parked" in line.get("note", "") for line in lines[1:])
     verdict = validate_trace(path, timeout=300)
     assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
-    assert verdict.events == len(read_trace(path).events) >= len(actions)
+    assert verdict.events == len(translate(path).events) >= len(actions)
 
 
 @pytest.mark.tlc
@@ -72,7 +71,7 @@ def test_simulator_trace_with_loss_duplication_and_resends_validates(tmp_path: P
     # The default fault profile loses, duplicates and reorders messages; its seed 0 has an election
     # storm with lost and duplicated Vote traffic, which the translation turns into Drop/DuplicateMessage.
     path = _simulate(tmp_path, 0, profile="default", duration_ms=10_000)
-    events = [e.event for e in read_trace(path).events]
+    events = [e.event for e in translate(path).events]
     assert "DropMessage" in events and "DuplicateMessage" in events
     verdict = validate_trace(path, timeout=300)
     assert verdict.passed, (verdict.reason, verdict.failed_event, verdict.state_before)
@@ -81,7 +80,7 @@ def test_simulator_trace_with_loss_duplication_and_resends_validates(tmp_path: P
 def test_handler_rows_name_their_message_and_parked_answers_are_rows(tmp_path: Path) -> None:
     # Exact matching: each handler row carries KRaft.tla's record of the message it handles (from the
     # Receive before it) and each parked long poll the leader answers later is a row of its own.
-    events = read_trace(_simulate(tmp_path, 0)).events
+    events = translate(_simulate(tmp_path, 0)).events
     handlers = [e for e in events if e.event.startswith("Handle") and e.event != "HandleDescribeQuorumRequest"]
     assert handlers
     for e in handlers:
@@ -174,7 +173,7 @@ def test_merged_node_traces_never_receive_before_send(tmp_path: Path) -> None:
         (2, "HandleVoteRequest"),
     ]
     assert [line["seq"] for line in merged[1:]] == list(range(6))
-    assert not NETWORK_EVENTS & {e.event for e in read_trace(tmp_path / "merged.ndjson").events}
+    assert not NETWORK_EVENTS & {e.event for e in translate(tmp_path / "merged.ndjson").events}
 
 
 _HEADER = {"type": "header", "format": 1, "source": "node", "run": "r", "clusterId": "c", "voters": [1, 2, 3],
@@ -245,7 +244,7 @@ def test_a_fetch_from_outside_the_quorum_is_no_kraft_action_unless_it_changes_th
     def rows(handled: dict[str, Any]) -> list[str]:
         lines = [_HEADER, _node_line(0, 1, 1, "BecomeLeader", state=leader),
                  _node_line(1, 2, 1, "Receive", msg=fetch), _node_line(2, 2, 1, "HandleFetchRequest", state=handled)]
-        return [ev.event for ev in read_trace(_write(tmp_path / "reader.ndjson", lines)).events]
+        return [ev.event for ev in translate(_write(tmp_path / "reader.ndjson", lines)).events]
 
     assert rows(leader) == ["BecomeLeader"]
     assert rows(dict(leader, highWatermark=1)) == ["BecomeLeader", "HandleFetchRequest"]  # changed: TLC judges
@@ -269,7 +268,7 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
              _node_line(4, 2, 1, "HandleFetchRequest", state=leader),
              _node_line(5, 2, 1, "ClientAppend", state=dict(leader, logEndOffset=6)),
              _node_line(6, 2, 1, "Send", msg=answer)]
-    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    rows = translate(_write(tmp_path / "late.ndjson", lines)).events
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 2
     assert "AnswerParkedFetch" not in [r.event for r in rows]
@@ -283,7 +282,7 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
     lines[6] = _node_line(5, 2, 1, "StartElection", state=dict(resigned, role="Candidate", epoch=2, leaderId=-1))
     lines[7] = _node_line(6, 2, 1, "Send", msg=dict(answer, body={"ErrorCode": 0, "Responses": [
         {"Partitions": [refusal]}]}))
-    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    rows = translate(_write(tmp_path / "late.ndjson", lines)).events
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["error"] == "NOT_LEADER_OR_FOLLOWER"
     assert "AnswerParkedFetch" not in [r.event for r in rows]
@@ -298,7 +297,7 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
     lines[6] = _node_line(5, 2, 1, "ClientAppend", state=dict(leader, logEndOffset=6))
     lines[7] = _node_line(6, 2, 1, "Send", msg=dict(answer, body={"ErrorCode": 0, "Responses": [
         {"Partitions": [diverging]}]}))
-    rows = read_trace(_write(tmp_path / "late.ndjson", lines)).events
+    rows = translate(_write(tmp_path / "late.ndjson", lines)).events
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 7
     assert "AnswerParkedFetch" not in [r.event for r in rows]

@@ -4,7 +4,7 @@ KRaft.tla has no record of a request for another partition than __cluster_metada
 a negative offset; Kafka answers those and requests with malformed fields (a negative epoch or offset, a
 LastOffsetEpoch not below the candidate's epoch, ...) INVALID_REQUEST before anything may change
 (``KafkaRaftClient.handleVoteRequest``, ``handleFetchRequest``, ``RaftUtil.hasValidTopicPartition``).  The
-translation (tla/trace_module.py) leaves such a request out of the model's network and makes the answer
+translation (tla/trace_translate.py) leaves such a request out of the model's network and makes the answer
 one ``RefuseRequest`` step that changes nothing (TraceKRaft.tla); a target that takes the request instead
 (KIP-595 allows the older -1 sentinel of an empty log) goes through KRaft's own actions with -1 read as the
 model's 0.  A target that answers INVALID_REQUEST but changed state must still fail.
@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import REFUSE_REQUEST, read_trace, refusal, unmodelled_request, validate_trace
+from kraft_tck.tla.trace_translate import REFUSE_REQUEST, refusal, translate, unmodelled_request
+from kraft_tck.tla.trace_validate import validate_trace
 
 from .harness_rows import write_harness_trace
 
@@ -136,7 +137,7 @@ def test_requests_the_model_has_no_record_of() -> None:
 
 
 def test_a_refused_request_never_enters_the_network(tmp_path: Path) -> None:
-    events = read_trace(write(tmp_path / "kafka.ndjson", KAFKA)).events
+    events = translate(write(tmp_path / "kafka.ndjson", KAFKA)).events
     assert [ev.event for ev in events] == [
         "EnvironmentSend", "EnvironmentReceive", REFUSE_REQUEST, REFUSE_REQUEST, "EnvironmentSend",
         "EnvironmentReceive", "EnvironmentReceive",
@@ -144,7 +145,7 @@ def test_a_refused_request_never_enters_the_network(tmp_path: Path) -> None:
     assert [ev.seq for ev in events if ev.event == REFUSE_REQUEST] == [3, 5]  # where the target answered
     assert "INVALID_REQUEST" in events[2].msg["refused"] and "not __cluster_metadata-0" in events[3].msg["refused"]
     # taken, the same request is KRaft's Vote, the -1 sentinel read as the model's empty log (0)
-    lenient = read_trace(write(tmp_path / "lenient.ndjson", LENIENT_ROWS)).events
+    lenient = translate(write(tmp_path / "lenient.ndjson", LENIENT_ROWS)).events
     assert lenient[2].event == "EnvironmentSend" and lenient[2].msg["lastOffsetEpoch"] == 0
     assert REFUSE_REQUEST not in [ev.event for ev in lenient]
 

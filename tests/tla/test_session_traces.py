@@ -23,7 +23,8 @@ from kraft_tck.conformance.target import QuorumLayout, Timeouts, free_port, free
 from kraft_tck.reference.config import render_properties
 from kraft_tck.reference.storage import format_dir
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import read_trace, validate_trace
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 from tests.tla.test_real_traces import _lines, _write
 
@@ -69,7 +70,7 @@ def test_the_session_trace_spans_every_case_and_passes(session_run: Path) -> Non
     assert all(a["lastSeq"] < b["firstSeq"] for a, b in itertools.pairwise(spans))
     # Vote/8 kills the target (kill -9) and starts it on the same directory: a TargetRestart row, no new life
     assert len(header["targetRestarts"]) == 1
-    assert "TargetRestart" in [ev.event for ev in read_trace(path).events]
+    assert "TargetRestart" in [ev.event for ev in translate(path).events]
     # every case is checked as part of the session trace, though its own trace is not from a fresh node
     assert all(c["tlc"] == f"checked as part of {path.name}: PASS" for c in results["cases"]), results["cases"]
     later = session_run / "traces" / (cases[1].replace("/", "_") + ".ndjson")

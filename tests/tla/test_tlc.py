@@ -161,6 +161,7 @@ Figure8Init ==
     /\\ endOffset = [i \\in Nodes |-> [j \\in Voters |-> 0]]
     /\\ msgs = <<>>
     /\\ restarts = 0
+    /\\ hasFetched = [i \\in Nodes |-> FALSE]
 Shallow == TLCGet("level") <= 14
 ===============================================================================
 """

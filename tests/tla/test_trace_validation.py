@@ -17,7 +17,9 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.tla.cli import validate_trace_command
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_module import TraceFormatError, read_trace, trace_module, validate_trace
+from kraft_tck.tla.trace_render import trace_data
+from kraft_tck.tla.trace_translate import TraceFormatError, translate
+from kraft_tck.tla.trace_validate import validate_trace
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -103,10 +105,10 @@ def write_trace(
 # --------------------------------------------------------------------------- conversion
 
 
-def test_trace_module_lists_action_events_only(tmp_path: Path) -> None:
-    trace = read_trace(write_trace(tmp_path / "t.ndjson", ELECTION))
+def test_trace_data_lists_action_events_only(tmp_path: Path) -> None:
+    trace = translate(write_trace(tmp_path / "t.ndjson", ELECTION))
     assert [e.event for e in trace.events] == [e for _, e, _ in ELECTION]
-    text = trace_module(trace)
+    text = trace_data(trace)
     assert text.startswith("---- MODULE TraceData ----")
     assert "TraceVoters == {1, 2, 3}" in text
     assert 'TraceCluster == "c1"' in text
@@ -125,7 +127,7 @@ def test_harness_traces_allow_hidden_steps(tmp_path: Path) -> None:
     header = json.loads(lines[0])
     header["source"] = "harness"
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
-    assert "HiddenSteps == 3" in trace_module(read_trace(path))
+    assert "HiddenSteps == 3" in trace_data(translate(path))
 
 
 def test_schema_violation_names_the_line(tmp_path: Path) -> None:
@@ -136,20 +138,20 @@ def test_schema_violation_names_the_line(tmp_path: Path) -> None:
     lines[1] = json.dumps(bad)
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TraceFormatError, match=r"t\.ndjson:2: state/role: .King. is not one of"):
-        read_trace(path)
+        translate(path)
 
 
 def test_unknown_node_is_rejected(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.ndjson", [(7, "StartElection", st("Candidate", 1, 7, -1, 0, 0, 0))])
     with pytest.raises(TraceFormatError, match="node 7 is neither a voter nor an observer"):
-        read_trace(path)
+        translate(path)
 
 
 def test_missing_header_is_rejected(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.ndjson", ELECTION)
     path.write_text("\n".join(path.read_text().splitlines()[1:]) + "\n")
-    with pytest.raises(TraceFormatError, match="first line must be the header"):
-        read_trace(path)
+    with pytest.raises(TraceFormatError, match="line 1 is not a trace header"):
+        translate(path)
 
 
 # --------------------------------------------------------------------------- real TLC

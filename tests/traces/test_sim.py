@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig
-from kraft_tck.reference.io import QuorumStateSnapshot
+from kraft_tck.reference.io import ElectionState
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
     FetchRequest,
@@ -235,7 +235,7 @@ def test_message_fates_draw_what_randrange_draws() -> None:
 
 def test_skewed_clock_round_trips() -> None:
     for ppm in (-100_000, -1, 0, 7, 20_000):
-        node = _Node(1, CoreConfig(node_id=1, voters=frozenset({1})), ppm, QuorumStateSnapshot(), Log())
+        node = _Node(1, CoreConfig(node_id=1, voters=frozenset({1})), ppm, ElectionState(), Log())
         for local in (0, 1, 999, 1000, 123_457):
             g = node.global_time(local)
             assert node.local(g) >= local

@@ -46,10 +46,11 @@ class GrantsEveryVote(KRaftCore):
     """No election restriction: an Unattached voter grants any candidate, whatever its log (KIP-595 "Vote
     Request Handling": only a log at least as up to date as the voter's)."""
 
-    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
         from kraft_tck.reference.roles import Unattached
 
-        return isinstance(self.role, Unattached) or super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+        granted = super()._can_grant_vote(candidate_id, last_epoch, end_offset, pre_vote)
+        return isinstance(self.role, Unattached) or granted
 
 
 # ------------------------------------------------------------------------ LeaderCompleteness, offline

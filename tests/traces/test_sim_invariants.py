@@ -198,10 +198,11 @@ class GrantsEveryVote(KRaftCore):
     """Planted bug: Raft's election restriction left out; an Unattached voter grants any candidate, whatever
     its log (KIP-595 "Vote Request Handling": only a log at least as up to date as the voter's)."""
 
-    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
         from kraft_tck.reference.roles import Unattached
 
-        return isinstance(self.role, Unattached) or super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+        granted = super()._can_grant_vote(candidate_id, last_epoch, end_offset, pre_vote)
+        return isinstance(self.role, Unattached) or granted
 
 
 def test_the_simulator_catches_a_leader_elected_without_the_committed_log() -> None:

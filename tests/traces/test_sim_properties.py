@@ -61,10 +61,10 @@ class DoubleVote(KRaftCore):
     grants the next candidate as well. Followers of a crashed leader time out together, so two
     candidates in one epoch (and this second vote) follow most leader crashes."""
 
-    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int) -> bool:
+    def _can_grant_vote(self, candidate_id: int, last_epoch: int, end_offset: int, pre_vote: bool = False) -> bool:
         if isinstance(self.role, Voted | Candidate):
             return True
-        return super()._can_grant_vote(candidate_id, last_epoch, end_offset)
+        return super()._can_grant_vote(candidate_id, last_epoch, end_offset, pre_vote)
 
 
 class CommitWithoutMajority(KRaftCore):

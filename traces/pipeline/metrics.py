@@ -3,6 +3,8 @@
 * time to first leader — first BecomeLeader minus the run's first event, per run;
 * election duration — StartElection to BecomeLeader of the same node and epoch;
 * leader changes — BecomeLeader events per run;
+* largest epoch — the largest epoch any node of a run reached (every election bumps it; KIP-996 pre-vote
+  keeps a voter that was cut off from bumping it again and again);
 * truncation depth — log end offset before a truncation minus `truncatedTo`;
 * fetch round trip — a Fetch request's Send to its response's Receive at the same node (correlation id);
 * commit latency — a leader's ClientAppend to the first step where its high watermark passes the batch.
@@ -44,6 +46,8 @@ def metric_frames(events: DataFrame, messages: DataFrame, appends: DataFrame) ->
         .select("source", "run", (F.col("t1") - F.col("t0")).alias("value"))
     changes = events.groupBy("source", "run") \
         .agg(F.sum(F.when(F.col("event") == "BecomeLeader", 1).otherwise(0)).cast("double").alias("value"))
+    largest_epoch = events.where(F.col("epoch").isNotNull()).groupBy("source", "run") \
+        .agg(F.max("epoch").cast("double").alias("value"))
     w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
     st = events.where(F.col("role").isNotNull())
     trunc = st.select("source", "run", "truncatedTo", F.lag("logEndOffset").over(w).alias("leo")) \
@@ -60,6 +64,7 @@ def metric_frames(events: DataFrame, messages: DataFrame, appends: DataFrame) ->
         "time to first leader (ms)": first_leader,
         "election duration (ms)": election,
         "leader changes per run": changes,
+        "largest epoch per run": largest_epoch,
         "truncation depth (offsets)": trunc,
         "fetch round trip (ms)": rtt,
         "commit latency (ms)": commit_latency(events, appends),

@@ -42,6 +42,28 @@ def _plot(name: str, values: list[float], out: Path) -> str | None:
     return fname
 
 
+#: The implementation suffix of simulator runs with pre-vote (traces/sim/cluster.py's header).
+PRE_VOTE_SUFFIX = "+pre-vote"
+#: The metrics compared with and without pre-vote.
+PRE_VOTE_METRICS = ("leader changes per run", "largest epoch per run")
+
+
+def pre_vote_rows(summary: list[dict[str, Any]]) -> list[list[Any]]:
+    """(source, implementation, metric, runs, mean and max without pre-vote, the same with it): one row per
+    implementation that has runs both ways (``simulate --compare-pre-vote`` writes the same seeds both ways)."""
+    by_key = {(m["source"], m["implementation"], m["metric"]): m for m in summary}
+    rows: list[list[Any]] = []
+    for (source, impl, metric), on in sorted(by_key.items()):
+        if metric not in PRE_VOTE_METRICS or not impl.endswith(PRE_VOTE_SUFFIX):
+            continue
+        off = by_key.get((source, impl.removesuffix(PRE_VOTE_SUFFIX), metric))
+        if off is None:
+            continue
+        rows.append([source, impl.removesuffix(PRE_VOTE_SUFFIX), metric, f"{off['n']} / {on['n']}",
+                     off["mean"], on["mean"], off["max"], on["max"]])
+    return rows
+
+
 def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violation],
                  quarantine: list[dict[str, Any]], metrics: Metrics, verdicts: list[Verdict],
                  validator_name: str | None,
@@ -58,10 +80,17 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
          [[m[k] for k in ("metric", "source", "implementation", "n", "min", "p50", "p95", "p99", "max", "mean")]
           for m in metrics.summary]),
     ]
+    if pre_vote := pre_vote_rows(metrics.summary):
+        sections.insert(4, ("Pre-vote: leader changes side by side",
+                            ["source", "implementation", "metric", "runs (off / on)", "mean without pre-vote",
+                             "mean with pre-vote", "max without", "max with"], pre_vote))
     if validator_name is not None:
         sections.append((f"Trace validation ({validator_name})", ["file", "ok", "first bad seq", "message", "s"],
                          [[v.file, v.ok, v.first_bad_seq, v.message, v.seconds] for v in verdicts]))
-    notes = {"Safety violations": "Checks run: " + ", ".join(INVARIANTS) + "."}
+    notes = {"Safety violations": "Checks run: " + ", ".join(INVARIANTS) + ".",
+             "Pre-vote: leader changes side by side": "Runs of one implementation with and without KIP-996 "
+             "pre-vote (its traces' implementation ends in " + PRE_VOTE_SUFFIX + "), e.g. the same simulator "
+             "seeds of `kraft-tck simulate --faults reconnect --compare-pre-vote`."}
     md = ["# kraft-tck trace pipeline report", ""]
     body = ["<h1>kraft-tck trace pipeline report</h1>"]
     if pictures:

@@ -73,9 +73,9 @@ def schema_validator(path: str) -> tuple[bool, int | None, str]:
 
 
 def tla_validator(path: str) -> tuple[bool | None, int | None, str]:
-    """TLA+ trace validation (`kraft_tck.tla.trace_module.validate_trace`: TLC on TraceKRaft, one worker —
+    """TLA+ trace validation (`kraft_tck.tla.trace_validate.validate_trace`: TLC on TraceKRaft, one worker —
     the parallelism is the fan-out's, one TLC per task). A trace with nothing to check: ok None."""
-    from kraft_tck.tla.trace_module import validate_trace
+    from kraft_tck.tla.trace_validate import validate_trace
 
     v = validate_trace(path, workers=1)
     seq = v.failed_event.seq if v.failed_event is not None else None
@@ -83,9 +83,9 @@ def tla_validator(path: str) -> tuple[bool | None, int | None, str]:
 
 
 def default_validator() -> tuple[str, Validator]:
-    """TLA+ trace validation when `kraft_tck.tla.trace_module` is importable, else the schema validator."""
+    """TLA+ trace validation when `kraft_tck.tla.trace_validate` is importable, else the schema validator."""
     try:
-        from kraft_tck.tla.trace_module import validate_trace  # noqa: F401 - probing that it exists
+        from kraft_tck.tla.trace_validate import validate_trace  # noqa: F401 - probing that it exists
     except ImportError:
         return "trace schema (TLA+ trace validation not available)", schema_validator
     return "TLA+ trace validation (TLC)", tla_validator

@@ -20,13 +20,19 @@ from kraft_tck.spec import codec
 from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
 from kraft_tck.spec.trace import batch_summary, encode_line
 
+#: Kafka's api key of Vote.
+VOTE_API_KEY = 52
+
 
 class MessageBodies:
     """Builds encoded ``msg`` objects; caches versions, each message type's constant head and batch
     summaries across one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, pre_vote: bool = False) -> None:
         self._versions: dict[int, int] = {}
+        # Vote v2 carries PreVote (KIP-996); a node without pre-vote advertises and sends Vote 0-1
+        # (reference/config.py PRE_VOTE_KEY), so two of them negotiate v1.
+        self._pre_vote = pre_vote
         self._batches: dict[int, tuple[RecordBatch, dict[str, Any], int]] = {}  # id -> (batch, summary, size)
         # message type -> (version, the encoded msg up to its correlation id)
         self._heads: dict[type, tuple[int, bytes]] = {}
@@ -35,7 +41,10 @@ class MessageBodies:
         """The newest version this kit's codec knows: what two reference nodes negotiate."""
         v = self._versions.get(key)
         if v is None:
-            v = self._versions[key] = codec.supported_versions(key)[1]
+            v = codec.supported_versions(key)[1]
+            if key == VOTE_API_KEY and not self._pre_vote:
+                v = min(v, 1)
+            self._versions[key] = v
         return v
 
     def _head(self, message: Request | Response, kind: str) -> tuple[int, bytes]:

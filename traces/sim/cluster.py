@@ -3,7 +3,7 @@
 The simulator is the cores' shell (reference/io.py's contract): it feeds one input at a time, applies
 each ``Ready`` bundle in the required order — quorum-state and log operations onto the node's "disk"
 first, then messages — and keeps per node exactly what survives a crash: the last persisted
-``QuorumStateSnapshot``, the log as of the last applied log operations, and the adopted cluster id
+``ElectionState``, the log as of the last applied log operations, and the adopted cluster id
 (meta.properties). A restart rebuilds the core from those alone via ``KRaftCore.restart``.
 
 Determinism (FoundationDB / TigerBeetle VOPR style): time is an integer virtual millisecond; events sit
@@ -22,9 +22,10 @@ of another cluster that sends Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch r
 cluster id to voters that know theirs: each must be answered INCONSISTENT_CLUSTER_ID and change nothing
 (KIP-595: every handler checks the cluster id first), checked online as ``ClusterIdIsolation``.
 
-Brokers (``brokers.py``): every node runs the reference ``Controller`` while it is the active
-controller and applies committed records to its own ``BrokerRegistry``, emitting ``BrokerEvent``s, with
-``reference/node.py``'s rules (``_apply_committed_records``, ``_sync_controller``, ``_commit_decision``).
+Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
+node process drives: it applies committed records to the node's broker registry (each change a
+``BrokerEvent``), runs the controller while the node is the active controller, and says when a broker's
+answer may leave. The simulator only routes: appends, answers and session-expiry timers.
 """
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ from heapq import heappush
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.reference.controller import BROKER_REGISTRATION, Controller, Decision, error_response
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver
+from kraft_tck.reference.controller import Decision
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
     AppendBatches,
     ClientWrite,
+    ElectionState,
     Input,
     OutboundRequest,
-    QuorumStateSnapshot,
     Ready,
     Reply,
     RequestFailed,
@@ -67,7 +69,6 @@ from kraft_tck.reference.messages import (
     api_name,
 )
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
-from kraft_tck.reference.roles import Leader
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.trace import TraceWriter, encode_line
 from kraft_tck.traces.sim.bodies import MessageBodies
@@ -149,6 +150,9 @@ class SimConfig:
     broker_session_timeout_ms: int = 4000  # Kafka's broker.session.timeout.ms (default 9000)
     observers: int = 0
     foreign_rate: float = 0.0
+    # KIP-996 pre-vote in every core (``CoreConfig.pre_vote``); off: Kafka 3.x elections, and a seed's trace is
+    # byte for byte what it was before pre-vote existed.
+    pre_vote: bool = False
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -204,6 +208,12 @@ class SimResult:
     trace_path: Path | None = None
     broker_events: int = 0  # BrokerEvent trace events (every node's registry changes)
     foreign_requests: int = 0  # requests of the foreign-cluster sender delivered to a voter
+    max_epoch: int = 0  # the largest epoch any node reached (each election bumps it)
+
+    @property
+    def leader_changes(self) -> int:
+        """Leaders elected after the first one (each epoch has at most one)."""
+        return max(0, len(self.leaders) - 1)
 
     def raise_for_violation(self) -> None:
         if self.violation is not None:
@@ -219,7 +229,7 @@ class _Node:
     id: int
     cfg: CoreConfig
     ppm: int  # clock skew
-    durable: QuorumStateSnapshot
+    durable: ElectionState
     disk: DiskLog = field(default_factory=DiskLog)  # the durable log: mirrors every applied log op
     cluster_id: str | None = None  # meta.properties
     core: KRaftCore | None = None
@@ -228,11 +238,10 @@ class _Node:
     hw: int = 0  # the core's high watermark after its last step
     # correlation id -> (dest, api, the core's request id)
     inflight: dict[int, tuple[int, str, int]] = field(default_factory=dict)
-    # Brokers (volatile, like node.py's): the registry applied from the committed log, the controller
-    # logic, broker answers waiting for their records to commit, and the next session-expiry check.
-    registry: BrokerRegistry | None = None
-    controller: Controller | None = None
-    waiters: list[tuple[int, int, _BrokerCall, dict[str, Any]]] = field(default_factory=list)
+    log: Log | None = None  # the core's log, made by ``_restart`` over ``disk``
+    # Brokers (volatile, like node.py's): the broker driver (registry applied from the committed log,
+    # controller, answers waiting for their records to commit), and the next session-expiry check.
+    brokers: BrokerDriver | None = None
     fence_at: int | None = None
     # global_time's last answer: a core asks for the same deadline step after step.
     _gt_local: int = -1
@@ -294,16 +303,17 @@ class Simulation:
                 election_backoff_max_ms=config.election_backoff_max_ms,
                 request_timeout_ms=config.request_timeout_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
+                pre_vote=config.pre_vote,
             )
             ppm = self.rng.randint(-skew, skew) if skew else 0
             self.nodes[i] = _Node(
-                i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
+                i, cfg, ppm, ElectionState(voters=tuple(ids)), cluster_id=config.cluster_id
             )
         for i in config.observer_ids:  # the same core; not in ``voters``, so an observer
             cfg = dataclasses.replace(cfg, node_id=i)
             ppm = self.rng.randint(-skew, skew) if skew else 0
             self.nodes[i] = _Node(
-                i, cfg, ppm, QuorumStateSnapshot(voters=tuple(ids)), cluster_id=config.cluster_id
+                i, cfg, ppm, ElectionState(voters=tuple(ids)), cluster_id=config.cluster_id
             )
         # Drawn after everything above and from a stream of its own: brokers change no seed's schedule.
         self.fleet: BrokerFleet | None = None
@@ -344,7 +354,7 @@ class Simulation:
         self.trace_path = Path(trace_path) if trace_path is not None else None
         self._writer: TraceWriter | None = None
         self._lines: bytearray | None = None  # trace lines not yet handed to the writer (None: no trace)
-        self._bodies = MessageBodies() if self.trace_path is not None else None
+        self._bodies = MessageBodies(config.pre_vote) if self.trace_path is not None else None
 
     # ------------------------------------------------------------------------------------ running
 
@@ -368,6 +378,8 @@ class Simulation:
         }
         if c.observers:  # only when asked for, like brokers
             config["observers"] = c.observer_ids
+        if c.pre_vote:  # likewise (reference/config.py's key)
+            config["reference.quorum.pre.vote"] = True
         if self.foreign_rng is not None:
             config["foreign.rate"] = c.foreign_rate
             config["foreign.node"] = c.foreign_id
@@ -379,8 +391,10 @@ class Simulation:
             config["broker.schedule"] = {str(b.id): [list(p) for p in b.plan] for b in self.fleet.brokers.values()}
         return {
             "source": "simulator",
-            "run": f"seed-{c.seed}",
-            "implementation": IMPLEMENTATION,
+            # a run of its own: the same seed without pre-vote is another run (checks and metrics are per run)
+            "run": f"seed-{c.seed}" + ("+pre-vote" if c.pre_vote else ""),
+            # the pipeline groups its metrics by implementation: pre-vote runs beside the others
+            "implementation": IMPLEMENTATION + ("+pre-vote" if c.pre_vote else ""),
             "clusterId": c.cluster_id,
             "voters": c.node_ids,
             "config": config,
@@ -417,6 +431,8 @@ class Simulation:
             trace_path=self.trace_path,
             broker_events=self.broker_events,
             foreign_requests=self.foreign_requests,
+            max_epoch=max(n.core.epoch if n.core is not None else n.durable.leader_epoch
+                          for n in self.nodes.values()),
         )
 
     def _flush_lines(self) -> None:
@@ -537,10 +553,11 @@ class Simulation:
                 elif type(op) is TruncateTo:
                     checker.check_truncate(nid, op.offset, disk, epoch, first_seq, now)
                     disk.truncate_to(op.offset)
-            if disk.end_offset != core.log.end_offset:
+            core_end = node.log.end_offset if node.log is not None else -1  # the core's log (``_restart``)
+            if disk.end_offset != core_end:
                 raise SimulationError(
                     f"seed {self.config.seed}: node {nid}'s durable log ends at {disk.end_offset} but "
-                    f"its core's at {core.log.end_offset}: Ready's log ops do not match the core's log"
+                    f"its core's at {core_end}: Ready's log ops do not match the core's log"
                 )
         if ready.cluster_id_adopted is not None:
             node.cluster_id = ready.cluster_id_adopted
@@ -571,7 +588,7 @@ class Simulation:
         if hw != node.hw:
             checker.note_high_watermark(nid, node.hw, hw, node.disk, core.epoch, seq - 1, now)
             node.hw = hw
-            if node.registry is not None:
+            if node.brokers is not None:
                 self._apply_committed_records(node)
         for out in ready.send:
             self._send_request(node, out)
@@ -596,7 +613,7 @@ class Simulation:
                 node.tick_at = at
                 self._order += 1
                 heappush(self._heap, (at, self._order, _TICK, nid, node.incarnation))
-        if node.controller is not None:
+        if node.brokers is not None:
             self._sync_controller(node)
         if lines is not None and len(lines) > _FLUSH_BYTES:
             self._flush_lines()
@@ -683,7 +700,7 @@ class Simulation:
         assert isinstance(token, tuple), f"reply_to {token!r} is not a simulator token"
         dst, corr, candidate = token
         resp = rep.response
-        if type(resp) is VoteResponse and resp.vote_granted:
+        if type(resp) is VoteResponse and resp.vote_granted and candidate != -1:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
         if corr < 0:  # the foreign sender's: judged by ``_foreign_request``, not sent over the network
             self._foreign_reply = resp
@@ -729,8 +746,9 @@ class Simulation:
             self._message_event(node.id, b"Receive", msg, "duplicate" if dup else None)
         else:
             self.seq += 1
-        # The token carries the candidate so a granted vote can be checked against the vote's real target.
-        candidate = req.candidate_id if type(req) is VoteRequest else src
+        # The token carries the candidate so a granted vote can be checked against the vote's real target;
+        # -1 for a pre-vote (KIP-996), whose grant binds nothing and is no vote for VoteOnce.
+        candidate = (-1 if req.pre_vote else req.candidate_id) if type(req) is VoteRequest else src
         self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr, candidate), request=req))
 
     def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool, bytes | None]) -> None:
@@ -787,9 +805,8 @@ class Simulation:
         node.incarnation += 1
         # The registry and the controller are memory too (rebuilt from the log after the restart);
         # waiting brokers get no answer and time out, as from a dead process.
-        node.registry = None
-        node.controller = None
-        node.waiters = []
+        node.brokers = None
+        node.log = None
         node.fence_at = None
 
     def _restart(self, node: _Node, incarnation: int) -> None:
@@ -802,11 +819,11 @@ class Simulation:
             core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now))
         except Exception as exc:
             raise self._from_core(node, exc) from exc
-        node.core = core
+        node.core, node.log = core, log
         node.hw = core.high_watermark
         if self.fleet is not None:
-            node.registry = self.registry_class()
-            node.controller = Controller(node.registry, self.config.broker_session_timeout_ms)
+            node.brokers = BrokerDriver(
+                self.config.broker_session_timeout_ms, cfg.is_voter, registry=self.registry_class())
         self.checker.restarted(node.id)
         self._apply(node, ready)
 
@@ -821,8 +838,10 @@ class Simulation:
         leader_epoch = -1
         for node in self.nodes.values():
             core = node.core
-            if core is not None and core.role.name == "Leader" and core.epoch > leader_epoch:
-                leader, leader_epoch = node, core.epoch
+            if core is not None and core.leader_id == node.id:  # leading or resigned: ask for the status
+                status = core.status()
+                if status.is_leader and status.epoch > leader_epoch:
+                    leader, leader_epoch = node, status.epoch
         if leader is None:
             self.writes_refused += 1
         else:
@@ -866,17 +885,18 @@ class Simulation:
         node = rng.choice(targets)
         core = node.core
         assert core is not None
-        me, epoch = self.config.foreign_id, core.epoch
+        status = core.status()
+        me, epoch, end = self.config.foreign_id, status.epoch, status.log_end_offset
         req: Request
         if api == 0:
-            req = VoteRequest(FOREIGN_CLUSTER_ID, epoch + bump + 1, me, epoch + bump, core.log.end_offset + 100)
+            req = VoteRequest(FOREIGN_CLUSTER_ID, epoch + bump + 1, me, epoch + bump, end + 100)
         elif api == 1:
             req = BeginQuorumEpochRequest(FOREIGN_CLUSTER_ID, me, epoch + bump)
         elif api == 2:
-            leader = core.leader_id if core.leader_id >= 0 else me
+            leader = status.leader_id if status.leader_id >= 0 else me
             req = EndQuorumEpochRequest(FOREIGN_CLUSTER_ID, leader, epoch + bump, (node.id,))
         else:
-            req = FetchRequest(FOREIGN_CLUSTER_ID, me, epoch, core.log.end_offset + 100, epoch)
+            req = FetchRequest(FOREIGN_CLUSTER_ID, me, epoch, end + 100, epoch)
         self._foreign_corr += 1
         corr = self._foreign_corr
         self.foreign_requests += 1
@@ -912,28 +932,25 @@ class Simulation:
     # ------------------------------------------------------------------------------------ controller side
 
     def _apply_committed_records(self, node: _Node) -> None:
-        """node.py ``_apply_committed_records``: every node applies newly committed records to its broker
-        registry in log order and reports each change as a ``BrokerEvent``; then answers waiting brokers."""
-        registry, controller, hw = node.registry, node.controller, node.hw
-        assert registry is not None and controller is not None
-        if registry.next_offset < hw:
-            changes, errors = registry.apply_committed(node.disk.batches_from(registry.next_offset), hw)
-            if errors:
-                # The controller never writes such a record: seeing one committed is a bug to stop on.
-                raise SimulationError(
-                    f"seed {self.config.seed}: node {node.id}'s broker registry refused committed records: "
-                    + "; ".join(str(e) for e in errors)
-                )
-            for change in changes:
-                self._broker_event(node, change)
-            controller.committed(hw)
-            if changes and controller.active:
-                self._schedule_fence(node)
-        if node.waiters:
-            self._release_waiters(node)
+        """The driver applies newly committed records to the node's broker registry in log order, each
+        change a ``BrokerEvent``, and releases the broker answers they complete."""
+        brokers, log = node.brokers, node.log
+        assert brokers is not None and log is not None
+        done = brokers.commit(node.hw, node.disk.batches_from, log.epoch_of)
+        if done.errors:
+            # A fatal fault on a controller (reference/broker_driver.py); on any node, a bug of this seed's controller.
+            raise SimulationError(
+                f"seed {self.config.seed}: node {node.id}'s broker registry refused committed records: "
+                + "; ".join(str(e) for e in done.errors)
+            )
+        for change in done.changes:
+            self._broker_event(node, change)
+        if done.changes and brokers.active:
+            self._schedule_fence(node)
+        self._send_answers(node, done.answers)
 
     def _broker_event(self, node: _Node, change: BrokerChange) -> None:
-        # Seed 002 "Controller Action": a broker comes online only once it has registered and caught up.
+        # KIP-631 "Register Flow": a broker comes online only once it has registered and caught up.
         self.checker.check_broker_event(node.id, change, node.disk, self.seq, self.now)
         if self._lines is not None:
             data = encode_line(
@@ -945,103 +962,65 @@ class Simulation:
         self.broker_events += 1
 
     def _sync_controller(self, node: _Node) -> None:
-        """node.py ``_sync_controller``: the active controller is the Raft leader whose epoch has committed
-        an entry and whose registry holds the whole committed log."""
-        core, controller = node.core, node.controller
-        assert core is not None and controller is not None and node.registry is not None
-        role = core.role
-        if (
-            isinstance(role, Leader)
-            and node.hw > role.epoch_start_offset
-            and node.registry.next_offset >= node.hw
-        ):
-            if not controller.active or controller.epoch != role.epoch:
-                controller.activate(node.local(self.now), role.epoch, core.cluster_id)
-                self._schedule_fence(node)
-        elif controller.active:
-            controller.deactivate()
-            self._fail_waiters(node)
+        """After every step: the driver says whether the node became, or stopped being, the active
+        controller."""
+        core, brokers = node.core, node.brokers
+        assert core is not None and brokers is not None
+        if not brokers.active and core.leader_id != node.id:
+            return  # not leading, nothing to leave: every follower's step, the common case (no status built)
+        change = brokers.leadership(core.status(), node.local(self.now))
+        if change.activated:
+            self._schedule_fence(node)
+        elif change.deactivated:
+            self._send_answers(node, change.answers)
             node.fence_at = None
 
     def _broker_request(self, node: _Node, payload: tuple[int, int, int, int, dict[str, Any], int]) -> None:
-        """node.py ``_handle_broker_request``: the controller decides; records are appended; the answer
-        leaves once they are committed (KIP-631: the broker epoch is the committed record's offset)."""
+        """A broker's request reaches a node: the driver decides; records are appended; the answer leaves
+        once they are committed (KIP-631: the broker epoch is the committed record's offset)."""
         bid, generation, corr, api, body, incarnation = payload
         if node.core is None or node.incarnation != incarnation:
             return  # the connection died with the old process: the broker times out
-        controller = node.controller
-        assert controller is not None
-        now, next_offset = node.local(self.now), node.core.log.end_offset
-        if api == BROKER_REGISTRATION:
-            decision = controller.handle_broker_registration(body, now, next_offset)
-        else:
-            decision = controller.handle_broker_heartbeat(body, now, next_offset)
-        self._commit_decision(node, decision, (bid, generation, corr, api))
-        if controller.active:
+        brokers = node.brokers
+        assert brokers is not None
+        decision = brokers.decide(api, body, node.local(self.now), node.core.status())
+        self._commit_decision(node, decision, (bid, generation, corr, api), api)
+        if brokers.active:
             self._schedule_fence(node)
 
-    def _commit_decision(self, node: _Node, decision: Decision, call: _BrokerCall | None) -> None:
-        """node.py ``_commit_decision``: append, then answer once everything it depends on is committed."""
-        controller = node.controller
-        assert controller is not None and node.core is not None
-        epoch = controller.epoch
+    def _commit_decision(self, node: _Node, decision: Decision, call: _BrokerCall | None, api: int) -> None:
+        """Append the decision's records (one ClientWrite); answer now, or when the driver releases it."""
+        brokers, log = node.brokers, node.log
+        assert brokers is not None and log is not None
+        result = None
         if decision.records:
-            ready = self._step(node, ClientWrite(tuple(r.value() for r in decision.records)))
-            result = ready.client_append
-            if result is None or not result.accepted or result.base_offset != decision.base_offset:
-                if controller.active:
-                    controller.deactivate()
-                    self._fail_waiters(node)
-                    node.fence_at = None
-                self._answer(node, call, None)
-                return
-            epoch = result.epoch
-        last = decision.commit_offset - 1
-        if last < 0:
-            self._answer(node, call, decision.response)
-        elif node.hw <= last:
-            if call is not None:
-                node.waiters.append((last, epoch, call, decision.response))
-        else:
-            ok = node.core is not None and node.core.log.epoch_of(last) == epoch
-            self._answer(node, call, decision.response if ok else None)
+            result = self._step(node, ClientWrite(tuple(r.value() for r in decision.records))).client_append
+        change, answer = brokers.appended(decision, result, call, api, node.hw, log.epoch_of)
+        if change.deactivated:
+            self._send_answers(node, change.answers)
+            node.fence_at = None
+        if answer is not None:
+            self._send_answers(node, (answer,))
 
-    def _release_waiters(self, node: _Node) -> None:
-        assert node.core is not None
-        keep = []
-        log = node.core.log
-        for last, epoch, call, response in node.waiters:
-            if node.hw > last:
-                # Log Matching: the same offset in the same epoch is the very entry this controller appended.
-                self._answer(node, call, response if log.epoch_of(last) == epoch else None)
-            else:
-                keep.append((last, epoch, call, response))
-        node.waiters = keep
-
-    def _fail_waiters(self, node: _Node) -> None:
-        waiters, node.waiters = node.waiters, []
-        for _, _, call, _ in waiters:
-            self._answer(node, call, None)
-
-    def _answer(self, node: _Node, call: _BrokerCall | None, response: dict[str, Any] | None) -> None:
-        """Send a broker its answer (None: NOT_CONTROLLER), with the node's high watermark alongside."""
-        if call is None:
-            return
+    def _send_answers(self, node: _Node, answers: tuple[BrokerAnswer, ...]) -> None:
+        """Send brokers their answers, with the node's high watermark alongside."""
         fleet = self.fleet
         assert fleet is not None
-        bid, generation, corr, api = call
-        body = response if response is not None else error_response(api, Errors.NOT_CONTROLLER)
         net = self.net
-        if fleet.lost(net.loss):
-            return
-        at = self.now + fleet.delay(net.min_delay_ms, net.max_delay_ms)
-        self._push(at, _BROKER_RESPONSE, bid, (generation, corr, api, body, node.hw))
+        for answer in answers:
+            call = answer.token
+            assert isinstance(call, tuple)
+            bid, generation, corr, api = call
+            if fleet.lost(net.loss):
+                continue
+            at = self.now + fleet.delay(net.min_delay_ms, net.max_delay_ms)
+            self._push(at, _BROKER_RESPONSE, bid, (generation, corr, api, answer.response, node.hw))
 
     def _schedule_fence(self, node: _Node) -> None:
         """The next session-expiry check: node.py polls; here it is one event at the earliest deadline."""
-        controller = node.controller
-        assert controller is not None
-        deadline = controller.next_deadline_ms()
+        brokers = node.brokers
+        assert brokers is not None
+        deadline = brokers.controller.next_deadline_ms()
         if deadline is None:
             node.fence_at = None
             return
@@ -1055,15 +1034,15 @@ class Simulation:
         if node.core is None or node.incarnation != incarnation or node.fence_at != at:
             return
         node.fence_at = None
-        controller = node.controller
-        assert controller is not None
-        if not controller.active:
+        brokers = node.brokers
+        assert brokers is not None
+        if not brokers.active:
             return
         # KIP-631: no heartbeat within broker.session.timeout.ms: fence.
-        decision = controller.fence_expired(node.local(self.now), node.core.log.end_offset)
+        decision = brokers.expire(node.local(self.now), node.core.status())
         if decision is not None:
-            self._commit_decision(node, decision, None)
-        if controller.active:
+            self._commit_decision(node, decision, None, 0)
+        if brokers.active:
             self._schedule_fence(node)
 
     # ------------------------------------------------------------------------------------ broker side

@@ -60,6 +60,9 @@ Fault = Crash | Partition | OneWay | Lossy
 
 #: How long a gracefully stopping node keeps running after ``Shutdown`` (to send EndQuorumEpoch).
 GRACE_MS = 200
+#: How long an isolated voter stays cut off (``FaultProfile.isolations_per_min``): [low, high) virtual ms,
+#: past the simulator's default fetch (2 s) and election (1-2 s) timeouts.
+ISOLATION_MS = (3000, 8000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,10 @@ class FaultProfile:
     # Per simulated broker: crashes (heartbeats stop) and controlled shutdowns per minute.
     broker_crashes_per_min: float = 0.0
     broker_shutdowns_per_min: float = 0.0
+    # A voter cut off from every other node, then reconnected (a ``Partition`` whose one group is the other
+    # voters): ISOLATION_MS long, so the voter's fetch and election timers fire while it is away (KIP-996
+    # "Motivation": without pre-vote it comes back with a higher epoch and forces an election).
+    isolations_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -136,6 +143,11 @@ PROFILES: dict[str, FaultProfile] = {
         lossy_per_min=1,
         broker_crashes_per_min=0.5,
         broker_shutdowns_per_min=0.5,
+    ),
+    # Only partitions that heal, each cutting one voter off: the leader changes pre-vote avoids
+    # (``kraft-tck simulate --faults reconnect --compare-pre-vote``).
+    "reconnect": FaultProfile(
+        "reconnect", NetConfig(1, 10), ClockConfig(), 0, 0, 0, 0, isolations_per_min=4,
     ),
     "heavy": FaultProfile(
         "heavy",
@@ -191,6 +203,12 @@ def random_schedule(
         faults.append(OneWay(when(), rng.randrange(200, 8000), src, dst))
     for _ in range(count(prof.lossy_per_min)):
         faults.append(Lossy(when(), rng.randrange(200, 5000), round(rng.uniform(0.1, 0.6), 2)))
+    # drawn only when asked for: the other profiles' schedules keep their random stream
+    if prof.isolations_per_min > 0 and len(node_list) > 1:
+        for _ in range(count(prof.isolations_per_min)):
+            cut_off = rng.choice(node_list)
+            rest = tuple(n for n in node_list if n != cut_off)
+            faults.append(Partition(when(), rng.randrange(*ISOLATION_MS), (rest,)))
     faults.sort(key=fault_sort_key)
     return faults
 

@@ -1,7 +1,9 @@
-"""NDJSON trace (spec/trace.schema.json) → the TLA+ module TraceData, and its validation.
+"""Translate: an NDJSON trace (spec/trace.schema.json) → the rows TLA+ trace validation walks.
 
-TLC 2.15 has no Json module, so the trace reaches TLC as a module of constant
-definitions that tla/TraceKRaft.tla extends.  Only action events take part: a
+The trace is read by ``kraft_tck.spec.trace.read_trace``, the one reader of the format; ``translate``
+turns its events into ``TraceEvent`` rows of KRaft.tla's actions (``trace_render`` writes them as the
+module TraceData, ``trace_validate`` runs TLC on it, ``trace_merge`` makes one trace of a cluster's node
+traces).  Only action events take part: a
 ``Send``/``Receive`` event has no protocol step of its own (the handler's event
 carries the state change), and ``HandleDescribeQuorumRequest``/``BrokerEvent``
 change no KRaft state.
@@ -47,19 +49,14 @@ of the target, header ``cases``) start from a fresh target and span every case.
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-from kraft_tck.tla.tlc import SPEC_DIR, TlcResult, run_tlc
+from kraft_tck.spec import trace as trace_format
 
-TRACE_FORMAT = 1
 # Events without a KRaft state change of their own.
 SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "BrokerEvent"})
 # Rows the translation adds for network faults (no state of the node to compare).
@@ -75,7 +72,7 @@ SENT_BY = {
     "Fetch": frozenset({"SendFetchRequest"}),
 }
 # A row's state where the event reports none (network rows).
-_NO_STATE: dict[str, Any] = {
+NO_STATE: dict[str, Any] = {
     "role": "Unattached",
     "epoch": -1,
     "votedId": -1,
@@ -85,22 +82,10 @@ _NO_STATE: dict[str, Any] = {
     "highWatermark": -1,
 }
 STATE_FIELDS = ("role", "epoch", "votedId", "leaderId", "logEndOffset", "lastFetchedEpoch", "highWatermark")
-# Kafka answers a Fetch with as many records as fit in its byte limit; a trace
-# does not say how many that was, so by default the leader sends all it has.
-DEFAULT_MAX_FETCH_RECORDS = 1_000_000
-# Black-box (harness) traces see only the target's messages: allow this many
-# unrecorded steps between two recorded events.
-HARNESS_HIDDEN_STEPS = 3
 # Black-box traces: the target's own unobserved steps between two of its messages (handle what the
 # harness sent, then a timer's step).  Every further one multiplies the states TLC explores: 3 took a
 # fresh target's 11-row trace from 4 s to 30 s.
 BLACKBOX_HIDDEN_STEPS = 2
-# Black-box traces: a message a hidden step of the target sends must be received within this many rows
-# (TraceKRaft.tla SendsReceived): the harness records what the target sends within moments.
-RECEIVE_WINDOW = 16
-# The invariants over whole logs (LogMatching, LeaderCompleteness) cost a pass over every log; a long
-# trace has them checked this many times along the way and at its end, not after every event.
-LOG_CHECKS = 64
 
 
 class TraceFormatError(ValueError):
@@ -140,67 +125,40 @@ class Trace:
     prelude_votes: frozenset[int] = frozenset()
 
 
-#: Why a trace with no rows is not checked (black-box traces say why in ``not_checked_reason``).
-NOT_CHECKED_REASON = (
-    "nothing to check: the trace holds no protocol step of any node, only messages seen from outside "
-    "(a black-box harness trace); validate the target's own node trace instead (--trace-file)"
-)
-
-
-@dataclass
-class TraceVerdict:
-    path: Path
-    passed: bool
-    events: int
-    failed_event: TraceEvent | None = None
-    state_before: str | None = None
-    reason: str = ""
-    tlc: TlcResult | None = field(default=None, repr=False)
-    # False: no row could be checked (NOT CHECKED); then passed is False too, but it is no failure
-    checked: bool = True
-
-    @property
-    def status(self) -> str:
-        """PASS, FAIL or NOT CHECKED."""
-        return "NOT CHECKED" if not self.checked else "PASS" if self.passed else "FAIL"
-
-
-def _schema() -> dict[str, Any]:
-    text = resources.files("kraft_tck.spec").joinpath("trace.schema.json").read_text()
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
-
-
-def read_trace(path: str | Path) -> Trace:
-    """Read and schema-check an NDJSON trace; keep the action events."""
+def translate(path: str | Path) -> Trace:
+    """Read the NDJSON trace at ``path`` (``kraft_tck.spec.trace.read_trace``, schema-checked) and translate
+    its events into rows; a trace with a bad line is refused (``TraceFormatError``) at its first one."""
     path = Path(path)
-    validator = jsonschema.Draft202012Validator(_schema())
-    header: dict[str, Any] | None = None
-    objs: list[tuple[int, dict[str, Any]]] = []
-    lines = path.read_text().splitlines()
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"{path}:{number}: not JSON: {exc.msg}") from exc
-        problem = jsonschema.exceptions.best_match(validator.iter_errors(obj))
-        if problem is not None:
-            where = "/".join(str(p) for p in problem.absolute_path) or "(line)"
-            raise TraceFormatError(f"{path}:{number}: {where}: {problem.message}")
-        if header is None:
-            if obj.get("type") != "header":
-                raise TraceFormatError(f"{path}:{number}: the first line must be the header")
-            if obj["format"] != TRACE_FORMAT:
-                raise TraceFormatError(f"{path}:{number}: trace format {obj['format']} is not supported")
-            header = obj
-            continue
-        if obj.get("type") != "event":
-            raise TraceFormatError(f"{path}:{number}: a second header")
-        objs.append((number, obj))
-    if header is None:
-        raise TraceFormatError(f"{path}: empty trace, no header")
+    try:
+        read = trace_format.read_trace(path)
+    except trace_format.TraceError as exc:
+        raise TraceFormatError(str(exc)) from exc
+    if read.bad:
+        bad = read.bad[0]
+        raise TraceFormatError(f"{path}:{bad.line}: {_why(bad)}")
+    header = read.header
+    if header["format"] != trace_format.FORMAT_VERSION:
+        raise TraceFormatError(f"{path}:1: trace format {header['format']} is not supported")
+    objs = [(number, obj) for number, obj in enumerate(read.events, start=2)]
+    return rows_of(path, header, objs, read.lines)
+
+
+def _why(bad: trace_format.BadLine) -> str:
+    """A bad line's problem in one phrase: for a schema violation the most relevant error (jsonschema's
+    ``best_match`` looks inside the event kinds the line could be) rather than every branch it failed."""
+    try:
+        obj = json.loads(bad.text)
+    except json.JSONDecodeError:
+        return bad.reason
+    problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(trace_format.schema()).iter_errors(obj))
+    if problem is None:
+        return bad.reason  # not the schema: seq order, a second header
+    where = "/".join(str(p) for p in problem.absolute_path) or "(line)"
+    return f"{where}: {problem.message}"
+
+
+def rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
+    """The rows of the trace with ``header`` and events ``objs`` ((line, event) pairs)."""
     observers = set(header.get("observers", []))
     acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
     if acting:
@@ -228,7 +186,7 @@ def read_trace(path: str | Path) -> Trace:
         if before_harness and not fresh:
             prelude, vote_epochs = _prelude(events)
         return Trace(
-            path, header, events, len(lines), environment, cluster, frozenset(observers), target, fresh, prelude,
+            path, header, events, total_lines, environment, cluster, frozenset(observers), target, fresh, prelude,
             vote_epochs,
         )  # fmt: skip
     # with no step recorded at all there is no node to check and so no environment either
@@ -237,7 +195,7 @@ def read_trace(path: str | Path) -> Trace:
     for ev in events:
         if ev.node not in header["voters"] and ev.node not in observers:
             raise TraceFormatError(f"{path}:{ev.line}: node {ev.node} is neither a voter nor an observer")
-    return Trace(path, header, events, len(lines), environment, trace_cluster(header, objs), frozenset(observers))
+    return Trace(path, header, events, total_lines, environment, trace_cluster(header, objs), frozenset(observers))
 
 
 def trace_cluster(header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]]) -> str:
@@ -252,7 +210,7 @@ def trace_cluster(header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]]
     return "<none>"
 
 
-def _message_key(msg: dict[str, Any]) -> str:
+def message_key(msg: dict[str, Any]) -> str:
     # Not the body: a receiver's decoded body spells out defaults the sender's left implicit.  A
     # correlation id a restarted sender reuses only matters if exactly those copies are lost or
     # duplicated, since counts of sends and receives are compared.
@@ -352,7 +310,7 @@ def _refused_requests(
         if msg["kind"] == "request" and inward and obj["event"] == seen:
             if unmodelled_request(msg):
                 out.add(number)
-            pending[_message_key(msg)] = number
+            pending[message_key(msg)] = number
         elif msg["kind"] == "response" and outward and obj["event"] != seen:
             line = pending.pop(_request_key(msg), None)
             if line is not None and refusal(msg):
@@ -364,6 +322,11 @@ def refused_row(msg: dict[str, Any]) -> dict[str, Any]:
     """The ``msg`` of a RefuseRequest row: no message of the model (type ""), what was refused in words."""
     why = unmodelled_request(msg) or "INVALID_REQUEST"
     return {"type": "", "refused": f"{msg['api']} request from {msg['from']}: {why}"}
+
+
+def _pre_vote(part: dict[str, Any]) -> bool:
+    """A Vote request partition's PreVote (KIP-996, Vote v2); v0/v1 have none: a real vote."""
+    return bool(part.get("PreVote", False))
 
 
 def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -384,12 +347,15 @@ def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) ->
                 epoch=part["CandidateEpoch"],
                 lastOffsetEpoch=_epoch_of_log(part["LastOffsetEpoch"]),
                 lastOffset=part["LastOffset"],
+                preVote=_pre_vote(part),
             )
         elif part and body.get("ErrorCode", 0) == 0 and part.get("ErrorCode", 0) in (0, 74):
             # FENCED_LEADER_EPOCH (74) is KRaft.tla's refusal of an older candidate epoch: a VoteResponse
             # with the voter's epoch and leader, not granted.  Left unnamed it would match any
             # VoteResponse in flight, and each choice a branch TLC follows to the end of the trace.
             key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], granted=bool(part["VoteGranted"]))
+            if request is not None:  # a Vote v2 response has no PreVote of its own: its request's
+                key["preVote"] = _pre_vote(_partition(request.get("body") or {}) or {})
     elif api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
         part = _partition(body)
         if part and kind == "request":
@@ -471,9 +437,11 @@ def environment_message(
             epoch=part["CandidateEpoch"],
             lastOffsetEpoch=_epoch_of_log(part["LastOffsetEpoch"]),
             lastOffset=part["LastOffset"],
+            preVote=_pre_vote(part),
         )
     elif api == "Vote":
-        key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], granted=bool(part["VoteGranted"]))
+        key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"], granted=bool(part["VoteGranted"]),
+                   preVote=_pre_vote(_partition(request.get("body") or {}) or {}) if request else False)
     elif api in ("BeginQuorumEpoch", "EndQuorumEpoch"):
         key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"])
         if kind == "response":
@@ -558,7 +526,7 @@ def _action_events(
     refused_keys: set[str] = set()
 
     def network_row(number: int, obj: dict[str, Any], node: int, event: str, msg: dict[str, Any]) -> None:
-        events.append(TraceEvent(number, obj["seq"], node, event, dict(_NO_STATE), msg=msg))
+        events.append(TraceEvent(number, obj["seq"], node, event, dict(NO_STATE), msg=msg))
 
     def _answered(number: int, obj: dict[str, Any], node: int, msg: dict[str, Any], model: dict[str, Any]) -> None:
         """A response ``node`` sends: its handler's reply, or the answer to a parked long poll."""
@@ -591,7 +559,7 @@ def _action_events(
                     obj["seq"],
                     node,
                     "AnswerParkedFetch",
-                    dict(_NO_STATE),
+                    dict(NO_STATE),
                     msg=parked_message(_unpark(parked, answers)),
                     reply=model,
                 )
@@ -603,7 +571,7 @@ def _action_events(
         if obj["event"] in ("Send", "Receive"):
             if msg is None or msg["api"] not in MODELLED_APIS:
                 continue
-            key = _message_key(msg)
+            key = message_key(msg)
             if obj["event"] == "Send" and msg["kind"] == "request":
                 requests[key] = msg
             request = requests.get(_request_key(msg)) if msg["kind"] == "response" else None
@@ -740,7 +708,7 @@ def _deliveries(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> tup
             continue
         if msg["from"] not in acting or msg["to"] not in acting:
             continue
-        key = _message_key(msg)
+        key = message_key(msg)
         if obj["event"] == "Send":
             sends.append(number)
             pending.setdefault(key, []).append(number)
@@ -882,7 +850,7 @@ def _blackbox_events(
     def restart_rows(before_seq: int | None, number: int) -> None:
         while pending_restarts and (before_seq is None or pending_restarts[0] <= before_seq):
             seq = pending_restarts.pop(0)
-            events.append(TraceEvent(number, seq, target, "TargetRestart", dict(_NO_STATE)))
+            events.append(TraceEvent(number, seq, target, "TargetRestart", dict(NO_STATE)))
 
     requests: dict[str, dict[str, Any]] = {}  # request key -> the request (a Fetch response's echo)
     unanswered: dict[str, tuple[int, str]] = {}  # target request key -> (destination, model content)
@@ -896,7 +864,7 @@ def _blackbox_events(
         msg = obj.get("msg")
         if obj["event"] not in ("Send", "Receive") or msg is None or msg["api"] not in MODELLED_APIS:
             continue
-        key = _message_key(msg)
+        key = message_key(msg)
         if msg["kind"] == "request":
             requests[key] = msg
         request = requests.get(_request_key(msg)) if msg["kind"] == "response" else None
@@ -905,7 +873,7 @@ def _blackbox_events(
             continue
         if msg["from"] == target and msg["kind"] == "response" and _request_key(msg) in refused:
             row = refused.pop(_request_key(msg))
-            events.append(TraceEvent(number, obj["seq"], target, REFUSE_REQUEST, dict(_NO_STATE), msg=row))
+            events.append(TraceEvent(number, obj["seq"], target, REFUSE_REQUEST, dict(NO_STATE), msg=row))
             continue
         if msg["to"] == target and msg["from"] in environment:
             if msg["kind"] == "response":
@@ -923,7 +891,7 @@ def _blackbox_events(
                 # a round every fetch.timeout/2) pile up, and TLC tries taking any number of them at every
                 # hidden step: 20 rounds took 58 s instead of 2 s.
                 continue
-            events.append(TraceEvent(number, obj["seq"], target, "EnvironmentSend", dict(_NO_STATE), msg=whole))
+            events.append(TraceEvent(number, obj["seq"], target, "EnvironmentSend", dict(NO_STATE), msg=whole))
         elif msg["from"] == target and msg["to"] in environment:
             body = msg.get("body") or {}
             if msg["kind"] == "response" and (body.get("ErrorCode", 0) != 0 or _request_key(msg) in outside):
@@ -936,7 +904,7 @@ def _blackbox_events(
                 unanswered[key] = (msg["to"], content)
             elif msg["api"] == "Fetch" and model.get("error") == "NONE":
                 model["records"] = _records(_partition(body, "Responses"))
-            events.append(TraceEvent(number, obj["seq"], msg["to"], "EnvironmentReceive", dict(_NO_STATE), msg=model))
+            events.append(TraceEvent(number, obj["seq"], msg["to"], "EnvironmentReceive", dict(NO_STATE), msg=model))
     restart_rows(None, len(objs) + 1)
     return events
 
@@ -948,114 +916,6 @@ def _unpark(parked: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]
         del parked[key]
     return request
 
-
-#: What a Restart recovers from disk; a traced step that changed none of it on disk never took effect.
-_DURABLE = ("epoch", "votedId", "logEndOffset", "lastFetchedEpoch")
-
-
-def _torn_step(stream: list[dict[str, Any]], restart: dict[str, Any]) -> int:
-    """Where the incarnation before ``restart`` really ended: ``len(stream)``, or the first event of its
-    last steps when a kill -9 tore them. The node writes a step's trace before its disk changes and its
-    messages after both, so such a step is traced, not durable, and announced nothing: the same as a crash
-    just before it. It is cut only where the state before it is what the Restart recovered."""
-    recovered = {k: restart["state"].get(k) for k in _DURABLE}
-
-    def durable(state: dict[str, Any]) -> dict[str, Any]:
-        return {k: state.get(k) for k in _DURABLE}
-
-    # the ending incarnation only: from its Restart on (whose own row is never cut)
-    start = max((i for i, obj in enumerate(stream) if obj["event"] == "Restart"), default=0)
-    states = [i for i in range(start, len(stream)) if "state" in stream[i]]
-    if not states or durable(stream[states[-1]]["state"]) == recovered:
-        return len(stream)
-    last_send = max((i for i in range(start, len(stream)) if stream[i]["event"] == "Send"), default=-1)
-    for before, at in zip(reversed(states[:-1]), reversed(states[1:]), strict=True):
-        if at <= last_send:
-            break  # announced: its effect must have survived
-        if durable(stream[before]["state"]) == recovered:
-            return at
-    return len(stream)  # not a torn step: validation says where the restart goes wrong
-
-
-def merge_node_traces(paths: Sequence[str | Path], out: str | Path) -> Path:
-    """Write one trace of a cluster from the traces its nodes wrote (``kraft-tck node --trace-file``).
-
-    Each node's files (one per incarnation, in the order given) keep their order; across nodes the
-    events are merged by timestamp, except that a ``Receive`` never goes before the ``Send`` of the same
-    message (clocks tick in milliseconds, so a message can be sent and received in the same one). The last
-    steps of an incarnation that kill -9 kept from disk are left out (``_torn_step``).
-    """
-    streams: dict[int, list[dict[str, Any]]] = {}
-    header: dict[str, Any] | None = None
-    for path in paths:
-        lines = [json.loads(raw) for raw in Path(path).read_text().splitlines() if raw.strip()]
-        if not lines or lines[0].get("type") != "header":
-            raise TraceFormatError(f"{path}: the first line must be the header")
-        if header is None:
-            header = dict(lines[0])
-        elif lines[0]["voters"] != header["voters"]:
-            raise TraceFormatError(f"{path}: voters differ from {paths[0]}")
-        elif lines[0].get("clusterId") and header.get("clusterId") != lines[0]["clusterId"]:
-            # a node that started unformatted writes its later headers with the id it adopted
-            if header.get("clusterId"):
-                raise TraceFormatError(f"{path}: cluster id differs from {paths[0]}")
-            header["clusterId"] = lines[0]["clusterId"]
-        for obj in lines[1:]:
-            stream = streams.setdefault(obj["node"], [])
-            if obj["event"] == "Restart" and stream:
-                del stream[_torn_step(stream, obj):]
-            stream.append(obj)
-    if header is None:
-        raise TraceFormatError("merge_node_traces: no trace files given")
-    # Per message key: sends still to come, and copies sent but not yet received. Keys leave out the body
-    # and correlation ids restart with every incarnation, so a key recurs: matching is first in, first out.
-    to_come: dict[str, int] = {}
-    for stream in streams.values():
-        for obj in stream:
-            if obj["event"] == "Send" and "msg" in obj:
-                key = _message_key(obj["msg"])
-                to_come[key] = to_come.get(key, 0) + 1
-    in_flight: dict[str, int] = {}
-    addressed: dict[int, set[str]] = {}  # receiver -> keys with copies in flight to it
-    heads = {node: 0 for node in streams}
-    merged: list[dict[str, Any]] = []
-
-    def ready(obj: dict[str, Any]) -> bool:
-        if obj["event"] != "Receive" or "msg" not in obj or obj["msg"]["from"] not in streams:
-            return True
-        key = _message_key(obj["msg"])
-        # a copy is on its way, or no send is left that it could be (a duplicate, or a send the sender's
-        # trace lost to kill -9)
-        return in_flight.get(key, 0) > 0 or to_come.get(key, 0) == 0
-
-    while any(heads[n] < len(streams[n]) for n in streams):
-        candidates = [n for n in streams if heads[n] < len(streams[n]) and ready(streams[n][heads[n]])]
-        if not candidates:  # a Receive whose Send comes later everywhere: the clocks disagree, keep ts order
-            candidates = [n for n in streams if heads[n] < len(streams[n])]
-        node = min(candidates, key=lambda n: (streams[n][heads[n]]["ts"], n))
-        obj = streams[node][heads[node]]
-        heads[node] += 1
-        if obj["event"] == "Restart":
-            # what was addressed to the old incarnation died with its connections
-            for key in addressed.pop(node, set()):
-                in_flight.pop(key, None)
-        elif obj["event"] == "Send" and "msg" in obj:
-            key = _message_key(obj["msg"])
-            to_come[key] -= 1
-            in_flight[key] = in_flight.get(key, 0) + 1
-            addressed.setdefault(obj["msg"]["to"], set()).add(key)
-        elif obj["event"] == "Receive" and "msg" in obj:
-            key = _message_key(obj["msg"])
-            if in_flight.get(key, 0) > 0:
-                in_flight[key] -= 1
-        merged.append(obj)
-    out = Path(out)
-    head = dict(header, run=f"merged:{header.get('run', '')}")
-    with out.open("w") as f:
-        f.write(json.dumps(head) + "\n")
-        for seq, obj in enumerate(merged):
-            f.write(json.dumps(dict(obj, seq=seq)) + "\n")
-    return out
 
 
 def _resends(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> dict[int, int]:
@@ -1085,237 +945,3 @@ def _resends(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> dict[i
         else:
             last_send[content] = number
     return copies
-
-
-def _tla_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _tla_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _tla_string(value)
-    if isinstance(value, list):  # a Fetch response's records
-        return "<<" + ", ".join(_tla_value(v) for v in value) + ">>"
-    if isinstance(value, dict) and set(value) == {"epoch", "value"}:  # one record of a log
-        return f"Rec({_tla_value(value['epoch'])}, {_tla_value(value['value'])})"
-    if isinstance(value, dict) and value:
-        return "[" + ", ".join(f"{k} |-> {_tla_value(v)}" for k, v in value.items()) + "]"
-    raise TraceFormatError(f"cannot write {value!r} as a TLA+ value")
-
-
-class _Shapes:
-    """One record constructor per set of message fields (``M1(a1, a2, a3) == [type |-> a1, ...]``): a row
-    names its message by an application, about half the text of a record literal.  SANY's parsing of
-    TraceData grows with its text and was half of a long trace's validation time."""
-
-    def __init__(self) -> None:
-        self.names: dict[tuple[str, ...], str] = {}
-
-    def message(self, fields: dict[str, Any]) -> str:
-        if not fields:
-            return "NoMsg"  # TLA+ has no empty record; type "" stands for "no message named" (Matches)
-        shape = tuple(fields)
-        name = self.names.setdefault(shape, f"M{len(self.names) + 1}")
-        return f"{name}({', '.join(_tla_value(v) for v in fields.values())})"
-
-    def definitions(self) -> str:
-        out = []
-        for shape, name in self.names.items():
-            params = ", ".join(f"a{k}" for k in range(1, len(shape) + 1))
-            body = ", ".join(f"{field} |-> a{k}" for k, field in enumerate(shape, start=1))
-            out.append(f"{name}({params}) == [{body}]\n")
-        return "".join(out)
-
-
-def trace_module(
-    trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None, stop: int = 0
-) -> str:
-    """The text of module TraceData for ``trace`` (or for its rows ``events``, e.g. a prefix); with
-    ``stop`` > 0, behaviours end once they matched the first ``stop`` rows (``TraceStop``).
-
-    Row l of ``TraceLog`` is ``events[l - 1]``: a record [node, event, msg, reply, state] written as
-    constructor applications (``Row``, ``St``, ``M1``...), which TLC evaluates once when it starts.
-    """
-    header = trace.header
-    if hidden_steps is None:
-        if trace.target is not None:
-            hidden_steps = BLACKBOX_HIDDEN_STEPS
-        else:
-            hidden_steps = HARNESS_HIDDEN_STEPS if header["source"] == "harness" else 0
-    cluster = trace.cluster
-    max_records = int(header["config"].get("fetch.max.records", DEFAULT_MAX_FETCH_RECORDS))
-    shapes = _Shapes()
-    rows = []
-    events = trace.events if events is None else events
-    for ev in events:
-        if ev.state == _NO_STATE:
-            state = "NoState"
-        else:
-            state = f"St({', '.join(_tla_value(ev.state[k]) for k in STATE_FIELDS)})"
-        rows.append(
-            f"Row({ev.node}, {_tla_string(ev.event)}, {shapes.message(ev.msg)}, {shapes.message(ev.reply)}, {state})"
-        )
-    body = ",\n".join(rows)
-    voters = ", ".join(str(v) for v in header["voters"])
-    observers = ", ".join(str(v) for v in sorted(trace.observers))
-    state_params = ", ".join(f"a{k}" for k in range(1, len(STATE_FIELDS) + 1))
-    state_body = ", ".join(f"{field} |-> a{k}" for k, field in enumerate(STATE_FIELDS, start=1))
-    no_state = ", ".join(_tla_value(_NO_STATE[k]) for k in STATE_FIELDS)
-    return (
-        "---- MODULE TraceData ----\n"
-        f"\\* Generated by kraft_tck.tla.trace_module from {trace.path.name}; do not edit.\n"
-        "EXTENDS Integers, Sequences\n"
-        f"TraceVoters == {{{voters}}}\n"
-        f"TraceObservers == {{{observers}}}\n"
-        f"TraceEnvironment == {{{', '.join(str(v) for v in sorted(trace.environment))}}}\n"
-        f"TraceCluster == {_tla_string(cluster)}\n"
-        f"TraceMaxFetchRecords == {max_records}\n"
-        f"HiddenSteps == {hidden_steps}\n"
-        f"ReceiveWindow == {RECEIVE_WINDOW}\n"
-        f"PreludeElections == {trace.prelude}\n"
-        f"PreludeVoteEpochs == {{{', '.join(str(e) for e in sorted(trace.prelude_votes))}}}\n"
-        f"TraceStop == {stop + 1 if stop > 0 else len(events) + 1}\n"
-        f"BlackBox == {'TRUE' if trace.target is not None else 'FALSE'}\n"
-        f"TraceTarget == {trace.target if trace.target is not None else -1}\n"
-        f"TraceLogCheckEvery == {max(1, len(events) // LOG_CHECKS)}\n"
-        "Row(a1, a2, a3, a4, a5) == [node |-> a1, event |-> a2, msg |-> a3, reply |-> a4, state |-> a5]\n"
-        f"St({state_params}) == [{state_body}]\n"
-        f"NoState == St({no_state})\n"
-        'NoMsg == [type |-> ""]\n'
-        "Rec(a1, a2) == [epoch |-> a1, value |-> a2]\n"
-        f"{shapes.definitions()}"
-        f"TraceLog == <<\n{body}\n>>\n"
-        "====\n"
-    )
-
-
-# VIEW: TLC fingerprints each state by TraceView, its logs by length and epoch cache (TraceKRaft.tla says
-# why that loses nothing): a fingerprint of whole logs made validation quadratic in the trace's length.
-TRACE_CFG = """\
-INIT TraceInit
-NEXT TraceNext
-INVARIANT TraceSafety
-VIEW TraceView
-"""
-# Black-box traces: stop at the first behaviour that matches every row (TraceNotDone violated = PASS).
-BLACKBOX_CFG = "INVARIANT TraceNotDone\n"
-# For the prefix before a failed event: print the state it ends in.
-STATE_CFG = """\
-INIT TraceInit
-NEXT TraceNext
-INVARIANT TraceEndState
-VIEW TraceView
-"""
-# The JVM options of a validation run: a throughput collector, and no JIT tiering pause for a run that
-# lasts seconds.
-DEFAULT_JAVA_OPTS = ("-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1")
-
-_MATCHED = re.compile(r'^<<\s*"TRACE-MATCHED",\s*(\d+)\s*>>\s*$', re.M)
-# PrintT output of TraceEndState; TLC wraps long values over several lines.
-_STATE = re.compile(r'<<\s*"TRACE-STATE",\s*(.*?),\s*"TRACE-END"\s*>>', re.S)
-
-
-def _run(
-    trace: Trace, cfg: str, hidden_steps: int | None, events: Sequence[TraceEvent] | None, stop: int = 0, **tlc: Any
-) -> TlcResult:
-    with tempfile.TemporaryDirectory(prefix="kraft-trace-") as tmp:
-        work = Path(tmp)
-        shutil.copy(SPEC_DIR / "KRaft.tla", work / "KRaft.tla")
-        shutil.copy(SPEC_DIR / "TraceKRaft.tla", work / "TraceKRaft.tla")
-        (work / "TraceData.tla").write_text(trace_module(trace, hidden_steps, events, stop))
-        (work / "TraceKRaft.cfg").write_text(cfg)
-        return run_tlc("TraceKRaft.tla", "TraceKRaft.cfg", spec_dir=work, **tlc)
-
-
-def validate_trace(
-    path: str | Path,
-    *,
-    hidden_steps: int | None = None,
-    workers: int = 1,
-    java_opts: Sequence[str] = DEFAULT_JAVA_OPTS,
-    timeout: float | None = None,
-    state_before: bool = True,
-) -> TraceVerdict:
-    """Decide whether the trace at ``path`` is a behaviour of KRaft: PASS, FAIL, or NOT CHECKED when it
-    has no row to check (``TraceVerdict.status``; TLC does not even start then).
-
-    On a failed event, a second (shorter) TLC run over the events before it prints the spec state
-    just before it, unless ``state_before`` is False.
-    """
-    trace = read_trace(path)
-    if not checkable(trace):
-        return TraceVerdict(trace.path, False, 0, reason=not_checked_reason(trace), checked=False)
-    tlc: dict[str, Any] = {"workers": workers, "java_opts": java_opts, "timeout": timeout}
-    # black-box: hidden steps make a state space TLC would explore to its end after a full match
-    cfg = TRACE_CFG + BLACKBOX_CFG if trace.target is not None else TRACE_CFG
-    result = _run(trace, cfg, hidden_steps, None, **tlc)
-    found = verdict(trace, result)
-    if not found.passed and found.failed_event is not None and found.state_before is None and state_before:
-        reached = trace.events.index(found.failed_event)
-        if reached == 0:
-            found.state_before = "the initial state"
-        else:
-            # every row stays in the module (black-box hidden steps look ahead at what the harness receives)
-            prefix = _run(trace, STATE_CFG, hidden_steps, None, reached, **tlc)
-            states = _STATE.findall(prefix.output)
-            if states:
-                found.state_before = " ".join(states[0].split())
-    return found
-
-
-def checkable(trace: Trace) -> bool:
-    """Does the trace have a step of a node to check (not only rows the network or environment take)?
-    A black-box trace does when it starts from a fresh target and the target answered something."""
-    if trace.target is not None:
-        return not trace.not_fresh and any(ev.event == "EnvironmentReceive" for ev in trace.events)
-    return any(ev.event not in NETWORK_EVENTS for ev in trace.events)
-
-
-def not_checked_reason(trace: Trace) -> str:
-    """Why ``trace`` is NOT CHECKED."""
-    if trace.target is not None:
-        return trace.not_fresh or "nothing to check: the target sent no message the model has"
-    return NOT_CHECKED_REASON
-
-
-def verdict(trace: Trace, result: TlcResult) -> TraceVerdict:
-    """Read TLC's answer on TraceKRaft for ``trace``."""
-    n = len(trace.events)
-    if not checkable(trace):
-        return TraceVerdict(trace.path, False, n, reason=not_checked_reason(trace), checked=False, tlc=result)
-    reached = max((int(m.group(1)) for m in _MATCHED.finditer(result.output)), default=0)
-    if result.violated and result.violated != "TraceNotDone":
-        failed = _failed_at(trace, result)
-        return TraceVerdict(
-            trace.path, False, n, failed, reason=f"{result.violated} is violated along the trace", tlc=result
-        )
-    if result.errors:
-        return TraceVerdict(trace.path, False, n, reason="TLC error: " + "; ".join(result.errors), tlc=result)
-    if reached >= n or result.violated == "TraceNotDone":
-        return TraceVerdict(trace.path, True, n, reason="every event matched", tlc=result)
-    if not result.ok:
-        return TraceVerdict(trace.path, False, n, reason="TLC did not finish", tlc=result)
-    failed = trace.events[reached]
-    return TraceVerdict(
-        trace.path,
-        False,
-        n,
-        failed,
-        reason=f"no behaviour of KRaft produces event seq {failed.seq} ({failed.event} by node {failed.node})",
-        tlc=result,
-    )
-
-
-def _failed_at(trace: Trace, result: TlcResult) -> TraceEvent | None:
-    """The event whose step broke an invariant: the last one matched (l - 1)."""
-    if not result.counterexample:
-        return None
-    try:
-        matched = int(result.counterexample[-1].state.get("l", "0")) - 1
-    except ValueError:
-        return None
-    return trace.events[matched - 1] if 1 <= matched <= len(trace.events) else None

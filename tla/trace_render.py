@@ -1,0 +1,141 @@
+"""Render: translated trace rows → the text of the TLA+ module TraceData that tla/TraceKRaft.tla extends.
+
+TLC 2.15 has no Json module, so the trace reaches TLC as a module of constant definitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kraft_tck.tla.trace_translate import (
+    BLACKBOX_HIDDEN_STEPS,
+    NO_STATE,
+    STATE_FIELDS,
+    Trace,
+    TraceEvent,
+    TraceFormatError,
+)
+
+# Kafka answers a Fetch with as many records as fit in its byte limit; a trace
+# does not say how many that was, so by default the leader sends all it has.
+DEFAULT_MAX_FETCH_RECORDS = 1_000_000
+# Black-box (harness) traces see only the target's messages: allow this many
+# unrecorded steps between two recorded events.
+HARNESS_HIDDEN_STEPS = 3
+# Black-box traces: a message a hidden step of the target sends must be received within this many rows
+# (TraceKRaft.tla SendsReceived): the harness records what the target sends within moments.
+RECEIVE_WINDOW = 16
+# The invariants over whole logs (LogMatching, LeaderCompleteness) cost a pass over every log; a long
+# trace has them checked this many times along the way and at its end, not after every event.
+LOG_CHECKS = 64
+
+def _tla_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _tla_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _tla_string(value)
+    if isinstance(value, list):  # a Fetch response's records
+        return "<<" + ", ".join(_tla_value(v) for v in value) + ">>"
+    if isinstance(value, dict) and set(value) == {"epoch", "value"}:  # one record of a log
+        return f"Rec({_tla_value(value['epoch'])}, {_tla_value(value['value'])})"
+    if isinstance(value, dict) and value:
+        return "[" + ", ".join(f"{k} |-> {_tla_value(v)}" for k, v in value.items()) + "]"
+    raise TraceFormatError(f"cannot write {value!r} as a TLA+ value")
+
+
+class _Shapes:
+    """One record constructor per set of message fields (``M1(a1, a2, a3) == [type |-> a1, ...]``): a row
+    names its message by an application, about half the text of a record literal.  SANY's parsing of
+    TraceData grows with its text and was half of a long trace's validation time."""
+
+    def __init__(self) -> None:
+        self.names: dict[tuple[str, ...], str] = {}
+
+    def message(self, fields: dict[str, Any]) -> str:
+        if not fields:
+            return "NoMsg"  # TLA+ has no empty record; type "" stands for "no message named" (Matches)
+        shape = tuple(fields)
+        name = self.names.setdefault(shape, f"M{len(self.names) + 1}")
+        return f"{name}({', '.join(_tla_value(v) for v in fields.values())})"
+
+    def definitions(self) -> str:
+        out = []
+        for shape, name in self.names.items():
+            params = ", ".join(f"a{k}" for k in range(1, len(shape) + 1))
+            body = ", ".join(f"{field} |-> a{k}" for k, field in enumerate(shape, start=1))
+            out.append(f"{name}({params}) == [{body}]\n")
+        return "".join(out)
+
+
+def trace_data(
+    trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None, stop: int = 0
+) -> str:
+    """The text of module TraceData for ``trace`` (or for its rows ``events``, e.g. a prefix); with
+    ``stop`` > 0, behaviours end once they matched the first ``stop`` rows (``TraceStop``).
+
+    Row l of ``TraceLog`` is ``events[l - 1]``: a record [node, event, msg, reply, state] written as
+    constructor applications (``Row``, ``St``, ``M1``...), which TLC evaluates once when it starts.
+    """
+    header = trace.header
+    if hidden_steps is None:
+        if trace.target is not None:
+            hidden_steps = BLACKBOX_HIDDEN_STEPS
+        else:
+            hidden_steps = HARNESS_HIDDEN_STEPS if header["source"] == "harness" else 0
+    cluster = trace.cluster
+    max_records = int(header["config"].get("fetch.max.records", DEFAULT_MAX_FETCH_RECORDS))
+    shapes = _Shapes()
+    rows = []
+    events = trace.events if events is None else events
+    for ev in events:
+        state = "NoState" if ev.state == NO_STATE else f"St({', '.join(_tla_value(ev.state[k]) for k in STATE_FIELDS)})"
+        rows.append(
+            f"Row({ev.node}, {_tla_string(ev.event)}, {shapes.message(ev.msg)}, {shapes.message(ev.reply)}, {state})"
+        )
+    body = ",\n".join(rows)
+    # Pre-vote steps only for a trace that shows pre-vote (a Prospective, or a Vote with PreVote=true): a
+    # node without it never takes them, and offering them as hidden steps multiplies the states TLC
+    # explores for every Kafka 3.x-style trace.
+    pre_vote = any(
+        ev.event in ("BecomeProspective", "AbandonProspective") or ev.msg.get("preVote") or ev.reply.get("preVote")
+        for ev in trace.events
+    )
+    voters = ", ".join(str(v) for v in header["voters"])
+    observers = ", ".join(str(v) for v in sorted(trace.observers))
+    state_params = ", ".join(f"a{k}" for k in range(1, len(STATE_FIELDS) + 1))
+    state_body = ", ".join(f"{field} |-> a{k}" for k, field in enumerate(STATE_FIELDS, start=1))
+    no_state = ", ".join(_tla_value(NO_STATE[k]) for k in STATE_FIELDS)
+    return (
+        "---- MODULE TraceData ----\n"
+        f"\\* Generated by kraft_tck.tla.trace_render from {trace.path.name}; do not edit.\n"
+        "EXTENDS Integers, Sequences\n"
+        f"TraceVoters == {{{voters}}}\n"
+        f"TraceObservers == {{{observers}}}\n"
+        f"TraceEnvironment == {{{', '.join(str(v) for v in sorted(trace.environment))}}}\n"
+        f"TraceCluster == {_tla_string(cluster)}\n"
+        f"TraceMaxFetchRecords == {max_records}\n"
+        f"TracePreVote == {'TRUE' if pre_vote else 'FALSE'}\n"
+        f"HiddenSteps == {hidden_steps}\n"
+        f"ReceiveWindow == {RECEIVE_WINDOW}\n"
+        f"PreludeElections == {trace.prelude}\n"
+        f"PreludeVoteEpochs == {{{', '.join(str(e) for e in sorted(trace.prelude_votes))}}}\n"
+        f"TraceStop == {stop + 1 if stop > 0 else len(events) + 1}\n"
+        f"BlackBox == {'TRUE' if trace.target is not None else 'FALSE'}\n"
+        f"TraceTarget == {trace.target if trace.target is not None else -1}\n"
+        f"TraceLogCheckEvery == {max(1, len(events) // LOG_CHECKS)}\n"
+        "Row(a1, a2, a3, a4, a5) == [node |-> a1, event |-> a2, msg |-> a3, reply |-> a4, state |-> a5]\n"
+        f"St({state_params}) == [{state_body}]\n"
+        f"NoState == St({no_state})\n"
+        'NoMsg == [type |-> ""]\n'
+        "Rec(a1, a2) == [epoch |-> a1, value |-> a2]\n"
+        f"{shapes.definitions()}"
+        f"TraceLog == <<\n{body}\n>>\n"
+        "====\n"
+    )
