@@ -86,7 +86,10 @@ def test_harness_traces_are_not_checked(harness_run: Path) -> None:
             assert verdict.status == "PASS", verdict.reason
             continue
         assert (verdict.status, verdict.passed, verdict.checked) == ("NOT CHECKED", False, False), t
-        assert verdict.reason != NOT_CHECKED_REASON and "not start from a fresh node" in verdict.reason
+        # a later case's trace starts from an earlier case's state; a case skipped at this quorum size
+        # (HighWatermark/6 needs 5 voters) holds no message of the target at all
+        assert verdict.reason != NOT_CHECKED_REASON
+        assert "not start from a fresh node" in verdict.reason or "sent no message" in verdict.reason, t
         assert verdict.tlc is None  # TLC did not even start
     result = CliRunner().invoke(validate_trace_command, [str(traces[0])])
     assert result.exit_code == 1, result.output
@@ -130,7 +133,7 @@ def test_environment_message_is_the_whole_record_as_recorded() -> None:
     }  # fmt: skip
     assert environment_message(vote, "c1") == {
         "type": "VoteRequest", "from": 3, "to": 1, "clusterId": "c1", "epoch": 9,
-        "lastOffsetEpoch": 8, "lastOffset": 1_000_000,
+        "lastOffsetEpoch": 8, "lastOffset": 1_000_000, "preVote": False,  # Vote v0-1: a real vote (KIP-996)
     }  # fmt: skip
     # INCONSISTENT_CLUSTER_ID for the whole request: the model has no such message
     assert environment_message({**response, "body": {"ErrorCode": 104}}, "c1", request) is None
