@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants catalog-20
+.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -40,34 +40,22 @@ CONFORMANCE_N ?= auto
 conformance: setup
 	$(BIN)/pytest conformance -n $(CONFORMANCE_N) --report out/conformance $(PYTEST_ARGS)
 
-# The parallel catalog 20 times in a row (not in make test): stops at the first run that fails, whose
-# report stays in out/conformance-runs/N.
+# The catalog 20 times in a row (not in make test; CONFORMANCE_N=0 for the serial catalog): stops at the
+# first run that fails, whose report stays in out/conformance-runs/N.
 CONFORMANCE_RUNS ?= 20
 conformance-runs: setup
 	@mkdir -p out/conformance-runs
 	@for i in $$(seq 1 $(CONFORMANCE_RUNS)); do \
-	  log=out/conformance-runs/$$i.log; \
+	  log=out/conformance-runs/$$i.log; start=$$(date +%s); \
 	  $(BIN)/pytest conformance -q -n $(CONFORMANCE_N) --report out/conformance-runs/$$i $(PYTEST_ARGS) >$$log 2>&1 \
 	    || { echo "run $$i of $(CONFORMANCE_RUNS) FAILED: $$log, out/conformance-runs/$$i/index.html"; exit 1; }; \
-	  echo "run $$i of $(CONFORMANCE_RUNS): passed ($$(tail -n 1 $$log))"; \
+	  echo "run $$i of $(CONFORMANCE_RUNS): passed in $$(( $$(date +%s) - start )) s ($$(tail -n 1 $$log))"; \
 	done
 
 # Detection power: the catalog against every mutant of tests/mutants/mutants.py (black-box, then TLC for the
 # survivors); a table of mutants and the cases that caught them; fails if one survives (a sample runs in make test).
 mutants: setup
 	$(BIN)/python bench/mutants.py --tlc $(MUTANTS_ARGS)
-
-# The catalog against the reference node, serially (one embedded target, no xdist), CATALOG_RUNS times in a
-# row (not in make test); stops at the first failing run, whose report stays in out/catalog-20/N.
-CATALOG_RUNS ?= 20
-catalog-20: setup
-	@mkdir -p out/catalog-20
-	@for i in $$(seq 1 $(CATALOG_RUNS)); do \
-	  log=out/catalog-20/$$i.log; start=$$(date +%s); \
-	  $(BIN)/pytest conformance -q --report out/catalog-20/$$i $(PYTEST_ARGS) >$$log 2>&1 \
-	    || { echo "catalog run $$i of $(CATALOG_RUNS) FAILED: $$log, out/catalog-20/$$i/index.html"; exit 1; }; \
-	  echo "catalog run $$i of $(CATALOG_RUNS): passed in $$(( $$(date +%s) - start )) s ($$(tail -n 1 $$log))"; \
-	done
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim
