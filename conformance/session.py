@@ -401,6 +401,8 @@ class Session:
             )
             if life in self.target.unmodelled_lives:  # e.g. run as an observer: tla/ models a voter target
                 files, traces = [], []
+            if life in self.target.blackbox_unmodelled_lives:
+                traces = []
             self._life_jobs.append((
                 self._validator.submit(validate_node_trace, [list(files)], out / "target", 1, 600.0, life),
                 self._validator.submit(validate_session_traces, traces, 1),
