@@ -23,7 +23,7 @@ def readme_actions() -> list[str]:
     return re.findall(r"^\| `([A-Za-z]+)` \|", section, flags=re.M)
 
 
-def test_readme_and_trace_module_agree() -> None:
+def test_readme_and_the_trace_format_agree() -> None:
     assert tuple(readme_actions()) == ACTIONS
 
 
