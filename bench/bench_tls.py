@@ -6,7 +6,8 @@ Each variant is a fresh cluster of 3 node processes on loopback (no fsync) with 
 workload: one 100-byte write at a time, the next once the last committed, so the figures are those of a
 commit's critical path (a Fetch answer and the next Fetch cross TLS on every commit). Rounds alternate the
 variants so that the machine's drift falls on all of them alike. Certificates are throw-away ones made with
-openssl (``reference/certs.py``). SASL costs only at connection set-up (one SCRAM exchange per connection,
+openssl (``reference/certs.py``); the SCRAM accounts are formatted in (``bootstrap.checkpoint``, as
+``kraft-tck format --add-scram``). SASL costs only at connection set-up (one SCRAM exchange per connection,
 then no per-request work), and authorization one set lookup per request: the mTLS+SASL row shows whether
 either is visible on the commit path.
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_cluster import leader_report  # the same workload report, read the same way
+from kraft_tck.reference.bootstrap import parse_add_scram, write_bootstrap
 from kraft_tck.reference.certs import ThrowAwayCerts, throw_away_certs
 from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.security import ClientSecurity, client_security
@@ -49,7 +51,7 @@ class Result:
     p999: float
 
 
-def settings_for(variant: str, certs: ThrowAwayCerts, node: int, scram_file: Path) -> dict[str, str]:
+def settings_for(variant: str, certs: ThrowAwayCerts, node: int) -> dict[str, str]:
     if variant == "plaintext":
         return {}
     props = certs.node_properties(f"node-{node}", client_auth="none" if variant == "TLS" else "required")
@@ -59,7 +61,6 @@ def settings_for(variant: str, certs: ThrowAwayCerts, node: int, scram_file: Pat
             "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
             "listener.name.controller.scram-sha-512.sasl.jaas.config":
                 f'{SCRAM} required username="node-{node}" password="node-{node}-secret";',
-            "reference.sasl.scram.credentials.file": str(scram_file),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:node-1;User:node-2;User:node-3",
         }
@@ -79,16 +80,15 @@ def describe_security(variant: str, certs: ThrowAwayCerts) -> ClientSecurity | N
 
 
 def run_variant(root: Path, variant: str, certs: ThrowAwayCerts, warmup_s: float, window_s: float) -> Result:
-    scram_file = root / "scram-credentials.txt"  # kafka-storage --add-scram arguments, one a line
-    scram_file.parent.mkdir(parents=True, exist_ok=True)
-    scram_file.write_text("".join(f"SCRAM-SHA-512=[name=node-{i},password=node-{i}-secret]\n" for i in (1, 2, 3)),
-                          encoding="utf-8")
     c = LocalCluster(root / variant.replace(" ", "-"), voters=3, base_port=free_base_port(3), settings=SETTINGS,
                      extra_args=["--closed-loop", "--record-size", "100", "--no-fsync"])
     c.prepare()
+    accounts = [parse_add_scram(f"SCRAM-SHA-512=[name=node-{i},password=node-{i}-secret]") for i in (1, 2, 3)]
     for i in range(1, 4):  # each node its own keystore and login; the workload report needs no describe
         with open(c.config_path(i), "a", encoding="utf-8") as f:
-            f.writelines(f"{k}={v}\n" for k, v in settings_for(variant, certs, i, scram_file).items())
+            f.writelines(f"{k}={v}\n" for k, v in settings_for(variant, certs, i).items())
+        if variant == "mTLS+SASL":  # what kraft-tck format --add-scram writes
+            write_bootstrap(c.data_dir(i), accounts)
     c.client_security = describe_security(variant, certs)
     c.start_all()
     try:

@@ -29,6 +29,10 @@ must not authorize, ``kraft-tck.unauthorized.sasl.jaas.config`` (a login with th
 certificate from a CA the target trusts, for a TLS target). Without one, the unauthorized-principal case is
 skipped saying so.
 
+``kraft-tck profile --security SSL|SASL_SSL --certs-dir DIR`` writes such a file (``DIR/harness.properties``)
+with throw-away certificates made here with ``cryptography`` (:func:`throw_away_certs`), and prints the
+target's matching properties (:func:`secured_profile`).
+
 Written for the harness alone (it shares no code with the reference node it judges); SCRAM is ``scramp``.
 """
 
@@ -442,3 +446,144 @@ def _load_pkcs12_keystore(ctx: ssl.SSLContext, path: Path, password: str | None)
         ctx.load_cert_chain(tmp, password=once)
     finally:
         os.unlink(tmp)
+
+
+# ------------------------------------------------------------------------------------------------ kraft-tck profile
+
+#: The names of the throw-away identities ``kraft-tck profile`` makes: the harness (its client and the virtual
+#: voters' servers) and one the target authenticates but must not authorize (the security cases).
+HARNESS_NAME, INTRUDER_NAME = "harness", "intruder"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                 "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+def _san(host: str) -> Any:
+    import ipaddress
+
+    from cryptography import x509
+
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def throw_away_certs(directory: Path, names: list[str], hosts: list[str],
+                     days: int = 7) -> tuple[Path, dict[str, Path]]:
+    """A CA (``ca.pem``, its key ``ca.key`` beside it) and, per name, a PEM keystore ``<name>.keystore.pem``
+    (an unencrypted PKCS8 key and a certificate ``CN=<name>`` for ``hosts``, signed by the CA), made with
+    ``cryptography``. What is already in ``directory`` is kept (running the profile again keeps the trust a
+    target was set up with). For tests and trying things out only: the keys are in clear, the CA's too."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_pem, ca_key_pem = directory / "ca.pem", directory / "ca.key"
+    now = datetime.datetime.now(datetime.UTC)
+
+    def private(path: Path, key: Any) -> None:
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+        path.chmod(0o600)
+
+    if ca_pem.is_file() and ca_key_pem.is_file():
+        ca_cert = x509.load_pem_x509_certificate(ca_pem.read_bytes())
+        ca_key: Any = serialization.load_pem_private_key(ca_key_pem.read_bytes(), None)
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kraft-tck throw-away CA")])
+        ca_cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+                   .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=days))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .sign(ca_key, hashes.SHA256()))
+        private(ca_key_pem, ca_key)
+        ca_pem.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    keystores: dict[str, Path] = {}
+    for name in names:
+        path = directory / f"{name}.keystore.pem"
+        keystores[name] = path
+        if path.is_file():
+            continue
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+                .issuer_name(ca_cert.subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=days))
+                .add_extension(x509.SubjectAlternativeName([_san(h) for h in dict.fromkeys(hosts)]), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .sign(ca_key, hashes.SHA256()))
+        private(path, key)
+        with path.open("ab") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+    return ca_pem, keystores
+
+
+@dataclass(frozen=True)
+class SecuredProfile:
+    """What ``kraft-tck profile --security`` gives: the target's extra properties, the harness's
+    ``--target-command-config`` file, and the SCRAM accounts the target must be formatted with."""
+
+    target: dict[str, str]
+    command_config: Path
+    add_scram: tuple[str, ...] = field(default=(), repr=False)  # kafka-storage format --add-scram arguments
+
+
+def secured_profile(protocol: str, mechanism: str, directory: Path, target_name: str,
+                    hosts: list[str]) -> SecuredProfile:
+    """Throw-away certificates in ``directory`` and the settings of a secured target and of the harness:
+    mutual TLS (``ssl.client.auth=required``), the StandardAuthorizer with the harness as the only super
+    user, and for SASL_SSL one login each for the target, the harness and an intruder (authenticated, never
+    authorized). The harness's file is written to ``directory/harness.properties``."""
+    import secrets
+
+    if protocol not in ("SSL", "SASL_SSL"):
+        raise SecurityConfigError(f"--security {protocol}: a secured profile is SSL or SASL_SSL")
+    if mechanism not in MECHANISMS:
+        raise SecurityConfigError(f"--sasl-mechanism {mechanism}: the harness speaks {', '.join(MECHANISMS)}")
+    ca, stores = throw_away_certs(directory, [target_name, HARNESS_NAME, INTRUDER_NAME],
+                                  [*hosts, "127.0.0.1", "localhost"])
+    target = {
+        "listener.security.protocol.map": f"CONTROLLER:{protocol}",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(stores[target_name]),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
+        "ssl.client.auth": "required", "ssl.endpoint.identification.algorithm": "https",
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+    }
+    harness = {"security.protocol": protocol, "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
+               "ssl.keystore.type": "PEM", "ssl.keystore.location": str(stores[HARNESS_NAME]),
+               "ssl.endpoint.identification.algorithm": "https"}
+    add_scram: tuple[str, ...] = ()
+    if protocol == "SSL":
+        target["super.users"] = f"User:CN={HARNESS_NAME}"  # Kafka's principal of the harness's certificate
+        harness[UNAUTHORIZED + "ssl.keystore.location"] = str(stores[INTRUDER_NAME])
+    else:
+        pw = {n: secrets.token_urlsafe(12) for n in (target_name, HARNESS_NAME, INTRUDER_NAME)}
+        module = _JAAS_MODULES[mechanism]
+        own = f'{module} required username="{target_name}" password="{pw[target_name]}"'
+        if mechanism == "PLAIN":  # PLAIN's accounts are JAAS options, as Kafka's PlainLoginModule takes them
+            own += f' user_{HARNESS_NAME}="{pw[HARNESS_NAME]}" user_{INTRUDER_NAME}="{pw[INTRUDER_NAME]}"'
+        else:  # SCRAM's live in the metadata log: formatted in with --add-scram
+            add_scram = tuple(f"{mechanism}=[name={n},password={pw[n]}]" for n in (HARNESS_NAME, INTRUDER_NAME))
+        target |= {"super.users": f"User:{HARNESS_NAME}", "sasl.enabled.mechanisms": mechanism,
+                   "sasl.mechanism.controller.protocol": mechanism,
+                   f"listener.name.controller.{mechanism.lower()}.sasl.jaas.config": own + ";"}
+        harness |= {"sasl.mechanism": mechanism,
+                    "sasl.jaas.config": f'{module} required username="{HARNESS_NAME}" password="{pw[HARNESS_NAME]}" '
+                                        f'user_{target_name}="{pw[target_name]}";',
+                    UNAUTHORIZED + "sasl.jaas.config":
+                        f'{module} required username="{INTRUDER_NAME}" password="{pw[INTRUDER_NAME]}";'}
+    command_config = directory / "harness.properties"
+    command_config.write_text("# kraft-tck throw-away harness identity: pass as --target-command-config\n"
+                              + "".join(f"{k}={v}\n" for k, v in harness.items()), encoding="utf-8")
+    command_config.chmod(0o600)
+    return SecuredProfile(target, command_config, add_scram)

@@ -100,13 +100,29 @@ def environment_problem(exc: BaseException, what: str, fix: str) -> click.ClickE
 @click.option("--random-cluster-id", is_flag=True, help="Generate a cluster id (printed) instead of -t.")
 @click.option("-g", "--ignore-formatted", is_flag=True,
               help="Skip a directory already formatted (for this cluster and node) rather than fail.")
-def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool, ignore_formatted: bool) -> None:
-    """Format the node's data directory with a cluster id (meta.properties), like kafka-storage format."""
+@click.option("-S", "--add-scram", "add_scram", multiple=True, metavar="MECHANISM=[name=..,password=..]",
+              help="A SCRAM credential for the bootstrap metadata, as kafka-storage's: "
+                   "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (also iterations=, or salt= with "
+                   "saltedpassword=, base64). Repeatable. The node accepts SCRAM logins from them.")
+def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool, ignore_formatted: bool,
+               add_scram: tuple[str, ...]) -> None:
+    """Format the node's data directory with a cluster id (meta.properties) and its bootstrap metadata
+    (bootstrap.checkpoint: metadata.version and any --add-scram credentials), like kafka-storage format."""
+    from kraft_tck.reference.bootstrap import BootstrapError, parse_add_scram, write_bootstrap
+    from kraft_tck.reference.security import FORMATTING
     from kraft_tck.reference.storage import StorageError, format_dir, new_uuid, read_meta_file
 
-    cfg = _load_config(config_path)
+    token = FORMATTING.set(True)  # the SCRAM credentials this command writes are not there yet
+    try:
+        cfg = _load_config(config_path)
+    finally:
+        FORMATTING.reset(token)
     if random_cluster_id == (cluster_id is not None):
         raise click.UsageError("give exactly one of -t/--cluster-id ID or --random-cluster-id")
+    try:  # Kafka's Formatter computes the bootstrap records before it writes anything
+        credentials = [parse_add_scram(arg) for arg in add_scram]
+    except BootstrapError as exc:
+        raise TerseError(f"--add-scram: {exc}") from exc
     cid = cluster_id or new_uuid()
     data_dir = Path(cfg.log_dir)
     try:
@@ -115,6 +131,10 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
             # Kafka's Formatter: formatted directories fail the command unless --ignore-formatted.
             raise TerseError(f"Log directory {data_dir} is already formatted. "
                              f"Use --ignore-formatted to ignore this directory and format the others.")
+        if existing is None:
+            # Kafka writes bootstrap.checkpoint before meta.properties (the Copier's pre-write handler).
+            data_dir.mkdir(parents=True, exist_ok=True)
+            write_bootstrap(data_dir, credentials)
         format_dir(data_dir, cfg.node_id, cid)  # refuses another cluster or node id, -g or not
     except StorageError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -124,7 +144,8 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
     if existing is not None:
         click.echo("All of the log directories are already formatted.")
         return
-    click.echo(f"Formatted {data_dir} for node {cfg.node_id} with cluster id {cid}")
+    scram = f" and {len(credentials)} SCRAM credential(s)" if credentials else ""
+    click.echo(f"Formatted {data_dir} for node {cfg.node_id} with cluster id {cid}{scram}")
 
 
 @main.command("random-uuid")
@@ -483,16 +504,14 @@ ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 
 def _voter_change_unavailable(obj: _QuorumOptions, api_key: int, name: str) -> click.ClickException:
     """Why the change cannot be made: the leader does not serve the RPC, or this kit cannot send it."""
-    from kraft_tck.reference.net import KafkaClient, RequestError
-    from kraft_tck.reference.quorum_client import CLIENT_SECURITY, QuorumError, find_leader
+    from kraft_tck.reference.net import RequestError
+    from kraft_tck.reference.quorum_client import QuorumError, find_leader, new_client
 
     endpoints, timeout_s = obj.connection()
 
     async def advertised() -> tuple[str, bool]:
         (host, port), _ = await find_leader(endpoints, timeout_s)
-        security = CLIENT_SECURITY.get()
-        client = KafkaClient(host, port, client_id="kraft-tck-quorum",
-                             ssl=security.ssl_context if security else None, sasl=security.sasl if security else None)
+        client = new_client(host, port, "kraft-tck-quorum")
         try:
             await client.connect(timeout_s)
             return f"{host}:{port}", api_key in client.versions

@@ -266,7 +266,9 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _ServerConnection(self), self._host, self._port, ssl=self._ssl,
-            ssl_handshake_timeout=None if self._ssl is None else 10.0)
+            # A TLS handshake never finished is an idle connection too (Kafka's Selector expires channels
+            # still handshaking by connections.max.idle.ms): at most that long, and never over 10 s.
+            ssl_handshake_timeout=None if self._ssl is None else min(10.0, self._idle_s or 10.0))
         if self._idle_s is not None:
             self._idle_timer = loop.call_later(self._idle_period(), self._close_idle)
 
@@ -581,7 +583,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         # then the connection closes.
         self._eof = True
         self._pump()
-        return True  # keep the transport open: answers to what was read still go out
+        # Keep the transport open: answers to what was read still go out. A TLS transport cannot stay half
+        # open (asyncio closes it and warns if asked to): there, say so instead of asking.
+        return self._server._ssl is None
 
     def _stop_reading(self) -> None:
         """Read no more; requests already read still get their answers, in order, then the connection

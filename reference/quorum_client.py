@@ -162,11 +162,16 @@ def request_problem(host: str, port: int, exc: BaseException) -> str:
     return text if f"{host}:{port}" in text else f"{host}:{port}: {text}"
 
 
-async def _connect(host: str, port: int, timeout_s: float, client_id: str) -> KafkaClient:
+def new_client(host: str, port: int, client_id: str) -> KafkaClient:
+    """A client (not yet connected) that speaks :data:`CLIENT_SECURITY`: TLS and/or SASL, or plaintext."""
     security = CLIENT_SECURITY.get()
-    client = KafkaClient(host, port, client_id=client_id,
-                         ssl=security.ssl_context if security is not None else None,
-                         sasl=security.sasl if security is not None else None)
+    return KafkaClient(host, port, client_id=client_id,
+                       ssl=security.ssl_context if security is not None else None,
+                       sasl=security.sasl if security is not None else None)
+
+
+async def _connect(host: str, port: int, timeout_s: float, client_id: str) -> KafkaClient:
+    client = new_client(host, port, client_id)
     try:
         await client.connect(timeout_s)
     except RequestError as exc:

@@ -17,11 +17,15 @@
 
   ``username``/``password`` are the node's own login (its requests to its peers); PLAIN's ``user_<name>``
   options are the accounts it accepts, as in Kafka. SCRAM accounts: Kafka keeps their salted credentials
-  in the metadata log (``kafka-storage format --add-scram``, ``kafka-configs --alter --add-config``); this
-  node reads them at start from the file named by its own key ``reference.sasl.scram.credentials.file``,
+  in the metadata log (``kafka-storage format --add-scram``, ``kafka-configs --alter --add-config``). This
+  node reads them at start from two places: the UserScramCredentialRecords of ``bootstrap.checkpoint`` in
+  its metadata log directory (``kraft-tck format --add-scram``, as ``kafka-storage format``; see
+  reference/bootstrap.py), and the file named by its own key ``reference.sasl.scram.credentials.file``,
   one ``kafka-storage --add-scram`` argument a line, e.g. ``SCRAM-SHA-256=[name=node-1,password=n1-secret]``
-  (``iterations=N`` optional, default 4096 as Kafka's; ``#`` comments). The salted keys are derived with
-  ``scramp`` (a maintained SCRAM library) at start; the exchange itself is scramp's too.
+  (``iterations=N`` optional, default 4096 as Kafka's; ``#`` comments), whose entries win over the
+  bootstrap's for the same user and mechanism. SCRAM enabled with neither stops the node: it would accept
+  nobody. The salted keys are derived with ``scramp`` (a maintained SCRAM library) at start; the exchange
+  itself is scramp's too.
 * **Authorization**: ``authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer`` turns
   it on; ``super.users`` (``User:a;User:CN=b``) may do everything; the node's own key
   ``reference.authorizer.acls`` grants operations on the cluster resource (Kafka keeps ACLs in the metadata
@@ -38,6 +42,7 @@ with ``cryptography``.
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import logging
 import re
@@ -47,6 +52,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft_tck.reference.bootstrap import (
+    BootstrapError,
+    ScramArgument,
+    ScramCredential,
+    metadata_dir_of,
+    parse_scram_argument,
+    read_bootstrap,
+)
 from kraft_tck.spec.errors import Errors
 
 log = logging.getLogger("kraft_tck.reference.security")
@@ -62,7 +75,6 @@ PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
-SCRAM_MIN_ITERATIONS = 4096  # Kafka's ScramMechanism minimum, and kafka-storage's default
 
 
 class SecurityConfigError(ValueError):
@@ -130,38 +142,9 @@ def parse_jaas(text: str, key: str) -> JaasEntry:
 # ============================================================================================ SASL settings
 
 
-@dataclass(frozen=True)
-class ScramAccount:
-    mechanism: str
-    name: str
-    password: str = field(repr=False)
-    iterations: int = SCRAM_MIN_ITERATIONS
-
-
-def parse_add_scram(arg: str, where: str) -> ScramAccount:
-    """One ``kafka-storage format --add-scram`` argument: ``SCRAM-SHA-256=[name=alice,password=secret]``."""
-    m = re.fullmatch(r"\s*(?P<mech>[A-Za-z0-9-]+)\s*=\s*\[(?P<body>.*)\]\s*", arg)
-    if m is None or m.group("mech").upper() not in MECHANISMS[1:]:
-        raise SecurityConfigError(f"{where}: expected SCRAM-SHA-256=[name=...,password=...] (or SCRAM-SHA-512), "
-                                  f"got {arg.split('=')[0].strip()!r}...")
-    fields: dict[str, str] = {}
-    for part in re.split(r",(?=\s*(?:name|password|iterations|salt|saltedpassword)\s*=)", m.group("body")):
-        k, sep, v = part.partition("=")
-        if not sep:
-            raise SecurityConfigError(f"{where}: expected key=value pairs in [...]")
-        fields[k.strip().lower()] = v.strip().strip('"')
-    if "saltedpassword" in fields or "salt" in fields:
-        raise SecurityConfigError(f"{where}: salt/saltedpassword are not read by this node; give password=")
-    if not fields.get("name") or "password" not in fields:
-        raise SecurityConfigError(f"{where}: each SCRAM credential needs name= and password=")
-    iterations = fields.get("iterations", str(SCRAM_MIN_ITERATIONS))
-    if not iterations.isdigit() or not SCRAM_MIN_ITERATIONS <= int(iterations) <= 16384:
-        raise SecurityConfigError(f"{where}: iterations must be between {SCRAM_MIN_ITERATIONS} and 16384 "
-                                  f"(Kafka's ScramMechanism bounds), got {iterations!r}")
-    return ScramAccount(m.group("mech").upper(), fields["name"], fields["password"], int(iterations))
-
-
-def load_scram_file(path: Path, key: str) -> tuple[ScramAccount, ...]:
+def load_scram_file(path: Path, key: str) -> tuple[ScramArgument, ...]:
+    """One ``--add-scram`` argument a line (``bootstrap.parse_scram_argument``: Kafka's ScramParser);
+    blank lines and ``#`` comments skipped. Salted on first use."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -169,7 +152,10 @@ def load_scram_file(path: Path, key: str) -> tuple[ScramAccount, ...]:
     accounts = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip() and not line.lstrip().startswith("#"):
-            accounts.append(parse_add_scram(line, f"{key}: {path}:{lineno}"))
+            try:
+                accounts.append(parse_scram_argument(line))
+            except BootstrapError as exc:
+                raise SecurityConfigError(f"{key}: {path}:{lineno}: {exc}") from None
     return tuple(accounts)
 
 
@@ -192,7 +178,10 @@ class SaslSettings:
     enabled: tuple[str, ...]
     login: SaslLogin | None  # sasl.mechanism.controller.protocol's JAAS username/password
     plain_users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    scram_accounts: tuple[ScramAccount, ...] = field(default=(), repr=False)
+    #: The accounts of reference.sasl.scram.credentials.file, as read (salted on first use).
+    scram_accounts: tuple[ScramArgument, ...] = field(default=(), repr=False)
+    #: Salted credentials from bootstrap.checkpoint (UserScramCredentialRecord), of enabled mechanisms.
+    scram_credentials: tuple[ScramCredential, ...] = field(default=(), repr=False)
     # Salted SCRAM keys, derived once per settings object (scramp) on first use.
     _scram_keys: dict[tuple[str, str], tuple[bytes, bytes, bytes, int]] = field(
         default_factory=dict, compare=False, repr=False)
@@ -201,14 +190,17 @@ class SaslSettings:
         return SaslServerSession(self)
 
     def scram_keys(self, mechanism: str, name: str) -> tuple[bytes, bytes, bytes, int] | None:
-        if not self._scram_keys and self.scram_accounts:
-            import scramp
-
-            for acc in self.scram_accounts:
-                salt, stored, server, it = scramp.ScramMechanism(acc.mechanism).make_auth_info(
-                    acc.password, iteration_count=acc.iterations)
-                self._scram_keys[(acc.mechanism, acc.name)] = (salt, stored, server, it)
+        if not self._scram_keys and (self.scram_accounts or self.scram_credentials):
+            # The credentials file wins over the bootstrap for the same mechanism and user.
+            for cred in (*self.scram_credentials, *(acc.credential() for acc in self.scram_accounts)):
+                self._scram_keys[(cred.mechanism, cred.name)] = (cred.salt, cred.stored_key, cred.server_key,
+                                                                 cred.iterations)
         return self._scram_keys.get((mechanism, name))
+
+
+#: True while ``kraft-tck format`` reads the node's configuration: the SCRAM credentials it is about to
+#: write into bootstrap.checkpoint are not there yet, so SCRAM without credentials is not refused then.
+FORMATTING: contextvars.ContextVar[bool] = contextvars.ContextVar("FORMATTING", default=False)
 
 
 #: Keys read by :func:`parse_sasl` and :func:`parse_authorizer` (listener-prefixed forms count as well).
@@ -273,14 +265,26 @@ def parse_sasl(props: Mapping[str, str], listener: str, protocol: str) -> SaslSe
                 raise SecurityConfigError(f"{key}: needs username= and password= (the node's own login for "
                                           f"its requests to the other voters, sasl.mechanism.controller.protocol)")
             login = SaslLogin(mech, username, password)
-    scram: tuple[ScramAccount, ...] = ()
+    scram: tuple[ScramArgument, ...] = ()
+    from_bootstrap: tuple[ScramCredential, ...] = ()
     path = props.get("reference.sasl.scram.credentials.file", "").strip()
     if any(m.startswith("SCRAM") for m in enabled):
-        if not path:
+        metadata_dir = metadata_dir_of(dict(props))
+        try:
+            boot = read_bootstrap(metadata_dir) if metadata_dir is not None else None
+        except BootstrapError as exc:
+            raise SecurityConfigError(f"{exc} (read for the SCRAM credentials kraft-tck format --add-scram "
+                                      "writes)") from None
+        if boot is not None:
+            from_bootstrap = tuple(c for c in boot.credentials if c.mechanism in enabled)
+        if not path and not from_bootstrap and not FORMATTING.get():
+            where = f"{metadata_dir}/bootstrap.checkpoint" if metadata_dir is not None else "bootstrap.checkpoint"
             raise SecurityConfigError(
-                "reference.sasl.scram.credentials.file: missing (SCRAM is enabled: the accounts it accepts, one "
-                "kafka-storage --add-scram argument a line, e.g. SCRAM-SHA-256=[name=node-1,password=...])")
-        scram = load_scram_file(Path(path), "reference.sasl.scram.credentials.file")
+                "reference.sasl.scram.credentials.file: missing, and " + where + " holds no SCRAM credential "
+                "(SCRAM is enabled: format with kraft-tck format --add-scram 'SCRAM-SHA-256=[name=...,password="
+                "...]', or name a file of such arguments, one a line)")
+        if path:
+            scram = load_scram_file(Path(path), "reference.sasl.scram.credentials.file")
         unused = [a for a in scram if a.mechanism not in enabled]
         if unused:
             raise SecurityConfigError(f"reference.sasl.scram.credentials.file: {unused[0].mechanism} credential for "
@@ -291,7 +295,7 @@ def parse_sasl(props: Mapping[str, str], listener: str, protocol: str) -> SaslSe
     if "PLAIN" in enabled and not plain_users:
         raise SecurityConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config: no "
                                   "user_<name>=\"password\" option: PLAIN would accept nobody")
-    return SaslSettings(enabled, login, tuple(plain_users), scram)
+    return SaslSettings(enabled, login, tuple(plain_users), scram, from_bootstrap)
 
 
 # ============================================================================================ SASL exchange

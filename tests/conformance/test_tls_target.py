@@ -158,3 +158,114 @@ def test_the_harness_reads_pkcs12_stores_and_its_sasl_server_and_client_agree(tm
     out = asyncio.run(run())
     assert out[:2] == ["ok 0", "ok 0"], out
     assert "refused the SASL PLAIN login as node: error 58" in out[2], out
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_a_secured_profile_sets_up_a_target_the_harness_passes(tmp_path: Path, mechanism: str) -> None:
+    """``kraft-tck profile --security SASL_SSL``, followed as its header says (a node started by hand): the
+    throw-away certificates, the target's properties, the format command (SCRAM accounts with --add-scram),
+    and the run with ``--target-command-config``; the security cases run (none skipped)."""
+    import os
+    import shlex
+    import signal
+
+    from kraft_tck.conformance.target import free_ports
+
+    p1, p2, p3 = free_ports(3)
+    cli = [sys.executable, "-m", "kraft_tck.reference.cli"]
+    profile = subprocess.run(
+        [*cli, "profile", "--harness-ports", f"{p2},{p3}", "--target-port", str(p1), "--data-dir",
+         str(tmp_path / "data"), "--security", "SASL_SSL", "--sasl-mechanism", mechanism, "--certs-dir",
+         str(tmp_path / "certs")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert profile.returncode == 0, profile.stderr
+    config = tmp_path / "server.properties"
+    config.write_text(profile.stdout)
+    header = [line[2:] for line in profile.stdout.splitlines() if line.startswith("# ")]
+    fmt = next(line for line in header if line.startswith("format: kraft-tck format"))
+    run = next(line for line in header if line.startswith("then run: pytest conformance"))
+    assert (" -S 'SCRAM-SHA-256=[name=harness," in fmt) == (mechanism != "PLAIN"), fmt
+    args = shlex.split(fmt.removeprefix("format: kraft-tck format").replace("$(kraft-tck random-uuid)",
+                                                                              "MkU3OEVBNTcwNTJENDM2Qg"))
+    done = subprocess.run([*cli, "format", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    node_out = (tmp_path / "node.out").open("wb")
+    node = subprocess.Popen([*cli, "node", "--config", str(config)], stdout=node_out, stderr=subprocess.STDOUT,
+                            cwd=REPO, start_new_session=True)
+    try:
+        harness_args = shlex.split(run.removeprefix("then run: pytest conformance"))
+        proc = _harness(*harness_args, *CASES)
+    finally:
+        os.killpg(node.pid, signal.SIGKILL)
+        node.wait(10)
+        node_out.close()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:] + (tmp_path / "node.out").read_text()[-2000:]
+    assert " passed" in out and "failed" not in out, out[-2000:]
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED") and "PROTOCOL/Security" in line]
+    assert skipped == [], skipped
+
+
+def test_profile_security_writes_certificates_and_a_command_config_both_sides_load(tmp_path: Path) -> None:
+    """In process: the secured profile's target properties load as the reference node's configuration, its
+    harness.properties as the harness's, the certificates verify each other (a TLS handshake on loopback, the
+    harness's identity mutual), a second run keeps the certificates, and the options are checked."""
+    import asyncio
+    import ssl as _ssl
+
+    from click.testing import CliRunner
+    from kraft_tck.conformance.security import TargetSecurity
+    from kraft_tck.reference.cli import main
+    from kraft_tck.reference.config import NodeConfig
+
+    certs = tmp_path / "certs"
+    base = ["profile", "--harness-ports", "19092,19093", "--data-dir", str(tmp_path / "data")]
+    out = CliRunner().invoke(main, [*base, "--security", "SSL", "--certs-dir", str(certs)])
+    assert out.exit_code == 0, out.output
+    props = dict(line.split("=", 1) for line in out.output.splitlines() if "=" in line and not line.startswith("#"))
+    cfg = NodeConfig.from_properties(props)
+    assert cfg.security_protocol == "SSL" and cfg.ssl is not None and cfg.authorizer is not None
+    assert cfg.authorizer.authorize("User:CN=harness", "CLUSTER_ACTION")
+    assert not cfg.authorizer.authorize("User:CN=intruder", "CLUSTER_ACTION")
+    sec = TargetSecurity.from_file(certs / "harness.properties")
+    assert sec.tls and not sec.sasl and sec.unauthorized_keystore == certs / "intruder.keystore.pem"
+    server_ctx = cfg.ssl.server_context()
+    seen: list[object] = []
+
+    async def handshake(ctx: _ssl.SSLContext | None) -> None:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(writer.get_extra_info("ssl_object").getpeercert())
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+            await asyncio.sleep(0.1)
+            writer.close()
+        finally:
+            server.close()
+
+    asyncio.run(handshake(sec.client_context()))  # host name 127.0.0.1 checked against the target's SAN
+    assert seen and seen[0] and ("commonName", "harness") in [t[0] for t in seen[0]["subject"]]  # type: ignore[index]
+    before = (certs / "ca.pem").read_bytes(), (certs / "node-1.keystore.pem").read_bytes()
+    out = CliRunner().invoke(main, [*base, "--security", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512",
+                                    "--certs-dir", str(certs)])
+    assert out.exit_code == 0, out.output
+    assert ((certs / "ca.pem").read_bytes(), (certs / "node-1.keystore.pem").read_bytes()) == before
+    sasl = TargetSecurity.from_file(certs / "harness.properties")
+    assert sasl.sasl and sasl.login is not None and sasl.login.username == "harness"
+    assert sasl.unauthorized_login is not None and sasl.unauthorized_login.username == "intruder"
+    # The target's own login is one the virtual voters accept (user_node-1 in the harness's JAAS options).
+    target_jaas = next(line for line in out.output.splitlines() if line.startswith("listener.name.controller."))
+    assert sasl.accounts is not None and 'username="node-1"' in target_jaas
+    # Kafka's variant: the same security, the format command with --add-scram.
+    out = CliRunner().invoke(main, [*base, "--kafka", "--security", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512",
+                                    "--certs-dir", str(certs)])
+    assert out.exit_code == 0 and "--add-scram 'SCRAM-SHA-512=[name=harness," in out.output, out.output
+    assert "listener.security.protocol.map=CONTROLLER:SASL_SSL" in out.output
+    assert "listener.security.protocol.map=CONTROLLER:PLAINTEXT" not in out.output
+    for args, words in (([*base, "--security", "SSL"], "--security SSL needs --certs-dir"),
+                        ([*base, "--certs-dir", str(certs)], "--certs-dir goes with --security")):
+        bad = CliRunner().invoke(main, args)
+        assert bad.exit_code == 2 and words in bad.output, bad.output
