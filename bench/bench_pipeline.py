@@ -48,14 +48,16 @@ from kraft_tck.traces.pipeline import synth
 EVENTS_PER_RUN = 20_000
 
 
-def corpus(root: Path, events: int) -> Path:
-    d = root / f"events-{events}"
+def corpus(root: Path, events: int, snapshots: bool = False) -> Path:
+    """``snapshots``: histories with KIP-630 snapshots, cleaned logs and installs (``synth_run(snapshots=True)``),
+    which the snapshot checks' windows then have to look at (without, they cost one aggregate each)."""
+    d = root / (f"events-{events}" + ("-snapshots" if snapshots else ""))
     marker = d / "_COMPLETE"
     if not marker.exists():
         shutil.rmtree(d, ignore_errors=True)
         runs = max(1, events // EVENTS_PER_RUN)
         t = time.perf_counter()
-        n = synth.write_corpus(d, runs, min(events, EVENTS_PER_RUN), seed=1000)
+        n = synth.write_corpus(d, runs, min(events, EVENTS_PER_RUN), seed=1000, snapshots=snapshots)
         marker.write_text(str(n))
         print(f"generated {n:,} events in {runs} files in {time.perf_counter() - t:.1f} s (not timed)", flush=True)
     return d
@@ -150,6 +152,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100k events and a small fan-out (make bench)")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "kraft-tck-bench-pipeline")
     ap.add_argument("--no-fanout", action="store_true")
+    ap.add_argument("--snapshots", action="store_true", help="corpora with KIP-630 snapshots, cleanings and installs")
     ap.add_argument("--only-fanout", action="store_true")
     ap.add_argument("--fanout-traces", type=Path, help="traces for the fan-out (default: simulated ones)")
     ap.add_argument("--fanout-seeds", type=int, help="simulated traces for the fan-out (default 20; --quick 4)")
@@ -158,16 +161,16 @@ def main() -> None:
     args.fanout_seeds = args.fanout_seeds or (4 if args.quick else 20)
     sizes = [] if args.only_fanout else args.events or ([100_000] if args.quick else [1_000_000, 10_000_000])
     for n in sizes:  # generate first: generation is not part of any figure
-        corpus(args.dir, n)
+        corpus(args.dir, n, args.snapshots)
     from kraft_tck.traces.pipeline.session import build_session
 
     rows = []
     spark = build_session()
     try:
         if sizes:
-            bench_spark(spark, corpus(args.dir, 20_000), args.dir / "out-warmup")
+            bench_spark(spark, corpus(args.dir, 20_000, args.snapshots), args.dir / "out-warmup")
         for n in sizes:
-            src = corpus(args.dir, n)
+            src = corpus(args.dir, n, args.snapshots)
             files = trace_files(src)
             for _ in range(args.repeat):
                 secs, cpu, accepted, timings = bench_spark(spark, src, args.dir / f"out-{n}")

@@ -33,13 +33,15 @@ GOAL = 50_000
 
 
 def measure(
-    nodes: int, brokers: int, seeds: int, duration_ms: int, profile: str, out: Path | None
+    nodes: int, brokers: int, seeds: int, duration_ms: int, profile: str, out: Path | None,
+    snapshot_bytes: int | None = None,
 ) -> tuple[int, float, float, int]:
     """(events, wall seconds, CPU seconds, violations) over ``seeds`` seeds."""
     events = violations = 0
     started, cpu = time.perf_counter(), time.process_time()
     for seed in range(seeds):
-        config = SimConfig(seed=seed, nodes=nodes, duration_ms=duration_ms, profile=profile, brokers=brokers)
+        config = SimConfig(seed=seed, nodes=nodes, duration_ms=duration_ms, profile=profile, brokers=brokers,
+                           snapshot_bytes=snapshot_bytes)
         result = simulate(config, None if out is None else out / f"n{nodes}-b{brokers}-seed-{seed}.ndjson")
         events += result.events
         violations += result.violation is not None
@@ -66,12 +68,14 @@ class _TimedCore(KRaftCore):
             _TimedCore.cpu += time.process_time() - started
 
 
-def core_share(brokers: int, seeds: int, duration_ms: int, profile: str, out: Path) -> tuple[int, float, float]:
+def core_share(brokers: int, seeds: int, duration_ms: int, profile: str, out: Path,
+               snapshot_bytes: int | None = None) -> tuple[int, float, float]:
     """(events, CPU seconds, of which in the cores' step and tick) for traced 3-node seeds."""
     _TimedCore.cpu = 0.0
     events, cpu = 0, time.process_time()
     for seed in range(seeds):
-        config = SimConfig(seed=seed, nodes=3, duration_ms=duration_ms, profile=profile, brokers=brokers)
+        config = SimConfig(seed=seed, nodes=3, duration_ms=duration_ms, profile=profile, brokers=brokers,
+                           snapshot_bytes=snapshot_bytes)
         events += simulate(config, out / f"timed-seed-{seed}.ndjson", core_class=_TimedCore).events
     return events, time.process_time() - cpu, _TimedCore.cpu
 
@@ -90,13 +94,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=60, help="virtual seconds per seed")
-    parser.add_argument("--faults", default="default", choices=["none", "default", "heavy"])
+    parser.add_argument("--faults", default="default", choices=["none", "default", "heavy", "reconnect", "snapshots"])
+    parser.add_argument("--snapshot-bytes", type=int, default=None,
+                        help="KIP-630 snapshots every N committed bytes (0: off; default: the fault profile's)")
     parser.add_argument("--brokers", type=int, default=SimConfig(seed=0).brokers,
                         help="simulated brokers in the rows with brokers (default: the simulator's default)")
     parser.add_argument("--profile-top", type=int, default=0, help="print the N hottest functions (cProfile)")
     args = parser.parse_args()
     duration_ms = args.duration * 1000
-    print(f"simulator: {args.seeds} seeds x {args.duration}s virtual, faults={args.faults}, goal {GOAL:,} events/s")
+    snaps = "profile's" if args.snapshot_bytes is None else args.snapshot_bytes
+    print(f"simulator: {args.seeds} seeds x {args.duration}s virtual, faults={args.faults}, snapshot bytes {snaps}, "
+          f"goal {GOAL:,} events/s")
     print(f"{'nodes':>5} {'brokers':>7} {'tracing':>8} {'events':>10} {'wall s':>8} {'events/s':>10} {'goal':>6} "
           f"{'cpu s':>7} {'events/cpu-s':>12} {'cpu goal':>8} {'violations':>10}")
     with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
@@ -105,7 +113,8 @@ def main() -> None:
             for brokers in (0, args.brokers):
                 for tracing in (False, True):
                     events, wall, cpu, bad = measure(
-                        nodes, brokers, args.seeds, duration_ms, args.faults, out if tracing else None
+                        nodes, brokers, args.seeds, duration_ms, args.faults, out if tracing else None,
+                        args.snapshot_bytes,
                     )
                     rate = events / wall if wall > 0 else 0.0
                     cpu_rate = events / cpu if cpu > 0 else 0.0
@@ -115,7 +124,8 @@ def main() -> None:
                         f"{nodes:>5} {brokers:>7} {'on' if tracing else 'off':>8} {events:>10,} {wall:>8.2f} "
                         f"{rate:>10,.0f} {verdict:>6} {cpu:>7.2f} {cpu_rate:>12,.0f} {cpu_verdict:>8} {bad:>10}"
                     )
-        events, cpu, in_core = core_share(args.brokers, args.seeds, duration_ms, args.faults, out)
+        events, cpu, in_core = core_share(args.brokers, args.seeds, duration_ms, args.faults, out,
+                                          args.snapshot_bytes)
         print(f"\nwhere the CPU goes (3 nodes, {args.brokers} brokers, tracing on, core entry points timed):")
         share = in_core / cpu if cpu > 0 else 0.0
         print(f"{'events':>10} {'cpu s':>7} {'in cores':>8} {'elsewhere':>9} {'events/cpu-s':>12} "

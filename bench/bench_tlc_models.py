@@ -1,7 +1,8 @@
 """TLC on kraft-tck's bounded model beside a public KRaft model at a comparable bound.
 
 Run: ``python bench/bench_tlc_models.py [--public-model PATH] [--workers 2] [--timeout 600]``
-(``--quick``: MCKRaftSmall.cfg beside the public model at one election).
+(``--quick``: MCKRaftSmall.cfg beside the public model at one election; ``--snapshots``: also a row for
+tla/MCKRaftSnapshot.cfg, the KIP-630 model with snapshots on, about 3 minutes on one worker).
 
 Side by side, the same TLC (the jar kraft_tck.tla.tlc finds), the same JVM options and workers:
 
@@ -33,6 +34,8 @@ import tempfile
 from pathlib import Path
 
 from kraft_tck.tla.tlc import DEFAULT_CONFIG, SMALL_CONFIG, SPEC_DIR, TlcResult, run_tlc
+
+SNAPSHOT_CONFIG = "MCKRaftSnapshot.cfg"
 
 HERE = Path(__file__).resolve().parent
 PUBLIC_DIR = HERE / "public_models"
@@ -111,6 +114,7 @@ def main() -> None:
         help="seconds per model; a check still running is stopped and reported with the lower bounds it reached",
     )
     parser.add_argument("--quick", action="store_true", help="MCKRaftSmall.cfg and one election")
+    parser.add_argument("--snapshots", action="store_true", help=f"also check {SNAPSHOT_CONFIG} (KIP-630)")
     args = parser.parse_args()
     config = SMALL_CONFIG if args.quick else DEFAULT_CONFIG
     elections = 1 if args.quick else 2
@@ -137,6 +141,11 @@ def main() -> None:
         if theirs is None
         else {"max_elections": elections, **figures(theirs), "seconds": round(theirs.seconds, 1), "ok": theirs.ok},
     }
+    if args.snapshots:
+        snap = run_tlc(config=SNAPSHOT_CONFIG, workers=args.workers, timeout=args.timeout)
+        print(row("snapshots", our_bound(SNAPSHOT_CONFIG), snap), flush=True)
+        summary["kraft-tck-snapshots"] = {
+            "config": SNAPSHOT_CONFIG, **figures(snap), "seconds": round(snap.seconds, 1), "ok": snap.ok}
     print(json.dumps(summary))
 
 

@@ -101,14 +101,17 @@ def write_session_traces(
     virtual: set[int],
     target_id: int,
     lives: set[int] | None = None,
+    cut_at: dict[int, int] | None = None,
 ) -> list[SessionTrace]:
     """One harness trace per life of the target (or per life in ``lives``), with the cases it spans and the
-    kill -9 restarts of the target (``targetRestarts``: the seq of the first event after each) in its header."""
+    kill -9 restarts of the target (``targetRestarts``: the seq of the first event after each) in its header.
+    ``cut_at`` maps a life to the index in ``log.entries`` where traffic the black-box model has no steps for
+    begins: that life's trace ends just before it (a life with nothing before its cut gets no trace)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[SessionTrace] = []
     by_life: dict[int, list[tuple[int, LoggedFrame]]] = {}
     for k, e in enumerate(list(log.entries)):  # a copy: the harness's loop may be logging a later life
-        if lives is None or e.life in lives:
+        if (lives is None or e.life in lives) and (cut_at is None or k < cut_at.get(e.life, k + 1)):
             by_life.setdefault(e.life, []).append((k, e))
     for life, entries in sorted(by_life.items()):
         events: list[dict[str, Any]] = []

@@ -180,17 +180,23 @@ def fetch_response(
     batches: list[RecordBatch] | tuple[RecordBatch, ...] = (),
     diverging: tuple[int, int] | None = None,
     leader: tuple[int, int] = (-1, -1),
+    snapshot_id: tuple[int, int] | None = None,
+    log_start: int = 0,
 ) -> Body:
+    """``snapshot_id``: (EndOffset, Epoch) of the snapshot a follower must fetch (KIP-630), ``log_start``:
+    the leader's log start offset."""
     part: Body = {
         "PartitionIndex": 0,
         "ErrorCode": int(error),
         "HighWatermark": high_watermark,
-        "LogStartOffset": 0,
+        "LogStartOffset": log_start,
         "CurrentLeader": {"LeaderId": leader[0], "LeaderEpoch": leader[1]},
         "Records": encode_batches(batches) if batches else b"",
     }
     if diverging is not None:
         part["DivergingEpoch"] = {"Epoch": diverging[0], "EndOffset": diverging[1]}
+    if snapshot_id is not None:
+        part["SnapshotId"] = {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]}
     topic: Body = {"TopicId": METADATA_TOPIC_ID} if version >= 13 else {"Topic": METADATA_TOPIC}
     topic["Partitions"] = [part]
     return {"ThrottleTimeMs": 0, "ErrorCode": int(top_error), "SessionId": 0, "Responses": [topic]}
@@ -256,6 +262,10 @@ def error_name(code: int) -> str:
 
 def describe(api: str, kind: str, body: Body) -> str:
     """A one-line summary of a message for sequence diagrams and failure text."""
+    if api == "FetchSnapshot":
+        from kraft_tck.conformance.snapshots import describe as describe_fetch_snapshot
+
+        return describe_fetch_snapshot(kind, body)
     part = partition_or_none(body) or {}
     if kind == "request":
         if api == "Vote":
@@ -311,9 +321,14 @@ def describe(api: str, kind: str, body: Body) -> str:
         recs = f"[{batches[0].base_offset}..{batches[-1].last_offset}]" if batches else "[]"
         div = diverging_of(part)
         leader = part.get("CurrentLeader") or {}
+        sid = part.get("SnapshotId") or {}
+        snap = (sid.get("EndOffset"), sid.get("Epoch")) if sid and sid.get("EndOffset", -1) != -1 else None
+        start = part.get("LogStartOffset")
         return (
             f"{err}Fetch→({perr_s}HW={part.get('HighWatermark')}, records={recs}"
-            f"{f', diverging={div}' if div else ''}, leader={leader.get('LeaderId')}/{leader.get('LeaderEpoch')})"
+            f"{f', diverging={div}' if div else ''}{f', snapshotId={snap}' if snap else ''}"
+            f"{f', logStart={start}' if isinstance(start, int) and start > 0 else ''}"
+            f", leader={leader.get('LeaderId')}/{leader.get('LeaderEpoch')})"
         )
     if api == "DescribeQuorum":
         return (

@@ -397,7 +397,8 @@ class Session:
             files = self.target.trace_lives[life] if life < len(self.target.trace_lives) else []
             # the session log of that life is complete: later frames go to later lives
             traces = write_session_traces(
-                self.quorum.session, out, header, set(self.quorum.voters), self.target.node_id, lives={life}
+                self.quorum.session, out, header, set(self.quorum.voters), self.target.node_id, lives={life},
+                cut_at=self.target.blackbox_cut_at,
             )
             if life in self.target.unmodelled_lives:  # e.g. run as an observer: tla/ models a voter target
                 files, traces = [], []

@@ -61,6 +61,8 @@ CAPABILITIES: dict[str, str] = {
     "broker-rpcs": "the target handles BrokerRegistration / BrokerHeartbeat (KIP-631)",
     "observer": "the harness can relaunch the target as an observer: process.roles=broker, its id not in "
     "controller.quorum.voters, the same listener (KIP-595 observers)",
+    "snapshots": "the target writes snapshots of its committed log and cleans the log below them (KIP-630), sooner "
+    "when launched with the profile's snapshot_properties",
 }
 #: The shipped profiles (``--target-profile NAME``); any other value is a YAML file path.
 PROFILE_NAMES = ("kafka", "reference")
@@ -81,6 +83,9 @@ class TargetProfile:
     capabilities: frozenset[str] = frozenset()
     facts: dict[str, float | int | str] = field(default_factory=dict)
     timeouts: Timeouts | None = None
+    #: Kafka properties that make the target snapshot and clean its log soon (KIP-630), written into the
+    #: properties of a target the harness launches for the snapshot cases (``snapshot_properties:``)
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
 
     def supports(self, capability: str) -> bool:
         if capability not in CAPABILITIES:
@@ -133,6 +138,10 @@ def load_profile(name_or_path: str) -> TargetProfile:
         ):
             raise ProfileError(f"{path}: timeouts must map some of {sorted(names)} to positive integers (ms)")
         timeouts = Timeouts(**raw_t)
+    snap = doc.get("snapshot_properties") or {}
+    scalar = (str, int)
+    if not isinstance(snap, dict) or not all(isinstance(v, scalar) and not isinstance(v, bool) for v in snap.values()):
+        raise ProfileError(f"{path}: snapshot_properties must map Kafka property names to values, got {snap!r}")
     return TargetProfile(
         name=str(doc.get("name") or path.stem),
         source=str(path) if name_or_path not in PROFILE_NAMES else name_or_path,
@@ -140,6 +149,7 @@ def load_profile(name_or_path: str) -> TargetProfile:
         capabilities=frozenset(k for k, v in caps.items() if v),
         facts=dict(facts),
         timeouts=timeouts,
+        snapshot_properties={str(k): str(v) for k, v in snap.items()},
     )
 
 
@@ -417,6 +427,9 @@ class Target:
     security: TargetSecurity | None = None
     #: Launch it as an observer (``target_properties``): a case sets this around a relaunch, then clears it.
     observer: bool = False
+    #: More properties for the next launches (e.g. the profile's snapshot_properties): a case sets them around
+    #: a relaunch, then clears them.
+    extra_properties: dict[str, str] = field(default_factory=dict)
     #: Lives (wiped launches, counted from 0) that TLC does not validate: the tla/ models describe a voter
     #: target, so a life run as an observer is judged by its case alone.
     unmodelled_lives: set[int] = field(default_factory=set)
@@ -424,6 +437,9 @@ class Target:
     #: instant its answer left it can have a heartbeat of its old epoch read by the harness only after the
     #: relaunch, which the black-box model has no step for yet (KIP-595/CrashWindow/3).
     blackbox_unmodelled_lives: set[int] = field(default_factory=set)
+    #: Life -> index into the session log where traffic the black-box model has no steps for begins, in a life
+    #: shared with other cases (a target the harness cannot relaunch): that life is checked up to there.
+    blackbox_cut_at: dict[int, int] = field(default_factory=dict)
     _ssl: SSLContext | None = field(default=None, init=False, repr=False)
 
     def capability_missing(self, capability: str) -> str | None:
@@ -552,6 +568,7 @@ class CommandTarget(Target):
     def write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = target_properties(self.layout, self.timeouts, self.data_dir, self.observer)
+        props.update(self.extra_properties)
         self.config_path.write_text(render_properties(props, header="kraft-tck conformance target"), "utf-8")
 
     def start(self, formatted: bool = True) -> None:
@@ -690,6 +707,7 @@ class ContainerTarget(Target):
         data = self.workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
         props = target_properties(self.layout, self.timeouts, "/var/lib/kraft", self.observer)
+        props.update(self.extra_properties)
         (self.workdir / "server.properties").write_text(render_properties(props), "utf-8")
         c = DockerContainer(self.image)
         c.with_kwargs(network_mode="host")

@@ -30,6 +30,7 @@ from ssl import SSLContext
 from typing import Any
 
 from kraft_tck.conformance import bodies as B
+from kraft_tck.conformance import snapshots as S
 from kraft_tck.conformance.security import Login, SaslAccounts
 from kraft_tck.conformance.transport import KafkaClient, KafkaServer, RequestError, ServerRequest
 from kraft_tck.spec import codec
@@ -196,11 +197,18 @@ class SessionLog:
 
 
 class VLog:
-    """The virtual voters' log: batches in offset order from 0, with Kafka's epoch-end-offset rule."""
+    """The virtual voters' log: batches in offset order from 0, with Kafka's epoch-end-offset rule.
+
+    A virtual leader may also hold a snapshot of a committed prefix (KIP-630): ``take_snapshot`` builds it
+    and moves ``start`` (the log start offset a virtual leader serves from) to its end offset. The batches
+    below ``start`` stay in the harness's memory (the harness's own history of the quorum); a virtual
+    leader no longer serves them: a Fetch below ``start`` is answered with the snapshot's id."""
 
     def __init__(self) -> None:
         self.batches: list[RecordBatch] = []
         self.committed = 0  # the highest high watermark the harness announced or was told
+        self.start = 0  # the log start offset a virtual leader serves from (KIP-630)
+        self.snapshot: S.HarnessSnapshot | None = None
         # who writes (the virtual leader, Quorum.set_leader) and the voter set, for its LeaderChange records
         self.writer_id = -1
         self.voters: list[int] = []
@@ -260,7 +268,46 @@ class VLog:
         return 0
 
     def read(self, offset: int, limit: int = 64) -> list[RecordBatch]:
-        return [b for b in self.batches if b.last_offset >= offset][:limit]
+        return [b for b in self.batches if b.last_offset >= max(offset, self.start)][:limit]
+
+    def take_snapshot(self, end_offset: int | None = None) -> S.HarnessSnapshot:
+        """A snapshot of the committed prefix [0, ``end_offset``) (default: the committed offset), as a Kafka
+        controller writes one: its state (FeatureLevelRecord(metadata.version) once the log holds it), the id
+        (end offset, epoch of the record before it); the log start moves to its end (KIP-630 "When to Increase
+        the LogStartOffset")."""
+        end = self.committed if end_offset is None else end_offset
+        if end > self.committed or end <= 0:
+            raise HarnessError(f"snapshot at {end}: must be committed (<= {self.committed}) and past offset 0")
+        if not any(b.last_offset + 1 == end for b in self.batches):
+            raise HarnessError(f"snapshot at {end}: not a batch boundary of the harness log")
+        below = [b for b in self.batches if b.last_offset < end]
+        state = [METADATA_VERSION_VALUE] if any(
+            r.value == METADATA_VERSION_VALUE for b in below if not b.is_control for r in b.records
+        ) else []
+        self.snapshot = S.build_snapshot(end, self.epoch_at(end - 1), state, below[-1].max_timestamp)
+        self.start = end
+        return self.snapshot
+
+    def forget_snapshot(self) -> None:
+        """Serve the whole log again, from offset 0 (between cases: a fresh target catches up by Fetch)."""
+        self.snapshot, self.start = None, 0
+
+    def validate_fetch(self, offset: int, last_fetched_epoch: int) -> tuple[str, tuple[int, int] | None]:
+        """How a leader with this log answers Fetch(``offset``, ``last_fetched_epoch``), as Kafka's
+        KafkaRaftClient.tryCompleteFetchRequest / ReplicatedLog.validateOffsetAndEpoch:
+        ("snapshot", id) — FetchOffset 0 while a snapshot exists, or below the log start, or at it with
+        another epoch than the snapshot's, or a LastFetchedEpoch below the snapshot's epoch;
+        ("diverging", (epoch, end)) — KIP-595 "Fetch Request Handling" 3; ("valid", None) otherwise."""
+        snap = self.snapshot
+        if snap is not None and (
+            offset == 0
+            or offset < self.start
+            or (offset == self.start and last_fetched_epoch != snap.epoch)
+            or last_fetched_epoch < snap.epoch
+        ):
+            return "snapshot", snap.id
+        div = self.diverging(offset, last_fetched_epoch)
+        return ("diverging", div) if div is not None else ("valid", None)
 
     def append_metadata(self, epoch: int, count: int, commit: bool = True) -> None:
         """``count`` metadata records as a virtual leader writes them: a valid KRaft metadata log that a
@@ -380,6 +427,11 @@ class VirtualVoter:
     #: granted?; None: the harness's rule (``_pre_vote_granted``). A pre-vote never records a vote.
     pre_vote_policy: VotePolicy | None = None
     vote_hook: VoteHook | None = None
+    #: a virtual leader serves at most this many bytes of its snapshot per FetchSnapshot answer (KIP-630:
+    #: "up to at most MaxBytes"; less is allowed), so a target downloads it in several chunks
+    snapshot_chunk_bytes: int = 1 << 20
+    #: overrides a virtual leader's FetchSnapshot answer: (request body, version) -> response body, or None
+    fetch_snapshot_hook: FetchHook | None = None
     #: the epoch this voter resigned with EndQuorumEpoch (-1: none): a resigned leader is no live leader
     resigned_epoch: int = -1
     votes: dict[int, int] = field(default_factory=dict)  # epoch -> candidate: a virtual voter votes once
@@ -392,6 +444,7 @@ class VirtualVoter:
         ranges = {k: codec.supported_versions(k) for k in B.KRAFT_APIS.values()}
         lo, hi = ranges[B.FETCH]
         ranges[B.FETCH] = (max(lo, B.MIN_FETCH_VERSION), hi)
+        ranges[S.FETCH_SNAPSHOT] = codec.supported_versions(S.FETCH_SNAPSHOT)  # KIP-630: a leader serves snapshots
         self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server,
                                   ssl=self.quorum.server_ssl, sasl=self.quorum.server_sasl)
         try:
@@ -467,6 +520,8 @@ class VirtualVoter:
             return B.election_response(req.api_key, int(part.get("LeaderId", -1)), epoch)
         if req.api_key == B.FETCH:
             return await self._serve_fetch(req.body, req.api_version)
+        if req.api_key == S.FETCH_SNAPSHOT:
+            return self._serve_fetch_snapshot(req.body, req.api_version)
         if req.api_key == B.DESCRIBE_QUORUM:
             return B.describe_quorum_response(q.leader_id, q.known_epoch, Errors.NOT_LEADER_OR_FOLLOWER)
         return None
@@ -515,14 +570,55 @@ class VirtualVoter:
                 return B.fetch_response(version, error=Errors.UNKNOWN_LEADER_EPOCH, leader=(self.node_id, epoch))
             offset, lfe = int(part["FetchOffset"]), int(part["LastFetchedEpoch"])
             hw = min(q.log.committed, q.log.end)
-            div = q.log.diverging(offset, lfe)
-            if div is not None:
-                return B.fetch_response(version, high_watermark=hw, diverging=div, leader=(self.node_id, epoch))
+            start = q.log.start
+            kind, at = q.log.validate_fetch(offset, lfe)
+            if kind == "snapshot":  # KIP-630 "Handling Fetch Request": fetch the snapshot first
+                return B.fetch_response(version, high_watermark=hw, snapshot_id=at, log_start=start,
+                                        leader=(self.node_id, epoch))
+            if kind == "diverging":
+                return B.fetch_response(version, high_watermark=hw, diverging=at, log_start=start,
+                                        leader=(self.node_id, epoch))
             batches = q.log.read(offset)
             left = deadline - time.monotonic()
             if batches or left <= 0 or offset < hw:
-                return B.fetch_response(version, high_watermark=hw, batches=batches, leader=(self.node_id, epoch))
+                return B.fetch_response(version, high_watermark=hw, batches=batches, log_start=start,
+                                        leader=(self.node_id, epoch))
             await q.wait_change(left)
+
+    def _serve_fetch_snapshot(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        """KIP-630 "Fetch Snapshot" request handling as Kafka's leader (KafkaRaftClient.handleFetchSnapshotRequest):
+        the cluster id, then the leader epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
+        NOT_LEADER_OR_FOLLOWER), the snapshot (SNAPSHOT_NOT_FOUND), the position (POSITION_OUT_OF_RANGE), then
+        the bytes from Position, at most min(MaxBytes, ``snapshot_chunk_bytes``)."""
+        q = self.quorum
+        if self.fetch_snapshot_hook is not None:
+            scripted = self.fetch_snapshot_hook(body, version)
+            if scripted is not None:
+                return scripted
+        cid = body.get("ClusterId")
+        if cid is not None and q.cluster_id is not None and cid != q.cluster_id:
+            return S.fetch_snapshot_response(top_error=Errors.INCONSISTENT_CLUSTER_ID)
+        part = B.partition(body)
+        leading = q.leader_id == self.node_id
+        epoch = q.leader_epoch if leading else q.known_epoch
+        leader = (q.leader_id, epoch)
+        req_epoch = int(part.get("CurrentLeaderEpoch", -1))
+        if req_epoch < epoch:
+            return S.fetch_snapshot_response(error=Errors.FENCED_LEADER_EPOCH, leader=leader)
+        if req_epoch > epoch:
+            return S.fetch_snapshot_response(error=Errors.UNKNOWN_LEADER_EPOCH, leader=leader)
+        if not leading:
+            return S.fetch_snapshot_response(error=Errors.NOT_LEADER_OR_FOLLOWER, leader=leader)
+        snap = q.log.snapshot
+        sid = S.snapshot_id_of(part)
+        if snap is None or sid != snap.id:
+            return S.fetch_snapshot_response(error=Errors.SNAPSHOT_NOT_FOUND, leader=leader)
+        pos = int(part.get("Position", -1))
+        if pos < 0 or pos >= snap.size:
+            return S.fetch_snapshot_response(error=Errors.POSITION_OUT_OF_RANGE, leader=leader)
+        n = max(1, min(int(body.get("MaxBytes", 0x7FFFFFFF)), self.snapshot_chunk_bytes))
+        return S.fetch_snapshot_response(snapshot_id=snap.id, leader=leader, size=snap.size, position=pos,
+                                         chunk=snap.data[pos : pos + n])
 
     # ---------------------------------------------------------------- talking to the target
 
@@ -612,6 +708,24 @@ class VirtualVoter:
             B.FETCH,
             lambda v: B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms),
             timeout_s=timeout_s or (self.quorum.request_timeout_s + max_wait_ms / 1000),
+        )
+        return resp
+
+    async def fetch_snapshot(
+        self,
+        epoch: int,
+        snapshot_id: tuple[int, int],
+        position: int,
+        *,
+        max_bytes: int = 0x7FFFFFFF,
+        replica_id: int | None = None,
+        cluster_id: Any = "default",
+    ) -> dict[str, Any]:
+        """A FetchSnapshot (KIP-630) to the target, as this voter (``replica_id``: another replica)."""
+        cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
+        rid = self.node_id if replica_id is None else replica_id
+        _, resp = await self.request(
+            S.FETCH_SNAPSHOT, lambda _v: S.fetch_snapshot_request(cid, rid, epoch, snapshot_id, position, max_bytes)
         )
         return resp
 
@@ -757,6 +871,8 @@ class Quorum:
         for v in self.voters.values():
             v.vote_policy = refuse_all
             v.fetch_hook = None
+            v.fetch_snapshot_hook = None
+            v.snapshot_chunk_bytes = 1 << 20
             v.pre_vote_policy = None
             v.vote_hook = None
             v.resigned_epoch = -1
@@ -765,5 +881,6 @@ class Quorum:
             v.silent_votes = False
         if self.leader_id != -1:
             self.set_leader(-1, -1)
+        self.log.forget_snapshot()
         self.frames = FrameLog()
         return self.frames

@@ -17,6 +17,19 @@ it, and so can the conformance scenarios. What it does, in KIP-631's words:
 * ``stop()`` just stops — to the controller that is a crashed broker whose session will expire.
 
 ``read_registry`` is the same log reader used once, for ``kraft-tck quorum ... describe --brokers``.
+
+Once the leader has snapshotted and cleaned its log (KIP-630), the log no longer starts at 0: a Fetch below the
+log start (or from 0 while a snapshot exists) is answered with a ``SnapshotId`` and no records. The reader then
+does what Kafka's followers and observers do (``KafkaRaftClient.handleFetchResponse`` /
+``handleFetchSnapshotResponse``): it asks for that snapshot with FetchSnapshot, chunk by chunk from Position 0
+until Size, validates the whole file (``snapshot.decode_snapshot``), rebuilds the registry from it
+(``BrokerRegistry.from_snapshot``) and fetches the log from the snapshot's end offset on. SNAPSHOT_NOT_FOUND (the
+leader made a newer snapshot and deleted this one meanwhile) starts again from a Fetch, as Kafka does; any other
+problem (POSITION_OUT_OF_RANGE, a chunk that does not fit, a corrupt snapshot) is a ``BrokerError`` naming it,
+and the registry is left as it was — never half a snapshot.
+
+Every connection speaks the client security in force (``quorum_client.CLIENT_SECURITY``: TLS and SASL from
+``--command-config``), or the ``security`` a ``BrokerClient`` is given.
 """
 
 from __future__ import annotations
@@ -28,15 +41,25 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kraft_tck.reference import wire
 from kraft_tck.reference.controller import BROKER_HEARTBEAT, BROKER_REGISTRATION
-from kraft_tck.reference.messages import FetchRequest
+from kraft_tck.reference.messages import (
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    SnapshotId,
+)
 from kraft_tck.reference.net import KafkaClient, RequestError
-from kraft_tck.reference.quorum_client import QuorumError, QuorumInfo
+from kraft_tck.reference.quorum_client import CLIENT_SECURITY, QuorumError, QuorumInfo, new_client, secured
 from kraft_tck.reference.quorum_client import find_leader as quorum_find_leader
-from kraft_tck.reference.registry import BrokerRegistration, BrokerRegistry, BrokerState
+from kraft_tck.reference.registry import BrokerRegistration, BrokerRegistry, BrokerState, RegistryError
+from kraft_tck.reference.security import ClientSecurity
+from kraft_tck.reference.snapshot import decode_snapshot, snapshot_filename
+from kraft_tck.reference.storage import CorruptFileError
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import RecordBatch
 
@@ -77,9 +100,15 @@ async def find_leader(endpoints: Sequence[Endpoint], timeout_s: float) -> tuple[
 # ============================================================================================ the log reader
 
 
+class SnapshotGone(BrokerError):
+    """SNAPSHOT_NOT_FOUND in the middle of a download: the leader has a newer snapshot and deleted this one
+    (Kafka's ``handleFetchSnapshotResponse`` then drops the download and sends a Fetch again)."""
+
+
 @dataclass
 class MetadataReader:
-    """Replays the committed prefix of ``__cluster_metadata`` (read from the leader) into a registry."""
+    """Replays the committed prefix of ``__cluster_metadata`` (read from the leader) into a registry; starts from
+    the leader's snapshot when the leader says so (see the module docstring)."""
 
     replica_id: int = -1  # -1: a tool; a broker fetches as an observer under its own id, as Kafka's do
     cluster_id: str | None = None
@@ -87,6 +116,13 @@ class MetadataReader:
     high_watermark: int = 0
     _last_epoch: int = 0  # epoch of the record before registry.next_offset (0: none yet, as Kafka)
     on_change: Callable[[BrokerRegistration | None, int], None] | None = None
+    #: FetchSnapshot MaxBytes: the most one chunk carries (Kafka's followers use their fetch max bytes).
+    snapshot_max_bytes: int = 1 << 20
+    #: Snapshots loaded, in order; FetchSnapshot chunks received; downloads dropped on SNAPSHOT_NOT_FOUND.
+    snapshots_loaded: list[SnapshotId] = field(default_factory=list)
+    snapshot_chunks: int = 0
+    snapshot_restarts: int = 0
+    _gone_in_a_row: int = 0
 
     @property
     def metadata_offset(self) -> int:
@@ -94,7 +130,9 @@ class MetadataReader:
         return self.registry.next_offset - 1
 
     async def fetch_once(self, client: KafkaClient, leader_epoch: int, max_wait_ms: int, timeout_s: float) -> int:
-        """One Fetch from the leader; applies what is committed; returns the leader's high watermark."""
+        """One Fetch from the leader; applies what is committed; returns the leader's high watermark. An answer
+        with a SnapshotId downloads and loads that snapshot instead (the next Fetch goes on from its end); if the
+        leader deleted it meanwhile (SNAPSHOT_NOT_FOUND) nothing changes and the next Fetch starts over."""
         version = client.best_version(wire.FETCH)
         req = FetchRequest(
             cluster_id=self.cluster_id,
@@ -108,12 +146,100 @@ class MetadataReader:
         body = await client.request(wire.FETCH, version, wire.request_to_body(req, version),
                                     timeout_s + max_wait_ms / 1000)
         resp = wire.response_from_kafka(wire.FETCH, version, body)
+        assert isinstance(resp, FetchResponse)
         error = resp.error if resp.error != Errors.NONE else resp.partition_error
         if error != Errors.NONE or resp.diverging_epoch is not None:
             raise BrokerError(f"Fetch from the leader: {error.name}, diverging {resp.diverging_epoch}")
         self.high_watermark = max(self.high_watermark, resp.high_watermark)
+        if resp.snapshot_id is not None:
+            try:
+                await self.load_snapshot(client, leader_epoch, resp.snapshot_id, timeout_s)
+            except SnapshotGone as exc:
+                self.snapshot_restarts += 1
+                self._gone_in_a_row += 1
+                log.info("%s; fetching again", exc)
+                if self._gone_in_a_row > 1:  # the first time at once (Kafka); then do not spin on the leader
+                    await asyncio.sleep(min(0.01 * self._gone_in_a_row, 0.2))
+            else:
+                self._gone_in_a_row = 0
+            return resp.high_watermark
         self._apply(resp.batches)
         return resp.high_watermark
+
+    # ------------------------------------------------------------------------------------ snapshots (KIP-630)
+
+    async def load_snapshot(self, client: KafkaClient, leader_epoch: int, sid: SnapshotId, timeout_s: float) -> None:
+        """Download snapshot ``sid`` from the leader (FetchSnapshot from Position 0 until Size, all on this one
+        connection), validate it whole and make the registry the snapshot's. Raises ``SnapshotGone`` on
+        SNAPSHOT_NOT_FOUND and ``BrokerError`` on anything else that is wrong; the registry is then unchanged."""
+        where = f"snapshot {sid.end_offset}-{sid.epoch} from {client.peer}"
+        if sid.end_offset < 0 or sid.epoch < 0:
+            raise BrokerError(f"the leader {client.peer} answered the Fetch with an invalid SnapshotId {sid}")
+        if sid in self.snapshots_loaded and self.registry.next_offset == sid.end_offset:
+            # Kafka's follower never downloads a snapshot it holds; a leader pointing at it again would loop.
+            raise BrokerError(f"the leader {client.peer} sent {where} again, at its end offset")
+        data = await self._download(client, leader_epoch, sid, where, timeout_s)
+        try:
+            snap = decode_snapshot(Path(client.peer) / snapshot_filename(sid), data, sid)
+        except CorruptFileError as exc:
+            raise BrokerError(f"{where} is not a valid snapshot: {exc.problem}") from None
+        try:
+            loaded = BrokerRegistry.from_snapshot(sid.end_offset, (r for b in snap.batches for r in b.records))
+        except RegistryError as exc:
+            raise BrokerError(f"{where} holds a registry that does not apply: {exc}") from None
+        before = {b.broker_id: b for b in self.registry.brokers()}
+        self.registry.replace_with(loaded)
+        self._last_epoch = sid.epoch
+        self.high_watermark = max(self.high_watermark, sid.end_offset)
+        self.snapshots_loaded.append(sid)
+        log.info("loaded %s (%d bytes, %d brokers)", where, len(data), len(loaded))
+        if self.on_change is not None:
+            after = {b.broker_id: b for b in loaded.brokers()}
+            for broker_id in sorted(before.keys() | after.keys()):
+                if before.get(broker_id) != after.get(broker_id):
+                    self.on_change(after.get(broker_id), broker_id)
+
+    async def _download(self, client: KafkaClient, leader_epoch: int, sid: SnapshotId, where: str,
+                        timeout_s: float) -> bytes:
+        chunks: list[bytes] = []
+        position, size = 0, -1
+        while size < 0 or position < size:
+            resp = await self.fetch_snapshot_chunk(client, leader_epoch, sid, position, timeout_s)
+            if resp.error != Errors.NONE:
+                raise BrokerError(f"FetchSnapshot of {where}: {resp.error.name}")
+            # Kafka's order: any other error first (maybeHandleCommonResponse), then SNAPSHOT_NOT_FOUND or no id.
+            if resp.partition_error not in (Errors.NONE, Errors.SNAPSHOT_NOT_FOUND):
+                raise BrokerError(f"FetchSnapshot of {where} at position {position}: {resp.partition_error.name}")
+            if resp.partition_error == Errors.SNAPSHOT_NOT_FOUND or resp.snapshot_id is None \
+                    or resp.snapshot_id.end_offset < 0 or resp.snapshot_id.epoch < 0:
+                raise SnapshotGone(f"{where}: {resp.partition_error.name} at position {position} (a newer snapshot "
+                                   "replaced it)")
+            if resp.snapshot_id != sid or resp.position != position:
+                raise BrokerError(f"FetchSnapshot of {where} at position {position} was answered for snapshot "
+                                  f"{resp.snapshot_id.end_offset}-{resp.snapshot_id.epoch} at position {resp.position}")
+            if size >= 0 and resp.size != size:
+                raise BrokerError(f"FetchSnapshot of {where}: its size changed from {size} to {resp.size} bytes")
+            size = resp.size
+            if size <= 0 or not resp.records or position + len(resp.records) > size:
+                raise BrokerError(f"FetchSnapshot of {where} at position {position}: {len(resp.records)} bytes of "
+                                  f"a {size}-byte snapshot")
+            chunks.append(resp.records)
+            position += len(resp.records)
+            self.snapshot_chunks += 1
+        return b"".join(chunks)
+
+    async def fetch_snapshot_chunk(self, client: KafkaClient, leader_epoch: int, sid: SnapshotId, position: int,
+                                   timeout_s: float) -> FetchSnapshotResponse:
+        """One FetchSnapshot request (KIP-630) and its decoded answer."""
+        version = client.best_version(wire.FETCH_SNAPSHOT)
+        req = FetchSnapshotRequest(self.cluster_id, self.replica_id, leader_epoch, sid, position,
+                                   self.snapshot_max_bytes)
+        body = await client.request(wire.FETCH_SNAPSHOT, version, wire.request_to_body(req, version), timeout_s)
+        resp = wire.response_from_kafka(wire.FETCH_SNAPSHOT, version, body)
+        assert isinstance(resp, FetchSnapshotResponse)
+        return resp
+
+    # ------------------------------------------------------------------------------------ the log
 
     def _apply(self, batches: Sequence[RecordBatch]) -> None:
         changes, errors = self.registry.apply_committed(batches, self.high_watermark)
@@ -127,11 +253,13 @@ class MetadataReader:
                 self.on_change(self.registry.get(change.broker_id), change.broker_id)
 
 
-async def read_registry(endpoints: Sequence[Endpoint], timeout_s: float = 5.0) -> tuple[BrokerRegistry, QuorumInfo]:
-    """The broker registry of the committed log, read from the leader (``describe --brokers``)."""
+async def read_registry(endpoints: Sequence[Endpoint], timeout_s: float = 5.0, *,
+                        reader: MetadataReader | None = None) -> tuple[BrokerRegistry, QuorumInfo]:
+    """The broker registry of the committed log, read from the leader (``describe --brokers``): its latest
+    snapshot when it has cleaned its log, then the log after it. ``reader``: a fresh one by default."""
     (host, port), info = await find_leader(endpoints, timeout_s)
-    reader = MetadataReader()
-    client = KafkaClient(host, port, client_id="kraft-tck-brokers")
+    reader = reader if reader is not None else MetadataReader()
+    client = new_client(host, port, "kraft-tck-brokers")
     deadline = time.monotonic() + timeout_s
     try:
         await client.connect(timeout_s)
@@ -140,7 +268,9 @@ async def read_registry(endpoints: Sequence[Endpoint], timeout_s: float = 5.0) -
             if reader.registry.next_offset >= hw:
                 return reader.registry, info
             if time.monotonic() > deadline:
-                raise BrokerError(f"log not read up to the high watermark {hw} within {timeout_s}s")
+                dropped = (f" ({reader.snapshot_restarts} snapshot downloads dropped: the leader replaced them)"
+                           if reader.snapshot_restarts else "")
+                raise BrokerError(f"log not read up to the high watermark {hw} within {timeout_s}s{dropped}")
     except RequestError as exc:
         raise BrokerError(f"{host}:{port}: {exc}") from exc
     finally:
@@ -190,8 +320,11 @@ class BrokerClient:
         request_timeout_ms: int = 2000,
         retry_backoff_ms: int = 50,
         fetch_metadata: bool = True,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
+        #: TLS / SASL of every connection to the controllers (default: the CLIENT_SECURITY in force now).
+        self.security = security if security is not None else CLIENT_SECURITY.get()
         self.cluster_id = cluster_id
         self.controllers = list(controllers)
         self.listeners = list(listeners) or [("PLAINTEXT", "127.0.0.1", 9092 + broker_id % 1000)]
@@ -314,8 +447,9 @@ class BrokerClient:
     async def _controller_client(self) -> KafkaClient:
         if self._controller is not None and self._controller.connected:
             return self._controller
-        (host, port), _ = await find_leader(self.controllers, self.timeout_s)
-        client = KafkaClient(host, port, client_id=f"broker-{self.broker_id}")
+        with secured(self.security):
+            (host, port), _ = await find_leader(self.controllers, self.timeout_s)
+            client = new_client(host, port, f"broker-{self.broker_id}")
         await client.connect(self.timeout_s)
         self._controller = client
         return client
@@ -376,8 +510,9 @@ class BrokerClient:
         while True:
             try:
                 if client is None or not client.connected:
-                    (host, port), info = await find_leader(self.controllers, self.timeout_s)
-                    client = KafkaClient(host, port, client_id=f"broker-{self.broker_id}-metadata")
+                    with secured(self.security):
+                        (host, port), info = await find_leader(self.controllers, self.timeout_s)
+                        client = new_client(host, port, f"broker-{self.broker_id}-metadata")
                     await client.connect(self.timeout_s)
                     epoch = info.leader_epoch
                 await self.reader.fetch_once(client, epoch, int(self.heartbeat_interval_s * 1000), self.timeout_s)

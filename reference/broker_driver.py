@@ -14,7 +14,12 @@ committed registry (``registry.py``). Both shells, the node (``node.py``) and th
     ``decide(api_key, body, now, status)``      a ``Decision``: records to append as one batch, the answer
     ``appended(decision, result, token, ...)``  the answer now, or later from ``commit`` / ``leadership``
     ``expire(now, status)``                     a ``Decision`` fencing brokers whose session expired
+    ``snapshot_records()``                      the registry as a snapshot's records (KIP-630 CreateSnapshot)
+    ``load_snapshot(end, records)``             the registry of a loaded or installed snapshot, in place
     ==========================================  ===============================================================
+
+``SnapshotTrigger`` (below) decides when a node snapshots, from what ``commit`` reports (``Committed.bytes``,
+``Committed.aligned``) and the time: the same rule for the node and the simulator.
 
 Pure: no clock, no I/O, no core. Time, the core's status (``io.CoreStatus``) and reads of the log come in as
 arguments; the shell appends the decision's records (a ``ClientWrite``) and sends the answers.
@@ -48,7 +53,7 @@ from kraft_tck.reference.controller import BROKER_REGISTRATION, Controller, Deci
 from kraft_tck.reference.io import ClientAppendResult, CoreStatus
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry, RegistryError
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import RecordBatch
+from kraft_tck.spec.records import HEADER_SIZE, Record, RecordBatch
 
 Body = dict[str, Any]
 #: Reads of the node's log: batches from an offset on, and the epoch of the record at an offset.
@@ -73,6 +78,9 @@ class Committed:
     errors: tuple[RegistryError, ...] = ()
     answers: tuple[BrokerAnswer, ...] = ()
     fatal: bool = False
+    #: The size (RecordBatch v2 bytes) of the batches this commit applied whole: what Kafka's SnapshotGenerator
+    #: counts towards metadata.log.max.record.bytes.between.snapshots (LogDeltaManifest.numBytes).
+    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,11 @@ class BrokerDriver:
     controller_class: type[Controller] = Controller  # tests inject a faulty controller here
     controller: Controller = field(init=False)
     _waiters: list[_Waiter] = field(default_factory=list)
+    #: Whether ``applied_offset`` is a batch boundary (a snapshot may end only there, Kafka's isOffsetBatchAligned).
+    applied_aligned: bool = True
+    #: The largest timestamp of the batches applied (a snapshot's LastContainedLogTimestamp, which
+    #: metadata.max.retention.ms measures).
+    applied_timestamp: int = 0
 
     def __post_init__(self) -> None:
         self.controller = self.controller_class(self.registry, self.session_timeout_ms)
@@ -128,14 +141,38 @@ class BrokerDriver:
         registry, controller = self.registry, self.controller
         changes: list[BrokerChange] = []
         errors: list[RegistryError] = []
+        applied = _Applied()
         if registry.next_offset < high_watermark:
             # Read as far as the registry applies: the log may hold more than the committed prefix.
-            changes, errors = registry.apply_committed(batches_from(registry.next_offset), high_watermark)
+            batches = _counting(batches_from(registry.next_offset), registry, high_watermark, applied)
+            changes, errors = registry.apply_committed(batches, high_watermark)
             controller.committed(high_watermark)
+            if applied.end:
+                self.applied_aligned = applied.end == registry.next_offset
+                self.applied_timestamp = max(self.applied_timestamp, applied.timestamp)
+            else:
+                self.applied_aligned = False  # only part of a batch: the applied offset is inside it
         answers = self._release(high_watermark, epoch_of) if self._waiters else ()
-        if not changes and not errors and not answers:
+        if not changes and not errors and not answers and not applied.bytes:
             return _NOTHING_COMMITTED
-        return Committed(tuple(changes), tuple(errors), answers, bool(errors) and self.is_voter)
+        return Committed(tuple(changes), tuple(errors), answers, bool(errors) and self.is_voter, applied.bytes)
+
+    @property
+    def applied_offset(self) -> int:
+        """Every committed record below this offset is in the registry (a snapshot taken now ends here)."""
+        return self.registry.next_offset
+
+    def snapshot_records(self) -> list[tuple[bytes | None, bytes]]:
+        """The registry as a snapshot's records, ending at ``applied_offset`` (registry.py)."""
+        return self.registry.snapshot_records()
+
+    def load_snapshot(self, end_offset: int, records: Iterable[Record]) -> None:
+        """Replace the registry by a snapshot's (a restart from it, or a follower's install). Raises
+        ``RegistryError`` (registry unchanged) when a record does not apply. The controller holds the same
+        registry object, so it is replaced in place; a node installing a snapshot is not the active controller."""
+        self.registry.replace_with(BrokerRegistry.from_snapshot(end_offset, records))
+        self.controller.committed(end_offset)
+        self.applied_aligned = True
 
     def leadership(self, status: CoreStatus, now_ms: int, *, stopping: bool = False) -> LeadershipChange:
         """After every step: is this node the active controller (see the module docstring)?"""
@@ -245,3 +282,103 @@ class BrokerDriver:
 
 
 _NOTHING_COMMITTED = Committed()
+
+
+def batch_size(batch: RecordBatch) -> int:
+    """The RecordBatch v2 size of ``batch`` in bytes (header and records, as on disk), without encoding it."""
+    size = HEADER_SIZE
+    for rec in batch.records:
+        body = 1 + _varint_len(rec.timestamp_delta) + _varint_len(rec.offset_delta)  # attributes, deltas
+        for part in (rec.key, rec.value):
+            body += _varint_len(-1) if part is None else _varint_len(len(part)) + len(part)
+        body += _varint_len(len(rec.headers))
+        for hkey, hvalue in rec.headers:
+            raw = hkey.encode()
+            body += _varint_len(len(raw)) + len(raw)
+            body += _varint_len(-1) if hvalue is None else _varint_len(len(hvalue)) + len(hvalue)
+        size += _varint_len(body) + body
+    return size
+
+
+def _varint_len(value: int) -> int:
+    """Bytes of ``value`` as a zig-zag varint (Kafka's ByteUtils.sizeOfVarint)."""
+    zigzag = (value << 1) ^ (value >> 63)
+    n = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        n += 1
+    return n
+
+
+@dataclass(slots=True)
+class _Applied:
+    bytes: int = 0  # the size of the batches applied whole
+    end: int = 0  # the end offset of the last of them (0: none)
+    timestamp: int = 0  # their largest max timestamp
+
+
+def _counting(
+    batches: Iterable[RecordBatch], registry: BrokerRegistry, high_watermark: int, applied: _Applied
+) -> Iterable[RecordBatch]:
+    """``batches``, noting in ``applied`` each one the registry is about to finish applying (it consumes them
+    in order, so ``registry.next_offset`` is where it stands when a batch is handed over)."""
+    for batch in batches:
+        if batch.base_offset >= high_watermark:
+            return
+        if registry.next_offset <= batch.last_offset < high_watermark:
+            applied.bytes += batch_size(batch)
+            applied.end = batch.last_offset + 1
+            applied.timestamp = max(applied.timestamp, batch.max_timestamp)
+        yield batch
+
+
+@dataclass
+class SnapshotTrigger:
+    """When to snapshot (KIP-630), as Kafka's ``SnapshotGenerator``: once the committed bytes applied since the
+    latest snapshot reach ``max_new_record_bytes`` (metadata.log.max.record.bytes.between.snapshots), or once
+    ``max_interval_ms`` (metadata.log.max.snapshot.interval.ms; 0 turns it off) has passed since the latest
+    snapshot with committed records not in it. Only at a batch boundary (Kafka's ``isOffsetBatchAligned``),
+    and never at or below the latest snapshot. Pure: the shell reports commits and snapshots, asks ``due``.
+
+    Kafka looks at the time only when a commit arrives (``publishLogDelta``), where its active controller writes
+    a no-op record every 500 ms; this node writes none, so shells also ask ``due`` on a timer.
+    """
+
+    max_new_record_bytes: int
+    max_interval_ms: int
+    last_snapshot_offset: int = 0  # the end offset of the latest snapshot (0: none)
+    last_snapshot_ms: int = 0  # when it was taken or loaded (or the node started)
+    bytes_since: int = 0  # committed bytes applied since then
+    applied_offset: int = 0  # where the state machine stands
+    aligned: bool = True  # applied_offset is a batch boundary
+
+    def committed(self, nbytes: int, applied_offset: int, aligned: bool) -> None:
+        """Records up to ``applied_offset`` (a batch boundary when ``aligned``) are applied; ``nbytes`` new."""
+        self.bytes_since += nbytes
+        self.applied_offset = applied_offset
+        self.aligned = aligned
+
+    def due(self, now_ms: int) -> str | None:
+        """Why a snapshot at ``applied_offset`` is due now (Kafka's log line), or None."""
+        if not self.aligned or self.applied_offset <= self.last_snapshot_offset:
+            return None
+        if self.bytes_since >= self.max_new_record_bytes:
+            return f"we have replayed at least {self.max_new_record_bytes} bytes"
+        if self.max_interval_ms and now_ms - self.last_snapshot_ms >= self.max_interval_ms:
+            return f"we have waited at least {self.max_interval_ms} ms"
+        return None
+
+    def next_check_ms(self) -> int | None:
+        """When the time rule could next fire (None: it cannot until a commit)."""
+        if not self.max_interval_ms or self.applied_offset <= self.last_snapshot_offset:
+            return None
+        return self.last_snapshot_ms + self.max_interval_ms
+
+    def snapshotted(self, end_offset: int, now_ms: int) -> None:
+        """A snapshot ending at ``end_offset`` was taken, loaded at start-up or installed from the leader: the
+        counters start again (Kafka's resetSnapshotCounters, publishSnapshot)."""
+        self.last_snapshot_offset = max(self.last_snapshot_offset, end_offset)
+        self.applied_offset = max(self.applied_offset, end_offset)
+        self.last_snapshot_ms = now_ms
+        self.bytes_since = 0
+

@@ -198,6 +198,32 @@ _INT_SETTINGS: tuple[tuple[str, str, int, int], ...] = (
     # segment files when a follower lags (reference/log.py). Memory then stays bounded in long runs.
     ("reference.log.cache.bytes", "log_cache_bytes", 8 * 1024 * 1024, 0),
 )
+# (key, attribute, default, minimum, maximum): the metadata log's snapshot and retention settings, Kafka's names,
+# types (LONG unless said) and defaults (KRaftConfigs / MetadataLogConfig, Kafka 4.0-SNAPSHOT Oct 2024):
+# - metadata.log.max.record.bytes.between.snapshots: committed bytes read since the latest snapshot that make
+#   a new one (SnapshotGenerator.publishLogDelta); default 20 MiB, at least 1.
+# - metadata.log.max.snapshot.interval.ms: the longest wait before a snapshot while committed records are not
+#   in the latest one; 0 turns time-based snapshots off; default 1 hour.
+# - metadata.log.segment.bytes (INT): the largest segment file; default 1 GiB. Kafka's validator allows
+#   12 (Records.LOG_OVERHEAD) and up, but KafkaMetadataLog then refuses anything below the internal,
+#   testing-only metadata.log.segment.min.bytes (8 MiB). This node applies only the validator's floor, so
+#   tests can roll segments of a few KiB; it does not read metadata.log.segment.min.bytes.
+# - metadata.max.retention.bytes: the log's and the snapshots' size past which the oldest snapshot and the
+#   segments below the next one go (KafkaMetadataLog.cleanSnapshotsRetentionSize); default 100 MiB; a
+#   negative value: no size limit. Any long, as Kafka (no validator).
+# - metadata.max.retention.ms: the age past which they go (cleanSnapshotsRetentionMs); default 7 days;
+#   negative: no age limit. Any long.
+# Both retention limits are soft: at least one snapshot is always kept and the log is only cleaned up to a
+# snapshot (KafkaMetadataLog.cleanSnapshots).
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_METADATA_LOG_SETTINGS: tuple[tuple[str, str, int, int, int], ...] = (
+    ("metadata.log.max.record.bytes.between.snapshots", "snapshot_max_new_record_bytes", 20 * 1024 * 1024, 1,
+     _LONG_MAX),
+    ("metadata.log.max.snapshot.interval.ms", "snapshot_max_interval_ms", 60 * 60 * 1000, 0, _LONG_MAX),
+    ("metadata.log.segment.bytes", "log_segment_bytes", 1024 * 1024 * 1024, 12, 2**31 - 1),
+    ("metadata.max.retention.bytes", "retention_max_bytes", 100 * 1024 * 1024, _LONG_MIN, _LONG_MAX),
+    ("metadata.max.retention.ms", "retention_ms", 7 * 24 * 60 * 60 * 1000, _LONG_MIN, _LONG_MAX),
+)
 _ROLES = ("broker", "controller")
 #: This node's own switch, not a Kafka key: ``true`` runs elections as Kafka 4.x (KIP-996 pre-vote, the
 #: Prospective state, Vote v0-2 advertised); ``false`` as Kafka 3.9 (no pre-vote, Vote v0-1 only), for the
@@ -232,7 +258,8 @@ SSL_KEYS = (
     "ssl.client.auth",
     "ssl.endpoint.identification.algorithm",
 )
-KNOWN_KEYS = _OTHER_KEYS | {k for k, *_ in _INT_SETTINGS} | set(SSL_KEYS) | _security.SECURITY_KEYS
+KNOWN_KEYS = (_OTHER_KEYS | {k for k, *_ in _INT_SETTINGS} | {k for k, *_ in _METADATA_LOG_SETTINGS} | set(SSL_KEYS)
+              | _security.SECURITY_KEYS)
 #: Security settings this node cannot honour yet: a config naming one stops the node (serving without
 #: what it asks for would be a silent downgrade). ``ssl.*`` keys outside SSL_KEYS count too.
 _UNSUPPORTED_SECURITY = re.compile(
@@ -259,6 +286,17 @@ def _int_setting(props: Mapping[str, str], key: str, default: int | None, minimu
     return int(text)
 
 
+def _ranged_setting(props: Mapping[str, str], key: str, default: int, minimum: int, maximum: int) -> int:
+    """An integer setting within ``[minimum, maximum]`` (Kafka's LONG and INT ranges), else its default."""
+    raw = props.get(key)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?\d+", text) or not minimum <= int(text) <= maximum:
+        raise ConfigError(f"{key}: expected an integer between {minimum} and {maximum}, got {raw!r}")
+    return int(text)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     """The settings the reference node reads; field names are the keys in snake_case without prefix."""
@@ -279,6 +317,13 @@ class NodeConfig:
     log_cache_bytes: int = 8 * 1024 * 1024
     #: reference.quorum.pre.vote (this node's own key): KIP-996 pre-vote as Kafka 4.x, or Kafka 3.9's elections.
     pre_vote: bool = PRE_VOTE_DEFAULT
+    #: metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms (0: off),
+    #: metadata.log.segment.bytes, metadata.max.retention.bytes (< 0: none), metadata.max.retention.ms (< 0: none).
+    snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
+    snapshot_max_interval_ms: int = 60 * 60 * 1000
+    log_segment_bytes: int = 1024 * 1024 * 1024
+    retention_max_bytes: int = 100 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
     connections_max_idle_ms: int = 600000
     queued_max_request_bytes: int = -1
     process_roles: tuple[str, ...] = ()
@@ -356,6 +401,8 @@ class NodeConfig:
             )
 
         ints = {attr: _int_setting(props, key, default, lo) for key, attr, default, lo in _INT_SETTINGS}
+        ints.update({attr: _ranged_setting(props, key, default, lo, hi)
+                     for key, attr, default, lo, hi in _METADATA_LOG_SETTINGS})
         raw_pre_vote = props.get(PRE_VOTE_KEY)
         pre_vote = PRE_VOTE_DEFAULT
         if raw_pre_vote is not None:
@@ -434,6 +481,8 @@ class NodeConfig:
         props["controller.quorum.voters"] = ",".join(str(v) for v in self.voters)
         props["log.dirs"] = str(self.log_dir)
         for key, attr, _default, _lo in _INT_SETTINGS:
+            props[key] = str(getattr(self, attr))
+        for key, attr, *_ in _METADATA_LOG_SETTINGS:
             props[key] = str(getattr(self, attr))
         props[PRE_VOTE_KEY] = "true" if self.pre_vote else "false"
         if self.security_protocol != "PLAINTEXT" and "listener.security.protocol.map" not in self.extra:

@@ -35,6 +35,11 @@ this table lists all of them, one line each, with the handler that makes it.
     (restart)  --quorum-state + log----------------------------> Unattached | Voted | Candidate
                                                                  | Follower | Resigned          restart
 
+Snapshots (KIP-630) change no role: a Follower downloads a snapshot (``Follower.fetching_snapshot``, sending
+FetchSnapshot instead of Fetch) and installs it (``handle_fetch_snapshot_response``); any role records a
+snapshot its shell wrote (``create_snapshot``) and moves its log start up to one (``clean_log``). The shell
+writes the snapshot files; the core reads them only through the ``io.SnapshotSource`` it is given.
+
 The shell contract (etcd-raft style). The shell feeds one input at a time, ``step(input, now_ms)``, or
 lets time pass, ``tick(now_ms)``, and gets a ``Ready`` bundle (``reference/io.py``). It must apply the
 bundle in order: persist ``persist`` and ``log_ops`` (fsync) BEFORE sending ``send`` and ``replies``,
@@ -47,24 +52,32 @@ the same inputs and seed give the same outputs.
 
 Fault injection: the conformance tests need broken nodes. Rather than flags in the product, a few rules
 are small named methods a test-only subclass can override: ``_cluster_id_ok``, ``_persist_vote``,
-``_truncation_point``, ``_guard_truncation``, ``_should_resign``, ``_counts_toward_hw``.
+``_truncation_point``, ``_guard_truncation``, ``_should_resign``, ``_counts_toward_hw``; for snapshots
+``_snapshot_allowed``, ``_fetch_needs_snapshot``, ``_clean_limit``, ``_snapshot_chunk_bytes``.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kraft_tck.reference.io import (
+    AbortSnapshotDownload,
+    AdvanceLogStart,
     AppendBatches,
+    CleanLogTo,
     ClientAppendResult,
     ClientWrite,
     CoreStatus,
+    DeleteSnapshot,
     ElectionState,
     Input,
+    InstallSnapshot,
     OutboundRequest,
     Ready,
     Reply,
@@ -72,7 +85,11 @@ from kraft_tck.reference.io import (
     RequestReceived,
     ResponseReceived,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotSource,
+    SnapshotWritten,
     TruncateTo,
+    WriteSnapshotChunk,
 )
 from kraft_tck.reference.log import Log, records_digest
 from kraft_tck.reference.messages import (
@@ -85,9 +102,12 @@ from kraft_tck.reference.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     ReplicaState,
     Request,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -151,6 +171,9 @@ class CoreConfig:
     # KIP-996 pre-vote, as Kafka 4.x: timeouts lead to Prospective (Vote v2 PreVote=true in the current epoch)
     # and only a majority of pre-vote grants to Candidate. False: Kafka 3.9's elections (Vote v0-1 only).
     pre_vote: bool = False
+    # KIP-630: MaxBytes of a follower's FetchSnapshot (Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTES, 8 MiB): the
+    # largest chunk it asks for. Smaller values download a snapshot in more chunks.
+    fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -160,6 +183,8 @@ class CoreConfig:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.fetch_snapshot_max_bytes <= 0:
+            raise ValueError(f"fetch_snapshot_max_bytes must be > 0, got {self.fetch_snapshot_max_bytes}")
         for name in ("election_backoff_max_ms", "fetch_max_wait_ms", "retry_backoff_ms", "append_linger_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -216,13 +241,31 @@ class KRaftCore:
     """One KRaft node's protocol logic. See the module docstring for the contract."""
 
     def __init__(
-        self, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int
+        self, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
+        snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
     ) -> None:
         self.config = config
         self.log = log
         self._rng = rng
         self._now = now_ms
-        self._hw = 0  # volatile, like Kafka's: a restarted node relearns it
+        # KIP-630: where the shell keeps its snapshots (read to serve FetchSnapshot), and the ids of those the
+        # core knows, oldest first (Kafka's KafkaMetadataLog.snapshots): the earliest is at the log start once
+        # the log was cleaned, the latest is what a fetch below the log start is told to fetch.
+        self.snapshots = snapshots
+        self._snapshot_ids: list[SnapshotId] = sorted(set(snapshot_ids))
+        start = log.start_snapshot
+        if start is not None and start not in self._snapshot_ids:
+            bisect.insort(self._snapshot_ids, start)  # the snapshot at the log start is known by definition
+        self._restart_install: SnapshotId | None = None
+        latest = self.latest_snapshot_id
+        if latest is not None and self._log_behind_snapshot(latest):
+            # Kafka's KafkaMetadataLog.apply: a follower that crashed after it froze a downloaded snapshot but
+            # before its log was emptied (truncateToLatestSnapshot) finishes that at start-up.
+            log.reset_to_snapshot(latest)
+            self._restart_install = latest
+        # Volatile, like Kafka's: a restarted node relearns it. Everything below the log start is in a snapshot,
+        # taken at a committed offset, so it starts there (0 without snapshots).
+        self._hw = log.start_offset
         self._cluster_id = config.cluster_id
         self._pending_cluster_id: tuple[int, str] | None = None  # (offset, id) of the log's first id record
         self._note_cluster_id_records(log.iter_batches())  # read only while the cluster id is unknown
@@ -246,12 +289,19 @@ class KRaftCore:
 
     @classmethod
     def restart(
-        cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int
+        cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
+        snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
     ) -> tuple[KRaftCore, Ready]:
-        """KIP-595 "Persistence": a node comes back with its quorum-state, log and meta.properties only."""
-        core = cls(config, durable, log, rng, now_ms)
+        """KIP-595 "Persistence": a node comes back with its quorum-state, log and meta.properties only; with
+        KIP-630, also its snapshots: ``snapshot_ids`` are the valid ones on disk, and ``log`` starts at the
+        snapshot its ``start`` names. A latest snapshot past the log end empties the log (``InstallSnapshot``)."""
+        core = cls(config, durable, log, rng, now_ms, snapshots=snapshots, snapshot_ids=snapshot_ids)
         core._begin(now_ms)
-        core._emit("Restart", note=f"restored as {core.role.name} from quorum-state {durable}")
+        if core._restart_install is not None:
+            core._out.log_ops.append(InstallSnapshot(core._restart_install))
+            core._forget_snapshots_before(core._restart_install)
+        core._emit("Restart", note=f"restored as {core.role.name} from quorum-state {durable}",
+                   snapshot_id=core.latest_snapshot_id)
         core._poll()
         return core, core._finish()
 
@@ -273,6 +323,12 @@ class KRaftCore:
             self._shutting_down = True
             if isinstance(self.role, Leader):
                 self.resign()
+        elif isinstance(inp, SnapshotWritten):
+            self.create_snapshot(inp.snapshot_id)
+        elif isinstance(inp, CleanLogTo):
+            self.clean_log(inp.offset)
+        elif isinstance(inp, SnapshotLoaded):
+            self._snapshot_loaded(inp.snapshot_id, inp.cluster_id)
         else:
             raise TypeError(f"KRaftCore.step: unknown input {inp!r}")
         self._poll()
@@ -291,7 +347,7 @@ class KRaftCore:
             self._snap_role = role
             self._snap_fields = (role.name, role.epoch, self.voted_id, self.leader_id)
         name, epoch, voted, leader = self._snap_fields
-        return {
+        state = {
             "role": name,
             "epoch": epoch,
             "votedId": voted,
@@ -301,6 +357,10 @@ class KRaftCore:
             "highWatermark": self._hw,
             "clusterId": self._cluster_id,
         }
+        start = log.start_offset
+        if start:
+            state["logStartOffset"] = start  # KIP-630; absent means 0, so traces without snapshots are as before
+        return state
 
     @property
     def epoch(self) -> int:
@@ -375,6 +435,8 @@ class KRaftCore:
                 return  # parked: answered later
         elif isinstance(req, DescribeQuorumRequest):
             resp = self.handle_describe_quorum_request(req)
+        elif isinstance(req, FetchSnapshotRequest):
+            resp = self.handle_fetch_snapshot_request(req)
         else:
             raise TypeError(f"KRaftCore: unknown request {req!r}")
         self._out.replies.append(Reply(inp.reply_to, resp))
@@ -400,6 +462,8 @@ class KRaftCore:
             self.handle_end_quorum_epoch_response(inp.sender_id, resp)
         elif isinstance(resp, FetchResponse):
             self.handle_fetch_response(inp.sender_id, resp)
+        elif isinstance(resp, FetchSnapshotResponse):
+            self.handle_fetch_snapshot_response(inp.sender_id, resp)
         else:
             raise TypeError(f"KRaftCore: unexpected response {resp!r} (the core never sends that request)")
 
@@ -733,13 +797,23 @@ class KRaftCore:
             return early
         leader = self.role
         assert isinstance(leader, Leader)
+        start = self.log.start_offset
+        if self._snapshot_ids:
+            # KIP-630: a fetch the log can no longer answer is told to fetch the latest snapshot (Kafka's
+            # tryCompleteFetchRequest, ValidOffsetAndEpoch.SNAPSHOT): answered at once, no records, and like a
+            # diverging fetch neither replica progress nor check-quorum credit.
+            snapshot = self._fetch_needs_snapshot(req.fetch_offset, req.last_fetched_epoch)
+            if snapshot is not None:
+                self._emit("HandleFetchRequest", note=f"{req.replica_id} @{req.fetch_offset}: snapshot {snapshot}")
+                return FetchResponse(self._published_hw(), (), None, self._current_leader(),
+                                     log_start_offset=start, snapshot_id=snapshot)
         # Step 3: LastFetchedEpoch/FetchOffset must agree with our epoch cache.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
             # Like Kafka (tryCompleteFetchRequest), a diverging fetch is neither replica progress nor a
             # fetch that keeps the leader in office (check quorum): only a valid one is.
             self._emit("HandleFetchRequest", note=f"{req.replica_id} diverges: {diverging}")
-            return FetchResponse(self._published_hw(), (), diverging, self._current_leader())
+            return FetchResponse(self._published_hw(), (), diverging, self._current_leader(), log_start_offset=start)
         self._note_fetch_from(req.replica_id)
         # Step 4: the fetch offset is what the replica has; voters' offsets may move the high watermark.
         self._update_replica_progress(req.replica_id, req.fetch_offset)
@@ -750,7 +824,8 @@ class KRaftCore:
             self._emit("HandleFetchRequest", note=f"{req.replica_id} caught up: parked")
             return None
         self._emit("HandleFetchRequest", note=f"{req.replica_id} @{req.fetch_offset}: {len(batches)} batches")
-        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), encoded=encoded)
+        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), log_start_offset=start,
+                             encoded=encoded)
 
     def _validate_fetch_request(self, req: FetchRequest) -> FetchResponse | None:
         """Kafka's order (``KafkaRaftClient.handleFetchRequest``): cluster id (step 1), topic/partition, the
@@ -865,8 +940,16 @@ class KRaftCore:
         error = self._validate_leader_only_request(request.current_leader_epoch)
         if error is not None:
             return self._fetch_error(error)
+        start = self.log.start_offset
+        if self._snapshot_ids:
+            # The log may have been cleaned past a parked fetch meanwhile (KIP-630): it fetches the snapshot.
+            snapshot = self._fetch_needs_snapshot(request.fetch_offset, request.last_fetched_epoch)
+            if snapshot is not None:
+                return FetchResponse(self._published_hw(), (), None, self._current_leader(),
+                                     log_start_offset=start, snapshot_id=snapshot)
         batches, encoded = self.log.read_encoded(request.fetch_offset, request.max_bytes)
-        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), encoded=encoded)
+        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), log_start_offset=start,
+                             encoded=encoded)
 
     def _complete_parked_fetches(self) -> None:
         """New data, a new high watermark or a lost leadership: every parked fetch has an answer now.
@@ -928,6 +1011,9 @@ class KRaftCore:
             epoch, end_offset = resp.diverging_epoch
             self._truncate(self._truncation_point(epoch, end_offset))
             self._emit("HandleFetchResponse", note=f"diverging epoch {resp.diverging_epoch}")
+            return
+        if resp.snapshot_id is not None:
+            self._start_snapshot_download(role, resp.snapshot_id)
             return
         if resp.batches and resp.batches[0].base_offset != self.log.end_offset:
             self._emit("HandleFetchResponse", note="ignored: records do not continue our log (stale)")
@@ -1144,6 +1230,282 @@ class KRaftCore:
         self._emit("HandleDescribeQuorumRequest")
         return DescribeQuorumResponse(me, self.epoch, self._published_hw(), tuple(voters), tuple(observers))
 
+    # ============================================================================ Snapshots (KIP-630)
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        """The newest snapshot the core knows (created, installed or restored), None without one."""
+        ids = self._snapshot_ids
+        return ids[-1] if ids else None
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def snapshot_ids(self) -> tuple[SnapshotId, ...]:
+        """Every snapshot the core knows, oldest first (those below the log start are forgotten)."""
+        return tuple(self._snapshot_ids)
+
+    def snapshot_id_at(self, end_offset: int) -> SnapshotId:
+        """The id a snapshot of everything below ``end_offset`` gets: its epoch is that of the record at
+        ``end_offset - 1`` (0 for an empty prefix). For the shell, before it writes the file: ``end_offset`` must
+        be committed (at most the high watermark), at or above the log start, and a batch boundary (this
+        project's nodes snapshot whole batches); ValueError otherwise."""
+        log = self.log
+        if not log.start_offset <= end_offset <= self._hw:
+            raise ValueError(f"snapshot end offset {end_offset} outside [log start {log.start_offset}, "
+                             f"high watermark {self._hw}]")
+        if end_offset < log.end_offset and log.batch_start_at_or_below(end_offset) != end_offset:
+            raise ValueError(f"snapshot end offset {end_offset} is inside a batch")
+        return SnapshotId(end_offset, log.epoch_of(end_offset - 1) if end_offset > 0 else 0)
+
+    def create_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """KIP-630 ``CreateSnapshot``: the shell wrote a snapshot of its state machine at ``snapshot_id``; record
+        it (it becomes the latest, what fetches below the log start are sent to). The rules are Kafka's
+        ``KafkaMetadataLog.createNewSnapshot`` (``_snapshot_allowed``): a snapshot of uncommitted records is a
+        ``SafetyViolation``. A snapshot the core knows already changes nothing (``createNewSnapshotUnchecked``)."""
+        self._snapshot_allowed(snapshot_id)
+        if snapshot_id in self._snapshot_ids:
+            return
+        bisect.insort(self._snapshot_ids, snapshot_id)
+        self._emit("CreateSnapshot", note=f"snapshot {snapshot_id.end_offset}-{snapshot_id.epoch}",
+                   snapshot_id=snapshot_id)
+
+    def clean_log(self, offset: int) -> None:
+        """KIP-630 ``CleanLog``: the shell's retention rules let the log start move up to ``offset``. As Kafka's
+        ``KafkaMetadataLog.deleteBeforeSnapshot``, it moves only to the end offset of a snapshot the core knows,
+        above the current start and at most the latest snapshot's end (``_clean_limit``); the records below it
+        go (``AdvanceLogStart``) and the older snapshots are forgotten (``DeleteSnapshot``). Anything else
+        changes nothing and emits nothing."""
+        log = self.log
+        target = None
+        for sid in self._snapshot_ids:
+            if sid.end_offset == offset:
+                target = sid
+        if target is None or offset <= log.start_offset or offset > self._clean_limit() or offset > log.end_offset:
+            return
+        log.advance_start(target)
+        self._out.log_ops.append(AdvanceLogStart(offset))
+        self._forget_snapshots_before(target)
+        self._emit("CleanLog", note=f"log start {offset}")
+
+    def _forget_snapshots_before(self, snapshot_id: SnapshotId) -> None:
+        """Kafka's ``forgetSnapshotsBefore``: snapshots older than ``snapshot_id`` are no longer needed."""
+        keep = [s for s in self._snapshot_ids if s >= snapshot_id]
+        for old in self._snapshot_ids[: len(self._snapshot_ids) - len(keep)]:
+            self._out.log_ops.append(DeleteSnapshot(old))
+        self._snapshot_ids = keep
+
+    def _snapshot_loaded(self, snapshot_id: SnapshotId, cluster_id: str | None) -> None:
+        """The shell loaded an installed snapshot and found ``cluster_id`` in its content (KIP-595 bootstrap
+        record): committed like everything in a snapshot, so a node without an id adopts it."""
+        if cluster_id is None or cluster_id == self._cluster_id:
+            return
+        if self._cluster_id is not None:
+            raise SafetyViolation(
+                f"ClusterIdIsolation: node {self.config.node_id} of cluster {self._cluster_id} installed snapshot "
+                f"{snapshot_id} of cluster {cluster_id}"
+            )
+        self._cluster_id = self._out.cluster_id_adopted = cluster_id
+        self._pending_cluster_id = None
+
+    def _log_behind_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        """Kafka's ``KafkaMetadataLog.truncateToLatestSnapshot`` condition: the snapshot is past the log (a newer
+        epoch than the log's last, or the same epoch further on), so the log is replaced by it."""
+        last = self.log.last_fetched_epoch
+        last = last if last > 0 else 0
+        return snapshot_id.epoch > last or (snapshot_id.epoch == last and snapshot_id.end_offset > self.log.end_offset)
+
+    # ------------------------------------------------------------------ leader side
+
+    def handle_fetch_snapshot_request(self, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        """KIP-630 "FetchSnapshot", in Kafka's order (``KafkaRaftClient.handleFetchSnapshotRequest``): cluster id
+        (top-level INCONSISTENT_CLUSTER_ID), the partition (UNKNOWN_TOPIC_OR_PARTITION), the epoch and leadership
+        (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER), the snapshot (SNAPSHOT_NOT_FOUND;
+        the empty snapshot (0, 0) is never served), the position (POSITION_OUT_OF_RANGE unless 0 <= Position <
+        Size); then the bytes from Position, at most MaxBytes. A served chunk counts for check quorum
+        (``LeaderState.updateCheckQuorumForFollowingVoter``). Nothing else changes."""
+        if not self._cluster_id_ok(req.cluster_id):
+            self._emit("HandleFetchSnapshotRequest", note=f"refused: cluster id {req.cluster_id!r}")
+            return FetchSnapshotResponse(error=Errors.INCONSISTENT_CLUSTER_ID)
+        if not req.valid_partition:
+            self._emit("HandleFetchSnapshotRequest", note="refused: not __cluster_metadata-0")
+            return FetchSnapshotResponse(partition_error=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                         partition_name=req.partition_name)
+        error = self._validate_leader_only_request(req.current_leader_epoch)
+        if error is None:
+            sid = req.snapshot_id
+            reader = None
+            if self.snapshots is not None and sid.end_offset > 0:
+                reader = self.snapshots.read_snapshot(sid)
+            if reader is None:
+                error = Errors.SNAPSHOT_NOT_FOUND
+            else:
+                size = reader.size_in_bytes()
+                if not 0 <= req.position < size:
+                    error = Errors.POSITION_OUT_OF_RANGE
+        if error is not None:
+            self._emit("HandleFetchSnapshotRequest", note=f"refused {req.replica_id}: {error.name}")
+            return FetchSnapshotResponse(current_leader=self._current_leader(), partition_error=error)
+        assert reader is not None
+        # (A negative MaxBytes reads nothing: Kafka's slice would throw, and the store need not handle it.)
+        data = reader.slice(req.position, max(0, self._snapshot_chunk_bytes(min(req.max_bytes, size))))
+        self._note_fetch_from(req.replica_id)
+        self._emit("HandleFetchSnapshotRequest",
+                   note=f"{req.replica_id}: {sid.end_offset}-{sid.epoch} [{req.position}, +{len(data)}) of {size}")
+        return FetchSnapshotResponse(sid, self._current_leader(), size, req.position, data)
+
+    def _snapshot_chunk_bytes(self, max_bytes: int) -> int:
+        """How many bytes one FetchSnapshot answer carries at most: MaxBytes, at most the snapshot's size (Kafka:
+        ``Math.min(data.maxBytes(), snapshotSize)``)."""
+        return max_bytes
+
+    # ------------------------------------------------------------------ follower side
+
+    def _start_snapshot_download(self, role: Follower, snapshot_id: SnapshotId) -> None:
+        """A Fetch answer with SnapshotId (Kafka's ``handleFetchResponse``, ``FollowerState.setFetchingSnapshot``):
+        download that snapshot, from byte 0. Not checked against the local log (it lies past it); an id with a
+        negative field is refused, and one already stored is not downloaded again."""
+        if snapshot_id.end_offset < 0 or snapshot_id.epoch < 0:
+            self._emit("HandleFetchResponse", note=f"ignored: invalid snapshot id {snapshot_id}")
+            return
+        if snapshot_id in self._snapshot_ids:
+            self._emit("HandleFetchResponse", note=f"snapshot {snapshot_id} already stored")
+            return
+        if role.fetching_snapshot is not None and role.fetching_snapshot != snapshot_id:
+            self._out.log_ops.append(AbortSnapshotDownload(role.fetching_snapshot))
+        role.fetching_snapshot, role.snapshot_position = snapshot_id, 0
+        self._emit("HandleFetchResponse", note=f"fetch snapshot {snapshot_id.end_offset}-{snapshot_id.epoch}")
+
+    def send_fetch_snapshot_request(self, dest_id: int) -> None:
+        """KIP-630: ask the leader for the next chunk of the snapshot being downloaded, from the bytes we have."""
+        role = self.role
+        assert isinstance(role, Follower) and role.fetching_snapshot is not None
+        req = FetchSnapshotRequest(self._cluster_id, self.config.node_id, self.epoch, role.fetching_snapshot,
+                                   role.snapshot_position, self.config.fetch_snapshot_max_bytes)
+        self._send(dest_id, req)
+        sid = role.fetching_snapshot
+        self._emit("SendFetchSnapshotRequest",
+                   note=f"to {dest_id}: {sid.end_offset}-{sid.epoch} at {role.snapshot_position}")
+
+    def handle_fetch_snapshot_response(self, sender_id: int, resp: FetchSnapshotResponse) -> None:
+        """KIP-630, Kafka's ``handleFetchSnapshotResponse``: epochs and leaders as for every response; an error or
+        an id of (-1, -1) (SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE, ...) drops the download and the follower
+        fetches again; a chunk is written (``WriteSnapshotChunk``), and the one that completes the snapshot
+        installs it (``_install_snapshot``). Kafka throws on an answer for another snapshot or position; the core
+        ignores it (it cannot come from a correct leader)."""
+        if resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+            self._emit("HandleFetchSnapshotResponse", note=f"top-level error {resp.error.name}")
+            return
+        current = resp.current_leader
+        if self._handle_common_response(sender_id, resp.partition_error, current.leader_id, current.leader_epoch):
+            self._emit("HandleFetchSnapshotResponse", note=f"{resp.partition_error.name}: leader {current}")
+            return
+        role = self.role
+        if not (isinstance(role, Follower) and role.leader_id == sender_id and role.fetching_snapshot is not None):
+            self._emit("HandleFetchSnapshotResponse", note=f"ignored: no download from {sender_id}")
+            return
+        role.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms  # Kafka: state.resetFetchTimeout
+        role.deadline_cause = "FetchTimeout"
+        role.fetched = True
+        sid = resp.snapshot_id
+        if resp.partition_error != Errors.NONE or sid is None or sid.end_offset < 0 or sid.epoch < 0:
+            # The leader no longer has it (or refused the position): start over with a Fetch.
+            self._out.log_ops.append(AbortSnapshotDownload(role.fetching_snapshot))
+            role.fetching_snapshot, role.snapshot_position = None, 0
+            self._emit("HandleFetchSnapshotResponse", note=f"download dropped: {resp.partition_error.name}")
+            return
+        if sid != role.fetching_snapshot or resp.position != role.snapshot_position:
+            self._request_failed(sender_id)
+            self._emit("HandleFetchSnapshotResponse",
+                       note=f"ignored: {sid} at {resp.position}, expected {role.fetching_snapshot} at "
+                            f"{role.snapshot_position}")
+            return
+        data = resp.records
+        self._out.log_ops.append(WriteSnapshotChunk(sid, resp.position, data))
+        role.snapshot_position += len(data)
+        if role.snapshot_position != resp.size:
+            self._emit("HandleFetchSnapshotResponse", note=f"{sid.end_offset}-{sid.epoch}: "
+                                                           f"{role.snapshot_position} of {resp.size} bytes")
+            return
+        role.fetching_snapshot, role.snapshot_position = None, 0
+        self._install_snapshot(sid)
+        self._emit("HandleFetchSnapshotResponse", note=f"installed {sid.end_offset}-{sid.epoch}", snapshot_id=sid)
+
+    def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The download is complete (Kafka: ``snapshot.freeze()``, ``log.truncateToLatestSnapshot()``,
+        ``updateFollowerHighWatermark``): the log is emptied and starts at the snapshot's end offset, the snapshot
+        is the latest, the older ones are forgotten, and the high watermark moves up to the snapshot's end (it
+        holds committed records only). Kafka replaces the log only when the snapshot is past it
+        (``_log_behind_snapshot``) and throws otherwise; the core replaces it whenever that cuts no committed
+        record (``_guard_truncation``), which a correct leader's snapshot never does."""
+        end = snapshot_id.end_offset
+        self._guard_truncation(end)
+        self.log.reset_to_snapshot(snapshot_id)
+        self._out.log_ops.append(InstallSnapshot(snapshot_id))
+        if snapshot_id not in self._snapshot_ids:
+            bisect.insort(self._snapshot_ids, snapshot_id)
+        self._forget_snapshots_before(snapshot_id)
+        # The whole log is replaced, so a pending cluster id record of it is gone even below ``end``: it was never
+        # committed and the leader's log may hold something else there (the simulator found a node adopting its
+        # own stale id this way). The snapshot's content says which id is committed (SnapshotLoaded).
+        self._pending_cluster_id = None
+        self._set_high_watermark(end)
+
+    # ------------------------------------------------------------------ fault-injection points
+
+    def _snapshot_allowed(self, snapshot_id: SnapshotId) -> None:
+        """Kafka's ``KafkaMetadataLog.createNewSnapshot`` rules, each a ``SafetyViolation``: the end offset at most
+        the high watermark (a snapshot holds committed records only), at or above the log start, the epoch that
+        of the record at ``end_offset - 1`` (``validateOffsetAndEpoch``), at a batch boundary. (Kafka declines a
+        snapshot below the log start without an error; here the shell decided wrongly, so it is one.)"""
+        end, epoch = snapshot_id.end_offset, snapshot_id.epoch
+        me = self.config.node_id
+        if end > self._hw:
+            raise SafetyViolation(f"CreateSnapshot: node {me} was asked to snapshot up to {end}, above its high "
+                                  f"watermark {self._hw} (uncommitted records)")
+        log = self.log
+        if end < log.start_offset:
+            raise SafetyViolation(f"CreateSnapshot: node {me}: snapshot end {end} below the log start "
+                                  f"{log.start_offset}")
+        expected = log.epoch_of(end - 1) if end > 0 else 0
+        if epoch != expected:
+            raise SafetyViolation(f"CreateSnapshot: node {me}: snapshot {snapshot_id} does not match the log "
+                                  f"(the record at {end - 1} has epoch {expected})")
+        if end < log.end_offset and log.batch_start_at_or_below(end) != end:
+            raise SafetyViolation(f"CreateSnapshot: node {me}: snapshot end {end} is inside a batch")
+
+    def _fetch_needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
+        """The leader's SnapshotId rule (Kafka's ``tryCompleteFetchRequest`` and
+        ``ReplicatedLog.validateOffsetAndEpoch``): the latest snapshot when the fetcher's log is empty (FetchOffset
+        0) and a non-empty snapshot exists, or, with a snapshot, when FetchOffset is below the log start, at the
+        log start with another LastFetchedEpoch than the earliest snapshot's, or LastFetchedEpoch is older than
+        the earliest snapshot's epoch. None: the log answers (records or DivergingEpoch)."""
+        ids = self._snapshot_ids
+        if not ids:
+            return None
+        latest, earliest = ids[-1], ids[0]
+        if fetch_offset == 0 and latest.end_offset > 0:
+            return latest
+        start = self.log.start_offset
+        if start == 0 and fetch_offset == 0:
+            return None
+        if (
+            fetch_offset < start
+            or (fetch_offset == start and last_fetched_epoch != earliest.epoch)
+            or last_fetched_epoch < earliest.epoch
+        ):
+            return latest
+        return None
+
+    def _clean_limit(self) -> int:
+        """How far ``clean_log`` may move the log start: the latest snapshot's end offset (records below it are
+        in a snapshot), never past the high watermark."""
+        latest = self.latest_snapshot_id
+        return -1 if latest is None else min(latest.end_offset, self._hw)
+
     # ============================================================================ shared rules
 
     def _validate_voter_only_request(self, remote_id: int, remote_epoch: int) -> Errors | None:
@@ -1206,7 +1568,11 @@ class KRaftCore:
 
     def _transition(self, role: Role) -> None:
         """Every role change goes through here (see the table at the top of this module)."""
-        was_leader = isinstance(self.role, Leader)
+        old = self.role
+        was_leader = isinstance(old, Leader)
+        if isinstance(old, Follower) and old.fetching_snapshot is not None:
+            # Kafka's FollowerState.close: the unfrozen download of the old role is deleted.
+            self._out.log_ops.append(AbortSnapshotDownload(old.fetching_snapshot))
         self.role = role
         if was_leader and not isinstance(role, Leader):
             self._accumulator = None  # like Kafka's: held-back writes of a lost epoch are never appended
@@ -1401,7 +1767,10 @@ class KRaftCore:
                 ),
             )
         elif isinstance(role, Follower):
-            self.send_fetch_request(dest)
+            if role.fetching_snapshot is not None:
+                self.send_fetch_snapshot_request(dest)  # Kafka's maybeSendFetchOrFetchSnapshot
+            else:
+                self.send_fetch_request(dest)
         elif isinstance(role, (Unattached, Voted)):
             self.send_fetch_request(dest, max_wait_ms=0)  # an observer's probe: who leads?
 
@@ -1574,7 +1943,8 @@ class KRaftCore:
         self._out = Ready(None, [], None, None, [], [], [], None, None)
         self._pending_log = {}
 
-    def _emit(self, event: str, cause: str | None = None, note: str | None = None, pre_vote: bool = False) -> None:
+    def _emit(self, event: str, cause: str | None = None, note: str | None = None, pre_vote: bool = False,
+              snapshot_id: SnapshotId | None = None) -> None:
         if not self.config.emit_trace:
             self._pending_log.clear()
             return
@@ -1589,6 +1959,8 @@ class KRaftCore:
             ev["cause"] = cause
         if pre_vote:
             ev["preVote"] = True  # KIP-996: the Vote handled was a pre-vote (spec/README.md)
+        if snapshot_id is not None:  # KIP-630 (spec/README.md): the snapshot created, installed or restored
+            ev["snapshotId"] = {"endOffset": snapshot_id.end_offset, "epoch": snapshot_id.epoch}
         if self._pending_log:
             ev["log"], self._pending_log = self._pending_log, {}
         if note is not None:
@@ -1618,4 +1990,7 @@ class KRaftCore:
             self.next_append_offset,
             role.epoch_start_offset if isinstance(role, Leader) else -1,
             self._cluster_id,
+            self.log.start_offset,
+            self.latest_snapshot_id,
+            role.fetching_snapshot if isinstance(role, Follower) else None,
         )

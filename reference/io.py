@@ -1,7 +1,9 @@
 """What goes into the core and what comes out of it (etcd-style: inputs in, one ``Ready`` bundle back).
 
-Inputs: ``RequestReceived``, ``ResponseReceived``, ``RequestFailed``, ``ClientWrite``, ``Shutdown``
-(passed to ``KRaftCore.step``) and the passage of time (``KRaftCore.tick(now_ms)``).
+Inputs: ``RequestReceived``, ``ResponseReceived``, ``RequestFailed``, ``ClientWrite``, ``Shutdown``, and for
+snapshots (KIP-630) ``SnapshotWritten``, ``CleanLogTo``, ``SnapshotLoaded`` (passed to ``KRaftCore.step``) and
+the passage of time (``KRaftCore.tick(now_ms)``). The core reads snapshot bytes (to serve FetchSnapshot)
+through a ``SnapshotSource`` the shell gives it; it never writes one: writes are ``Ready.log_ops``.
 
 Output: ``Ready``. The shell must apply it in this order — the durability rule of KIP-595 "the vote is
 on disk before it is announced", and Raft's "entries are durable before they are acknowledged":
@@ -18,9 +20,9 @@ durable effect the trace lacks (a traced step that a crash kept from disk announ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from kraft_tck.reference.messages import Request, Response
+from kraft_tck.reference.messages import Request, Response, SnapshotId
 from kraft_tck.spec.records import RecordBatch
 
 # ---------------------------------------------------------------------------------------------- durable state
@@ -92,7 +94,58 @@ class Shutdown:
     """Graceful shutdown: a leader resigns (KIP-595 "EndQuorumEpoch"); nobody starts new elections."""
 
 
-Input = RequestReceived | ResponseReceived | RequestFailed | ClientWrite | Shutdown
+@dataclass(frozen=True, slots=True)
+class SnapshotWritten:
+    """KIP-630 ``CreateSnapshot``: the shell has written and frozen (fsync, rename) a snapshot of its state
+    machine at ``snapshot_id``; the core checks Kafka's rules (``KRaftCore.create_snapshot``) and records it.
+    Name the file with ``KRaftCore.snapshot_id_at(end_offset)``."""
+
+    snapshot_id: SnapshotId
+
+
+@dataclass(frozen=True, slots=True)
+class CleanLogTo:
+    """KIP-630 ``CleanLog``: retention allows the log start to move to ``offset``, the end offset of a snapshot
+    the core knows (Kafka's ``KafkaMetadataLog.deleteBeforeSnapshot``). Anything else changes nothing."""
+
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLoaded:
+    """After applying ``InstallSnapshot`` and loading the state machine from the snapshot, the shell reports the
+    cluster id the snapshot's content holds (the ``kraft-tck/cluster-id`` record, ``core.CLUSTER_ID_KEY``), or
+    None: a node without a cluster id adopts it (it is committed, as everything in a snapshot)."""
+
+    snapshot_id: SnapshotId
+    cluster_id: str | None
+
+
+Input = (
+    RequestReceived | ResponseReceived | RequestFailed | ClientWrite | Shutdown | SnapshotWritten | CleanLogTo
+    | SnapshotLoaded
+)
+
+# ---------------------------------------------------------------------------------------------- snapshot bytes
+
+
+class RawSnapshotReader(Protocol):
+    """One frozen snapshot's bytes (Kafka's ``RawSnapshotReader``)."""
+
+    def size_in_bytes(self) -> int:
+        ...
+
+    def slice(self, position: int, max_bytes: int) -> bytes:
+        """The bytes ``[position, position + max_bytes)``, cut at the end of the snapshot."""
+        ...
+
+
+class SnapshotSource(Protocol):
+    """Where the core reads the snapshots it serves (Kafka's ``ReplicatedLog.readSnapshot``): the shell's snapshot
+    store. ``None``: no such snapshot (any more)."""
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> RawSnapshotReader | None:
+        ...
 
 # ---------------------------------------------------------------------------------------------- outputs
 
@@ -113,7 +166,53 @@ class TruncateTo:
     offset: int
 
 
-LogOp = AppendBatches | TruncateTo
+@dataclass(frozen=True, slots=True)
+class AdvanceLogStart:
+    """KIP-630 ``CleanLog``: the log now starts at ``offset`` (a snapshot's end offset); every record below it is
+    gone. Delete the segments wholly below it (Kafka's ``maybeIncrementLogStartOffset`` + ``deleteOldSegments``)."""
+
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshotChunk:
+    """A follower's download (KIP-630 FetchSnapshot): write ``data`` at byte ``position`` of the partial file
+    ``<snapshot_id>.checkpoint.part``. Position 0 starts (or restarts) the file; chunks come in order."""
+
+    snapshot_id: SnapshotId
+    position: int
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot:
+    """The download is complete (or, at restart, the latest snapshot lies past the log): freeze the partial file
+    if there is one (fsync, rename to ``.checkpoint``, fsync the directory), then empty the log so that it
+    starts and ends at ``snapshot_id.end_offset`` (Kafka's ``snapshot.freeze()``, ``log.truncateToLatestSnapshot``),
+    load the state machine from the snapshot and report it with ``SnapshotLoaded``."""
+
+    snapshot_id: SnapshotId
+
+
+@dataclass(frozen=True, slots=True)
+class AbortSnapshotDownload:
+    """Delete the partial file of ``snapshot_id`` (the leader lost it, or this node stopped following)."""
+
+    snapshot_id: SnapshotId
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSnapshot:
+    """The core no longer needs this snapshot (it lies below the log start): the shell may delete its file
+    (Kafka's ``forgetSnapshotsBefore`` / ``removeSnapshots``)."""
+
+    snapshot_id: SnapshotId
+
+
+LogOp = (
+    AppendBatches | TruncateTo | AdvanceLogStart | WriteSnapshotChunk | InstallSnapshot | AbortSnapshotDownload
+    | DeleteSnapshot
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +279,9 @@ class CoreStatus:
     next_append_offset: int
     epoch_start_offset: int
     cluster_id: str | None
+    log_start_offset: int = 0  # KIP-630: records below it are gone (in the latest snapshot)
+    latest_snapshot_id: SnapshotId | None = None
+    snapshot_download: SnapshotId | None = None  # a follower's download in progress
 
     @property
     def is_leader(self) -> bool:

@@ -19,6 +19,13 @@ everything stays in memory. Either way the answers are the same batches: the cor
 The epoch cache is Kafka's "leader epoch checkpoint": one ``(epoch, start_offset)`` entry per epoch that
 has records in the log, in increasing order. It answers the one question KIP-595's Fetch handling asks
 of the log, ``epoch_end_offset`` ("Fetch Request Handling" step 3).
+
+Snapshots (KIP-630): the log may start above offset 0, at ``start_offset``, the end offset of the snapshot
+``start_snapshot`` that holds everything below it (a log cleaned by ``advance_start``, emptied by
+``reset_to_snapshot``, or restored so). As Kafka's ``KafkaMetadataLog`` does, that snapshot's epoch answers the
+epoch questions at the start: ``last_fetched_epoch`` of an empty log, ``epoch_of(start_offset - 1)``, and
+``epoch_end_offset`` for an epoch older than every record left. A log that starts at 0 behaves as before.
+``MemorySnapshots`` is a snapshot store held in memory (tests, the simulator), the core's ``SnapshotSource``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kraft_tck.reference.io import AbortSnapshotDownload, DeleteSnapshot, InstallSnapshot, LogOp, WriteSnapshotChunk
+from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.spec.records import HEADER_SIZE, RecordBatch, crc32c, encode_batch
 
 NO_EPOCH = -1  # KIP-595: LastFetchedEpoch "-1 if there is none"
@@ -61,9 +70,10 @@ class ColdStore(Protocol):
 
 
 class Log:
-    """Batches in offset order, contiguous from offset 0 (this project takes no snapshots).
+    """Batches in offset order, contiguous from ``start_offset`` (0 unless a snapshot holds the records below).
 
-    Batches ``[0, held_from)`` have been released to the cold store; the rest are held in memory.
+    Batches ``[start_offset, held_from)`` have been released to the cold store; the rest are held in memory.
+    ``start``: the snapshot at the log start (KIP-630); ``batches`` then begin at its end offset.
     """
 
     def __init__(
@@ -72,6 +82,7 @@ class Log:
         encoded: Sequence[bytes] | None = None,
         *,
         cold: ColdStore | None = None,
+        start: SnapshotId | None = None,
     ) -> None:
         self._bases = array("q")  # every batch's base offset, for bisect: all a released batch leaves here
         self._first_held = 0  # the index of the first batch held in memory
@@ -83,6 +94,14 @@ class Log:
         self._epoch_keys: list[int] = []  # each entry's epoch, for bisect (Fetch validation asks per fetch)
         self._epoch_starts: list[int] = []  # each entry's start offset, for bisect (``epoch_of``)
         self._end = 0  # the log end offset, kept because the core asks for it on every step
+        # KIP-630: the log start and the snapshot there (None: the log starts at 0, no snapshot below it).
+        self._start = 0
+        self._start_snapshot: SnapshotId | None = None
+        if start is not None:
+            if start.end_offset < 0 or start.epoch < 0:
+                raise LogError(f"invalid start snapshot {start}")
+            self._start = self._end = start.end_offset
+            self._start_snapshot = start if start.end_offset > 0 else None
         self.append(list(batches), encoded)
 
     # ------------------------------------------------------------------------------------ queries
@@ -93,9 +112,23 @@ class Log:
         return self._end
 
     @property
+    def start_offset(self) -> int:
+        """The log start offset: the first offset still in the log (KIP-630; 0 without snapshots)."""
+        return self._start
+
+    @property
+    def start_snapshot(self) -> SnapshotId | None:
+        """The snapshot at the log start (its end offset is ``start_offset``), None when the log starts at 0."""
+        return self._start_snapshot
+
+    @property
     def last_fetched_epoch(self) -> int:
-        """The epoch of the last record, or -1 for an empty log (Fetch's ``LastFetchedEpoch``)."""
-        return self._epoch_keys[-1] if self._epoch_keys else NO_EPOCH
+        """The epoch of the last record (Fetch's ``LastFetchedEpoch``); with no records, the epoch of the snapshot
+        at the log start (Kafka's ``KafkaMetadataLog.lastFetchedEpoch``), or -1 for an empty log from 0."""
+        if self._epoch_keys:
+            return self._epoch_keys[-1]
+        snap = self._start_snapshot
+        return snap.epoch if snap is not None else NO_EPOCH
 
     @property
     def held_from(self) -> int:
@@ -113,9 +146,9 @@ class Log:
         return tuple(self.iter_batches())
 
     def iter_batches(self, from_offset: int = 0, chunk_bytes: int = 1 << 20) -> Iterator[RecordBatch]:
-        """The batches from the one holding ``from_offset`` to the end, released ones read from the cold
-        store ``chunk_bytes`` at a time: memory stays bounded however long the log is."""
-        offset = max(0, from_offset)
+        """The batches from the one holding ``from_offset`` (at least the log start) to the end, released ones
+        read from the cold store ``chunk_bytes`` at a time: memory stays bounded however long the log is."""
+        offset = max(self._start, from_offset)
         while offset < self._end:
             batches = self.read(offset, chunk_bytes)
             yield from batches
@@ -133,19 +166,30 @@ class Log:
         Kafka's leader-epoch cache: when every epoch in the log is larger than ``epoch``, the answer is
         ``(epoch, start of the first epoch)`` — "nothing of yours is known here, diverge from the
         start"; an empty log answers ``(-1, 0)``.
+
+        A log that starts at a snapshot (KIP-630) answers an epoch older than every record left, and any epoch
+        when no record is left, with the snapshot: ``(snapshot epoch, start offset)`` (Kafka's
+        ``KafkaMetadataLog.endOffsetForEpoch``, which overrides the cache's answer at the log start).
         """
+        snap = self._start_snapshot
         if not self._epochs:
-            return NO_EPOCH, 0
+            return (NO_EPOCH, 0) if snap is None else (snap.epoch, self._start)
         i = bisect.bisect_right(self._epoch_keys, epoch)  # entries [0, i) have epoch <= requested
         if i == 0:
+            if snap is not None:
+                return snap.epoch, self._start
             return epoch, self._epochs[0].start_offset
         found = self._epochs[i - 1]
         end = self._epochs[i].start_offset if i < len(self._epochs) else self._end
         return found.epoch, end
 
     def epoch_of(self, offset: int) -> int:
-        """The epoch of the record at ``offset`` (-1 if it is not in the log), from the epoch cache."""
-        if not 0 <= offset < self._end:
+        """The epoch of the record at ``offset`` (-1 if it is not in the log), from the epoch cache; the record
+        just below the log start has the start snapshot's epoch (it is the snapshot's last record)."""
+        if not self._start <= offset < self._end:
+            snap = self._start_snapshot
+            if snap is not None and offset == self._start - 1:
+                return snap.epoch
             return NO_EPOCH
         return self._epoch_keys[bisect.bisect_right(self._epoch_starts, offset) - 1]
 
@@ -164,6 +208,8 @@ class Log:
             return (), ()
         if from_offset < 0:
             raise LogError(f"read from negative offset {from_offset}")
+        if from_offset < self._start:
+            raise LogError(f"read from offset {from_offset}, below the log start offset {self._start}")
         # Like Kafka, an offset inside a batch reads that whole batch.
         first = self._first_held
         if self._batches and from_offset >= self._bases[first]:
@@ -220,7 +266,8 @@ class Log:
             epoch = batch.partition_leader_epoch
             if epoch < last_epoch:
                 raise LogError(f"batch at {base} has epoch {epoch} below the log's last epoch {last_epoch}")
-            if epoch > last_epoch:
+            if epoch > last_epoch or not self._epoch_keys:
+                # (A log that starts at a snapshot has no entry yet for its first record's epoch.)
                 self._epochs.append(EpochStart(epoch, base))
                 self._epoch_keys.append(epoch)
                 self._epoch_starts.append(base)
@@ -257,6 +304,8 @@ class Log:
             return self._end
         if offset < 0:
             raise LogError(f"truncate to negative offset {offset}")
+        if offset < self._start:
+            raise LogError(f"truncate to offset {offset}, below the log start offset {self._start}")
         offset = self.batch_start_at_or_below(offset)
         i = bisect.bisect_left(self._bases, offset)
         held = max(0, i - self._first_held)
@@ -271,6 +320,56 @@ class Log:
             self._epoch_keys.pop()
             self._epoch_starts.pop()
         return offset
+
+    def advance_start(self, snapshot_id: SnapshotId) -> int:
+        """KIP-630 ``CleanLog``: the log now starts at ``snapshot_id.end_offset``, a batch boundary at or below the
+        log end; the batches below it go (Kafka's ``UnifiedLog.maybeIncrementLogStartOffset`` and
+        ``deleteOldSegments``) and the epoch cache keeps the entry covering the new start, moved there
+        (Kafka's ``LeaderEpochFileCache.truncateFromStart``). Returns how many batches went."""
+        offset = snapshot_id.end_offset
+        if offset <= self._start:
+            return 0
+        if offset > self._end:
+            raise LogError(f"log start {offset} beyond the log end offset {self._end}")
+        if self.epoch_of(offset - 1) != snapshot_id.epoch:
+            raise LogError(f"snapshot {snapshot_id} does not match the log (epoch {self.epoch_of(offset - 1)} "
+                           f"at offset {offset - 1})")
+        i = bisect.bisect_left(self._bases, offset)
+        if i < len(self._bases) and self._bases[i] != offset:
+            raise LogError(f"log start {offset} is inside the batch at {self._bases[i - 1]}")
+        held = max(0, i - self._first_held)
+        self._held_bytes -= sum(len(d) for d in self._encoded[:held] if d is not None)
+        del self._batches[:held]
+        del self._encoded[:held]
+        del self._bases[:i]
+        self._first_held = max(0, self._first_held - i)
+        if offset == self._end:
+            keep = len(self._epochs)  # no record left: the snapshot answers every epoch question
+        else:
+            keep = bisect.bisect_right(self._epoch_starts, offset) - 1  # the entry covering the new start
+            self._epochs[keep] = EpochStart(self._epochs[keep].epoch, offset)
+            self._epoch_starts[keep] = offset
+        del self._epochs[:keep]
+        del self._epoch_keys[:keep]
+        del self._epoch_starts[:keep]
+        self._start, self._start_snapshot = offset, snapshot_id
+        return i
+
+    def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """KIP-630 snapshot install (Kafka's ``truncateToLatestSnapshot`` → ``truncateFullyAndStartAt``): every
+        record goes; the log starts and ends at the snapshot's end offset, the snapshot's epoch its last."""
+        if snapshot_id.end_offset < 0 or snapshot_id.epoch < 0:
+            raise LogError(f"invalid snapshot id {snapshot_id}")
+        self._bases = array("q")
+        self._first_held = 0
+        self._batches.clear()
+        self._encoded.clear()
+        self._held_bytes = 0
+        self._epochs.clear()
+        self._epoch_keys.clear()
+        self._epoch_starts.clear()
+        self._start = self._end = snapshot_id.end_offset
+        self._start_snapshot = snapshot_id if snapshot_id.end_offset > 0 else None
 
     def release(self, keep_bytes: int) -> int:
         """Let the oldest held batches go from memory, down to ``keep_bytes`` held; return how many went.
@@ -308,3 +407,72 @@ class Log:
             raise LogError(f"the cold store returned {got} for the released batch at offset {base}")
         n = min(len(batches), self._first_held - index)
         return tuple(batches[:n]), tuple(encoded[:n])
+
+
+# ---------------------------------------------------------------------------------------------- snapshots
+
+
+class _MemorySnapshot:
+    """One snapshot's bytes (``io.RawSnapshotReader``)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def size_in_bytes(self) -> int:
+        return len(self.data)
+
+    def slice(self, position: int, max_bytes: int) -> bytes:
+        return self.data[position : position + max(0, max_bytes)]
+
+
+class MemorySnapshots:
+    """Snapshots held in memory: the core's ``io.SnapshotSource`` for tests and the simulator, which also applies
+    a follower's download ops (``apply_op``: ``WriteSnapshotChunk``, ``InstallSnapshot`` freezes the partial
+    bytes, ``AbortSnapshotDownload``, ``DeleteSnapshot``). A node keeps its snapshots in files instead."""
+
+    def __init__(self) -> None:
+        self._frozen: dict[SnapshotId, _MemorySnapshot] = {}
+        self._partial: dict[SnapshotId, bytearray] = {}
+
+    def put(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """A frozen snapshot (what a shell writes before ``SnapshotWritten``)."""
+        self._frozen[snapshot_id] = _MemorySnapshot(bytes(data))
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> _MemorySnapshot | None:
+        return self._frozen.get(snapshot_id)
+
+    def data(self, snapshot_id: SnapshotId) -> bytes | None:
+        snap = self._frozen.get(snapshot_id)
+        return None if snap is None else snap.data
+
+    def ids(self) -> list[SnapshotId]:
+        """The frozen snapshots, oldest first."""
+        return sorted(self._frozen)
+
+    def partial(self, snapshot_id: SnapshotId) -> bytes | None:
+        part = self._partial.get(snapshot_id)
+        return None if part is None else bytes(part)
+
+    def apply_op(self, op: LogOp) -> None:
+        """Apply one of the core's snapshot ops; other ops (the log's) are ignored."""
+        if isinstance(op, WriteSnapshotChunk):
+            if op.position == 0:
+                self._partial[op.snapshot_id] = bytearray()
+            part = self._partial.get(op.snapshot_id)
+            if part is None or len(part) != op.position:
+                have = None if part is None else len(part)
+                raise LogError(f"chunk of {op.snapshot_id} at {op.position}, but the partial file has {have} bytes")
+            part += op.data
+        elif isinstance(op, AbortSnapshotDownload):
+            self._partial.pop(op.snapshot_id, None)
+        elif isinstance(op, DeleteSnapshot):
+            self._frozen.pop(op.snapshot_id, None)
+        elif isinstance(op, InstallSnapshot):
+            sid = op.snapshot_id
+            part = self._partial.pop(sid, None)
+            if part is not None:
+                self._frozen[sid] = _MemorySnapshot(bytes(part))
+            elif sid not in self._frozen:
+                raise LogError(f"install of {sid}: no such snapshot or download")

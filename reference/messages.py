@@ -35,6 +35,16 @@ class LeaderIdAndEpoch:
     leader_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot's id (KIP-630; Kafka's ``OffsetAndEpoch``): it holds every record below ``end_offset``, and
+    ``epoch`` is the epoch of the record at ``end_offset - 1`` (0 for an empty prefix). Ordered by
+    (end_offset, epoch), as Kafka orders snapshot ids."""
+
+    end_offset: int
+    epoch: int
+
+
 # ---------------------------------------------------------------------------------------------- Vote
 
 
@@ -130,6 +140,43 @@ class FetchResponse:
     # Each batch's bytes, one per batch, when known: the leader sends the bytes its log holds, and a
     # follower keeps the bytes it received (Kafka's followers append the leader's batches as they are).
     encoded: tuple[bytes, ...] | None = field(default=None, compare=False, repr=False)
+    # KIP-630: the leader's answer to a fetch below its log start (or diverging below it): fetch this snapshot
+    # (Kafka's tagged ``SnapshotId``; set on the wire when either field differs from -1).
+    snapshot_id: SnapshotId | None = None
+
+
+# ------------------------------------------------------------------------------ FetchSnapshot (KIP-630)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class FetchSnapshotRequest:
+    """A chunk of snapshot ``snapshot_id`` from byte ``position`` on, at most ``max_bytes`` (API 59)."""
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int = 0x7FFFFFFF
+    # False when the body did not name exactly __cluster_metadata-0: Kafka answers UNKNOWN_TOPIC_OR_PARTITION
+    # on the partition after the cluster id check (KafkaRaftClient.handleFetchSnapshotRequest).
+    valid_partition: bool = True
+    partition_name: tuple[str, int] | None = None  # (topic, partition) it named, when not valid
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class FetchSnapshotResponse:
+    """One chunk: ``records`` are the snapshot file's bytes ``[position, position + len(records))`` of ``size``
+    (Kafka's UnalignedRecords: not cut at batch boundaries). ``snapshot_id`` None on the wire is (-1, -1)."""
+
+    snapshot_id: SnapshotId | None = None
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    size: int = -1
+    position: int = -1
+    records: bytes = b""
+    partition_error: Errors = Errors.NONE
+    error: Errors = Errors.NONE
+    partition_name: tuple[str, int] | None = None  # echoed with UNKNOWN_TOPIC_OR_PARTITION (None: ours)
 
 
 # ------------------------------------------------------------------------------ DescribeQuorum
@@ -168,10 +215,12 @@ class DescribeQuorumResponse:
 
 
 Request = (
-    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+    | DescribeQuorumRequest
 )
 Response = (
-    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
+    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
+    | DescribeQuorumResponse
 )
 
 API_NAMES: dict[type, str] = {
@@ -183,6 +232,8 @@ API_NAMES: dict[type, str] = {
     EndQuorumEpochResponse: "EndQuorumEpoch",
     FetchRequest: "Fetch",
     FetchResponse: "Fetch",
+    FetchSnapshotRequest: "FetchSnapshot",
+    FetchSnapshotResponse: "FetchSnapshot",
     DescribeQuorumRequest: "DescribeQuorum",
     DescribeQuorumResponse: "DescribeQuorum",
 }

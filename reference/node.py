@@ -7,6 +7,13 @@ it is announced (KIP-595 "Vote Request Handling") and records are durable before
 
 Core calls happen only on the event loop thread, one at a time, so the core needs no locking. Disk
 writes block the loop briefly; that is deliberate: the ordering rule above is then trivially true.
+
+Snapshots (KIP-630) are the shell's too: it writes one of its state machine (the broker registry, ``registry.py``)
+when ``SnapshotTrigger`` says so, then tells the core (``SnapshotWritten``), then cleans the log as far as the
+retention rules allow (``CleanLogTo``, then the core's ``AdvanceLogStart`` op). The content is O(brokers), a few KB
+whatever the log's length, so it is written on the loop like an append (one file, fsync, rename, directory fsync).
+A follower's download (``WriteSnapshotChunk``, ``InstallSnapshot``, ``AbortSnapshotDownload``) and serving chunks
+(``_StoreSnapshots``, the core's ``SnapshotSource``) go through the snapshot store (``snapshot.py``).
 """
 
 from __future__ import annotations
@@ -26,25 +33,34 @@ from typing import Any
 
 from kraft_tck.reference import controller as broker_controller
 from kraft_tck.reference import describe_cluster, wire
-from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver
+from kraft_tck.reference import snapshot as disk_snapshot
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver, SnapshotTrigger
 from kraft_tck.reference.config import PRE_VOTE_KEY, ConfigError, NodeConfig
 from kraft_tck.reference.controller import Decision
 from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
+    AbortSnapshotDownload,
+    AdvanceLogStart,
     AppendBatches,
+    CleanLogTo,
     ClientAppendResult,
     ClientWrite,
+    DeleteSnapshot,
     ElectionState,
     Input,
+    InstallSnapshot,
     Ready,
     RequestFailed,
     RequestReceived,
     ResponseReceived,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotWritten,
     TruncateTo,
+    WriteSnapshotChunk,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchRequest, FetchResponse, VoteRequest, VoteResponse
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, SnapshotId, VoteRequest, VoteResponse
 from kraft_tck.reference.net import (
     Answer,
     EncodedAnswer,
@@ -73,6 +89,20 @@ CoreFactory = type[KRaftCore]
 
 class WriteLost(Exception):
     """A client write was appended but truncated before it committed (its leader lost the epoch)."""
+
+
+#: The most records a leader holds appended but not committed before it refuses client writes (see ``Node.write``):
+#: about 64 ms of a 60,000 records/s load, so an overloaded leader queues that much and no more.
+MAX_UNCOMMITTED_RECORDS = 4096
+
+
+class WriteRefused(Exception):
+    """The leader holds ``Node.max_uncommitted_records`` uncommitted records already: the write was not appended.
+    ``error`` is Kafka's answer to a controller write it cannot take in time, REQUEST_TIMED_OUT (KafkaEventQueue
+    fails an event still queued at its deadline with TimeoutException, which Errors.forException maps to
+    REQUEST_TIMED_OUT; ControllerApis gives e.g. a BrokerHeartbeat broker.heartbeat.interval.ms / 2). Retriable."""
+
+    error = Errors.REQUEST_TIMED_OUT
 
 
 class NodeHalted(Exception):
@@ -117,6 +147,34 @@ def _probe_writable(directory: Path) -> None:
     with open(probe, "wb") as f:
         f.write(b"probe")
     probe.unlink()
+
+
+class _StoreReader:
+    """One snapshot file's bytes, for the core (``io.RawSnapshotReader``, Kafka's FileRawSnapshotReader)."""
+
+    def __init__(self, store: disk_snapshot.SnapshotStore, sid: SnapshotId) -> None:
+        self._store, self._sid = store, sid
+
+    def size_in_bytes(self) -> int:
+        return self._store.size(self._sid)
+
+    def slice(self, position: int, max_bytes: int) -> bytes:
+        return self._store.read_chunk(self._sid, position, max_bytes)
+
+
+class _StoreSnapshots:
+    """The core's ``io.SnapshotSource``: the node's snapshot store (Kafka's ReplicatedLog.readSnapshot)."""
+
+    def __init__(self, store: disk_snapshot.SnapshotStore) -> None:
+        self._store = store
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> _StoreReader | None:
+        return _StoreReader(self._store, snapshot_id) if snapshot_id in self._store else None
+
+
+#: Kafka's KafkaRaftClient runs the metadata log's cleaner (KafkaMetadataLog.maybeClean) every 60 s
+#: (RaftMetadataLogCleanerManager); the node also tries right after each snapshot it writes.
+CLEAN_INTERVAL_MS = 60_000
 
 
 class Clock:
@@ -207,6 +265,18 @@ class Node:
         self.brokers = BrokerDriver(config.broker_session_timeout_ms, is_voter=config.node_id in config.voter_ids)
         self._broker_answers: dict[int, asyncio.Future[dict[str, Any]]] = {}  # token -> the request's answer
         self._broker_tokens = itertools.count()
+        # KIP-630: when to snapshot (set up by ``start``), a follower's download in progress, and a pending
+        # snapshot check (scheduled from inside a step, run from the loop: steps never nest).
+        self.snapshot_trigger = SnapshotTrigger(config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms)
+        self._download: disk_snapshot.SnapshotDownload | None = None
+        self._download_id: SnapshotId | None = None
+        self._snapshot_check: asyncio.Handle | None = None
+        self._last_clean_ms = 0
+        self.snapshots_written = 0  # by this process (tests and benches read it)
+        self.snapshot_write_ms: list[float] = []  # how long each write held the loop
+        # Backpressure on client writes (``write``): the bound, and how many writes it refused.
+        self.max_uncommitted_records = MAX_UNCOMMITTED_RECORDS
+        self.writes_refused = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -223,7 +293,7 @@ class Node:
         except ConfigError as exc:
             raise StartupError(str(exc)) from exc
         try:
-            self.storage = LogDir.open(cfg.log_dir, fsync=self._fsync)
+            self.storage = LogDir.open(cfg.log_dir, fsync=self._fsync, segment_bytes=cfg.log_segment_bytes)
             _probe_writable(self.storage.partition_dir)
             meta = self.storage.read_meta()
             qs = self.storage.read_quorum_state()
@@ -242,12 +312,30 @@ class Node:
             voted_id=qs.voted_id if qs else -1,
             voters=tuple(sorted(cfg.voter_ids)),
         )
+        # KIP-630 restart: the latest valid snapshot, then the log after it. The store checked every snapshot
+        # file when it opened (a torn or corrupt one is set aside, the previous one is used) and the log directory
+        # starts at its persisted log start offset, which a snapshot covers.
+        store = self.storage.snapshots
+        snapshot_ids = store.ids()
+        start_snapshot = self.storage.start_snapshot_id  # the snapshot ending at the log start (None at 0)
         # The core's log holds the newest reference.log.cache.bytes in memory and reads older batches from the
         # segment files: start-up streams the log through it, so memory never holds all of it.
-        core_log = self.metadata_log = Log(cold=self.storage)
+        core_log = self.metadata_log = Log(cold=self.storage, start=start_snapshot)
         for batch, data in self.storage.iter_encoded():
             core_log.append((batch,), (data,))
             core_log.release(cfg.log_cache_bytes)
+        latest = store.latest()
+        if latest is not None:
+            try:
+                self._load_snapshot(latest)
+            except (StorageError, RegistryError) as exc:
+                self.storage.close()
+                raise StartupError(f"{store.path(latest)}: cannot load the snapshot: {exc}") from exc
+        self.snapshot_trigger = SnapshotTrigger(
+            cfg.snapshot_max_new_record_bytes, cfg.snapshot_max_interval_ms,
+            last_snapshot_offset=latest.end_offset if latest is not None else 0,
+            last_snapshot_ms=self.clock.now_ms(), applied_offset=self.brokers.applied_offset)
+        self._last_clean_ms = self.clock.now_ms()
         core_cfg = CoreConfig(
             node_id=cfg.node_id,
             voters=cfg.voter_ids,
@@ -282,7 +370,8 @@ class Node:
             )
         now = self.clock.now_ms()
         # KIP-595 "Persistence": the core comes back from quorum-state and the log only.
-        self.core, first = self._core_factory.restart(core_cfg, durable, core_log, self._rng, now)
+        self.core, first = self._core_factory.restart(
+            core_cfg, durable, core_log, self._rng, now, snapshots=_StoreSnapshots(store), snapshot_ids=snapshot_ids)
         for voter in cfg.voters:
             if voter.node_id != cfg.node_id:
                 host = voter.endpoint.host or "127.0.0.1"
@@ -437,6 +526,8 @@ class Node:
                 self.storage.append(op.batches, op.encoded)
             elif isinstance(op, TruncateTo):
                 self.storage.truncate_to(op.offset)
+            else:
+                self._apply_snapshot_op(op)
         if ready.log_ops:
             self.storage.flush()
             assert self.metadata_log is not None
@@ -470,6 +561,136 @@ class Node:
             self._deadline = ready.next_deadline_ms
             self._schedule_tick()
         self._sync_controller()
+
+    # ------------------------------------------------------------------ snapshots (KIP-630)
+
+    def _apply_snapshot_op(
+        self, op: AdvanceLogStart | WriteSnapshotChunk | InstallSnapshot | AbortSnapshotDownload | DeleteSnapshot
+    ) -> None:
+        """The core's snapshot ops, durable before anything of the same step is sent (reference/io.py)."""
+        assert self.storage is not None
+        store = self.storage.snapshots
+        if isinstance(op, AdvanceLogStart):
+            # CleanLog: the core named a snapshot's end offset (Kafka's deleteBeforeSnapshot).
+            sid = max((s for s in store.ids() if s.end_offset == op.offset), default=None)
+            if sid is None or not (self.storage.delete_before_snapshot(sid) or self.storage.start_offset == op.offset):
+                # The core's log and the disk would disagree on where the log starts: halt (as any failed write).
+                raise StorageError(f"{self.storage.partition_dir}: cannot move the log start to {op.offset} "
+                                   f"(snapshots {store.ids()}, log start {self.storage.start_offset})")
+        elif isinstance(op, WriteSnapshotChunk):
+            sid = op.snapshot_id
+            if op.position == 0 or self._download is None or self._download_id != sid:
+                self._abort_download()
+                self._download, self._download_id = store.begin_download(sid), sid
+            self._download.append(op.position, op.data)
+        elif isinstance(op, InstallSnapshot):
+            self._install_snapshot(op.snapshot_id)
+        elif isinstance(op, AbortSnapshotDownload):
+            if self._download_id == op.snapshot_id:
+                self._abort_download()
+        elif isinstance(op, DeleteSnapshot):
+            sid = op.snapshot_id
+            later = [s for s in store.ids() if s > sid]
+            if sid in store and later:  # never the latest snapshot
+                store.delete_before(later[0])
+
+    def _abort_download(self) -> None:
+        if self._download is not None:
+            self._download.abort()
+        self._download = self._download_id = None
+
+    def _install_snapshot(self, sid: SnapshotId) -> None:
+        """Freeze the download (validated, fsync, rename), empty the log to start and end at the snapshot's end
+        offset (Kafka's truncateToLatestSnapshot), load the registry from it and tell the core which cluster id
+        it holds. At restart the file is already frozen: only the log is emptied if it still needs to be."""
+        assert self.storage is not None
+        if self._download is not None and self._download_id == sid:
+            download, self._download, self._download_id = self._download, None, None
+            try:
+                download.finish()
+            except StorageError as exc:
+                # Bytes from the leader that do not form a valid snapshot: the core already counts it installed, so
+                # the node halts, as Kafka's controller does when a snapshot it loads fails its checks.
+                raise StorageError(f"the snapshot {disk_snapshot.snapshot_filename(sid)} downloaded from the leader "
+                                   f"is not valid: {exc}") from exc
+        self.storage.reset_to_snapshot(sid)  # idempotent: at restart the log may be emptied already
+        self._load_snapshot(sid)
+        now = self.clock.now_ms()
+        self.snapshot_trigger.snapshotted(sid.end_offset, now)
+        loaded = SnapshotLoaded(sid, self.brokers.registry.cluster_id)
+        log.info("node %d installed snapshot %s (%d brokers)", self.config.node_id,
+                 disk_snapshot.snapshot_filename(sid), len(self.brokers.registry))
+        assert self._loop is not None
+        self._loop.call_soon(self._deliver_loaded, loaded)
+
+    def _deliver_loaded(self, loaded: SnapshotLoaded) -> None:
+        if not self._stopping and self.failure is None:
+            self._step(loaded)
+
+    def _load_snapshot(self, sid: SnapshotId) -> None:
+        """The state machine from a snapshot file (its data records; header and footer are not content)."""
+        assert self.storage is not None
+        snap = self.storage.snapshots.read(sid)
+        self.brokers.load_snapshot(sid.end_offset, (rec for batch in snap.batches for rec in batch.records))
+
+    def _note_commit(self, nbytes: int) -> None:
+        """After a commit was applied: feed the trigger and check it from the loop (not inside this step)."""
+        trigger = self.snapshot_trigger
+        trigger.committed(nbytes, self.brokers.applied_offset, self.brokers.applied_aligned)
+        if self._snapshot_check is None and trigger.due(self.clock.now_ms()) is not None and self._loop is not None:
+            self._snapshot_check = self._loop.call_soon(self._maybe_snapshot)
+
+    def _maybe_snapshot(self) -> None:
+        """KIP-630 CreateSnapshot: when the trigger says so, write the registry at the applied offset, tell the
+        core, then clean. Runs from the loop, between steps."""
+        self._snapshot_check = None
+        core, storage = self.core, self.storage
+        if core is None or storage is None or self._stopping or self.failure is not None:
+            return
+        now = self.clock.now_ms()
+        reason = self.snapshot_trigger.due(now)
+        if reason is None:
+            return
+        end = self.brokers.applied_offset
+        if not self.brokers.applied_aligned:
+            return  # inside a batch: the commit that completes it checks again
+        try:
+            sid = core.snapshot_id_at(end)  # the epoch of the record at end - 1; ValueError: not committed
+        except ValueError as exc:
+            log.debug("no snapshot at %d yet: %s", end, exc)
+            return
+        started = time.perf_counter()
+        try:
+            if sid not in storage.snapshots:  # a crash after the write and before the core heard of it
+                storage.create_snapshot(sid, [self.brokers.snapshot_records()],
+                                        last_contained_log_timestamp=self.brokers.applied_timestamp,
+                                        timestamp_ms=now)
+        except (StorageError, OSError) as exc:
+            self._halt(exc)
+            return
+        self.snapshot_write_ms.append((time.perf_counter() - started) * 1000)
+        self.snapshots_written += 1
+        self.snapshot_trigger.snapshotted(end, now)
+        log.info("node %d: created snapshot %s because %s", self.config.node_id,
+                 disk_snapshot.snapshot_filename(sid), reason)
+        self._step(SnapshotWritten(sid))
+        self._maybe_clean(now)
+
+    def _maybe_clean(self, now: int) -> None:
+        """KIP-630 CleanLog by Kafka's retention rules (KafkaMetadataLog.maybeClean: metadata.max.retention.bytes,
+        then metadata.max.retention.ms; at least one snapshot stays): the core first (``CleanLogTo``), whose
+        ``AdvanceLogStart`` op then deletes the segments and older snapshots."""
+        self._last_clean_ms = now
+        storage, cfg = self.storage, self.config
+        while storage is not None and self.failure is None and not self._stopping:
+            target = storage.clean_target(now, retention_bytes=cfg.retention_max_bytes, retention_ms=cfg.retention_ms)
+            if target is None or target.end_offset <= storage.start_offset:
+                return
+            before = storage.start_offset
+            self._step(CleanLogTo(target.end_offset))
+            if storage.start_offset == before:
+                return  # the core refused it (it says why in its trace)
+            log.info("node %d: log start offset %d -> %d (retention)", cfg.node_id, before, storage.start_offset)
 
     def _answer_body(self, response: Any, version: int, several: bool) -> Answer | EncodedAnswer:
         """The answer to send for ``response``; encoded once here when other replies may share the bytes
@@ -710,9 +931,19 @@ class Node:
     async def write(self, values: list[bytes], wait_commit: bool = True) -> ClientAppendResult:
         """Append values on the leader (as one batch, possibly with other writes held back for
         ``controller.quorum.append.linger.ms``); with ``wait_commit`` return once the high watermark passes
-        them."""
+        them. A leader already holding ``max_uncommitted_records`` uncommitted records raises ``WriteRefused``."""
         if self.failure is not None:
             raise self._halted_error()
+        core = self.core
+        if core is not None and core.leader_id == self.config.node_id:
+            # A bounded queue, not growing memory: a leader that cannot commit as fast as it is written to refuses
+            # the excess (one write is always taken when nothing is waiting, however large, as Kafka's non-strict
+            # memory pool admits one request past its bound). Writes held back by the linger count too.
+            uncommitted = core.next_append_offset - max(self.high_watermark, 0)
+            if uncommitted > 0 and uncommitted + len(values) > self.max_uncommitted_records:
+                self.writes_refused += 1
+                raise WriteRefused(f"{uncommitted} records appended and not yet committed (bound "
+                                   f"{self.max_uncommitted_records}): {WriteRefused.error.name}")
         ready = self._step(ClientWrite(tuple(values)))
         result = ready.client_append
         assert result is not None, "the core answers every ClientWrite"
@@ -750,6 +981,8 @@ class Node:
         log_ = self.metadata_log
         assert log_ is not None
         done = self.brokers.commit(self.high_watermark, log_.iter_batches, log_.epoch_of)
+        if done.bytes or self.brokers.applied_offset != self.snapshot_trigger.applied_offset:
+            self._note_commit(done.bytes)
         if done.changes:
             now = self.clock.now_ms()
             for change in done.changes:
@@ -822,7 +1055,16 @@ class Node:
         period = max(0.01, min(0.25, self.config.broker_session_timeout_ms / 4000))
         while not self._stopping:
             await asyncio.sleep(period)
-            if self._stopping or self.core is None or not self.brokers.active:
+            if self._stopping or self.core is None:
+                continue
+            # KIP-630's time rules: metadata.log.max.snapshot.interval.ms (Kafka looks at it when a commit
+            # arrives, and its controller commits a no-op every 500 ms; this node writes none) and the cleaner.
+            now = self.clock.now_ms()
+            if self.snapshot_trigger.due(now) is not None:
+                self._maybe_snapshot()
+            elif now - self._last_clean_ms >= CLEAN_INTERVAL_MS:
+                self._maybe_clean(now)
+            if not self.brokers.active:
                 continue
             decision = self.brokers.expire(self.clock.now_ms(), self.core.status())
             if decision is not None:

@@ -24,6 +24,17 @@ fencing change (-1 unfence, 0 none, 1 fence) and in-controlled-shutdown change (
 ``UnregisterBrokerRecord`` removes the registration. Like Kafka's replay, a record naming a broker
 that is not registered, or an epoch that is not the broker's current one, is refused
 (``RegistryError``): the controller never writes one, so seeing one means the log is not ours to trust.
+
+Besides the brokers, the registry keeps the rest of the node's metadata state that the committed log
+holds: the finalized feature levels (``FeatureLevelRecord``; level 0 removes the feature, as Kafka's
+``FeatureControlManager.replay``) and the bootstrapped cluster id (the first committed cluster-id record,
+``core.CLUSTER_ID_KEY``, the one the core adopts).
+
+Snapshots (KIP-630): ``snapshot_records`` is that state written as the same records the log holds (Kafka's
+``MetadataImage.write``: features first, then the cluster, one ``RegisterBrokerRecord`` per broker carrying
+its ``Fenced`` and ``InControlledShutdown`` state, as Kafka's ``BrokerRegistration.toRecord``), and
+``from_snapshot`` rebuilds exactly that state from them: the registry of a snapshot at offset N equals the
+registry of the log replayed to N.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kraft_tck.reference.core import CLUSTER_ID_KEY
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError
 from kraft_tck.spec.records import Record, RecordBatch
@@ -46,6 +58,13 @@ FENCE = "FenceBrokerRecord"
 UNFENCE = "UnfenceBrokerRecord"
 CHANGE = "BrokerRegistrationChangeRecord"
 BROKER_RECORDS = frozenset({REGISTER, UNREGISTER, FENCE, UNFENCE, CHANGE})
+FEATURE_LEVEL = "FeatureLevelRecord"
+#: Every metadata record the registry applies.
+STATE_RECORDS = BROKER_RECORDS | {FEATURE_LEVEL}
+#: The feature Kafka writes first (MetadataImage.write: the features image, metadata.version leading).
+METADATA_VERSION = "metadata.version"
+#: The RegisterBrokerRecord version of snapshots: v1 has InControlledShutdown (as the controller writes).
+SNAPSHOT_REGISTER_VERSION = 1
 
 # BrokerRegistrationChangeRecord field values (Kafka's BrokerRegistrationFencingChange and
 # BrokerRegistrationInControlledShutdownChange).
@@ -139,6 +158,12 @@ def decode_broker_record(record: Record) -> tuple[str, int, Body] | None:
     also carries records that are not metadata records — the cluster-id record (keyed) and the node's
     write workload (arbitrary bytes) — and metadata records of other types; all of them are skipped.
     """
+    decoded = decode_state_record(record)
+    return decoded if decoded is not None and decoded[0] in BROKER_RECORDS else None
+
+
+def decode_state_record(record: Record) -> tuple[str, int, Body] | None:
+    """The broker or feature-level record in ``record`` (the records the registry applies), or None."""
     if record.key is not None or not record.value:
         return None
     if not _may_be_broker_record(record.value):
@@ -147,11 +172,11 @@ def decode_broker_record(record: Record) -> tuple[str, int, Body] | None:
         name, version, body = codec.decode_metadata_record(record.value)
     except DecodeError:
         return None
-    return (name, version, body) if name in BROKER_RECORDS else None
+    return (name, version, body) if name in STATE_RECORDS else None
 
 
-# The metadata-record api keys of the broker records (the second uvarint of the frame).
-_BROKER_RECORD_KEYS = frozenset(codec.message_def(name).api_key for name in BROKER_RECORDS)
+# The metadata-record api keys of the records the registry applies (the second uvarint of the frame).
+_BROKER_RECORD_KEYS = frozenset(codec.message_def(name).api_key for name in STATE_RECORDS)
 
 
 def _may_be_broker_record(value: bytes) -> bool:
@@ -166,10 +191,13 @@ def _may_be_broker_record(value: bytes) -> bool:
 
 
 class BrokerRegistry:
-    """Brokers by id, and ``next_offset``: every committed record below it has been applied."""
+    """Brokers by id, the finalized feature levels, the bootstrapped cluster id, and ``next_offset``: every
+    committed record below it has been applied."""
 
     def __init__(self) -> None:
         self._brokers: dict[int, BrokerRegistration] = {}
+        self.features: dict[str, int] = {}
+        self.cluster_id: str | None = None
         self.next_offset = 0
 
     # ------------------------------------------------------------------------------------ queries
@@ -189,15 +217,22 @@ class BrokerRegistry:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BrokerRegistry):
             return NotImplemented
-        return self._brokers == other._brokers and self.next_offset == other.next_offset
+        return (self._brokers == other._brokers and self.next_offset == other.next_offset
+                and self.features == other.features and self.cluster_id == other.cluster_id)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def copy(self) -> BrokerRegistry:
         out = BrokerRegistry()
-        out._brokers = dict(self._brokers)
-        out.next_offset = self.next_offset
+        out.replace_with(self)
         return out
+
+    def replace_with(self, other: BrokerRegistry) -> None:
+        """Become a copy of ``other``, in place (the controller holds this object): a loaded snapshot."""
+        self._brokers = dict(other._brokers)
+        self.features = dict(other.features)
+        self.cluster_id = other.cluster_id
+        self.next_offset = other.next_offset
 
     def to_json(self) -> list[dict[str, Any]]:
         return [b.to_json() for b in self.brokers()]
@@ -254,8 +289,14 @@ class BrokerRegistry:
                     offset = batch.base_offset + rec.offset_delta
                     if offset < self.next_offset or offset >= high_watermark:
                         continue
-                    decoded = decode_broker_record(rec)
+                    if rec.key is not None:
+                        self._note_cluster_id(rec)
+                        continue
+                    decoded = decode_state_record(rec)
                     if decoded is None:
+                        continue
+                    if decoded[0] == FEATURE_LEVEL:
+                        self._apply_feature_level(decoded[2])
                         continue
                     try:
                         changes.append(self.apply(offset, decoded[0], decoded[2]))
@@ -264,27 +305,76 @@ class BrokerRegistry:
             self.next_offset = min(batch.last_offset + 1, high_watermark)
         return changes, errors
 
+    # ------------------------------------------------------------------------------------ snapshots
+
+    def snapshot_records(self) -> list[tuple[bytes | None, bytes]]:
+        """The state as ``(key, value)`` records, in the order a snapshot holds them (see the module
+        docstring): feature levels (metadata.version first), the cluster-id record, the brokers by id."""
+        out: list[tuple[bytes | None, bytes]] = []
+        for name in sorted(self.features, key=lambda n: (n != METADATA_VERSION, n)):
+            body = {"Name": name, "FeatureLevel": self.features[name]}
+            out.append((None, codec.encode_metadata_record(FEATURE_LEVEL, 0, body)))
+        if self.cluster_id is not None:
+            out.append((CLUSTER_ID_KEY, self.cluster_id.encode()))
+        for reg in self.brokers():
+            body = {
+                "BrokerId": reg.broker_id,
+                "IncarnationId": reg.incarnation_id,
+                "BrokerEpoch": reg.broker_epoch,
+                "EndPoints": [{"Name": lst.name, "Host": lst.host, "Port": lst.port,
+                               "SecurityProtocol": lst.security_protocol} for lst in reg.listeners],
+                "Features": [],
+                "Rack": reg.rack,
+                "Fenced": reg.fenced,
+                "InControlledShutdown": reg.in_controlled_shutdown,
+            }
+            out.append((None, codec.encode_metadata_record(REGISTER, SNAPSHOT_REGISTER_VERSION, body)))
+        return out
+
+    @classmethod
+    def from_snapshot(cls, end_offset: int, records: Iterable[Record]) -> BrokerRegistry:
+        """The registry a snapshot ending at ``end_offset`` holds (its data records, control records left out
+        by the reader). A ``RegisterBrokerRecord`` here is a registration as it stands, with its own epoch
+        (not the record's offset) and its fencing state; the other broker records apply as in the log, for a
+        snapshot written by another implementation. Records the registry does not know are skipped, as in
+        the log. Raises ``RegistryError`` for a record that does not apply."""
+        out = cls()
+        for rec in records:
+            if rec.key is not None:
+                out._note_cluster_id(rec)
+                continue
+            decoded = decode_state_record(rec)
+            if decoded is None:
+                continue
+            name, _, body = decoded
+            if name == FEATURE_LEVEL:
+                out._apply_feature_level(body)
+            elif name == REGISTER:
+                out._put(end_offset, name, _registration(end_offset, body))
+            else:
+                out.apply(end_offset, name, body)
+        out.next_offset = end_offset
+        return out
+
     # ------------------------------------------------------------------------------------ helpers
 
     def _register(self, offset: int, body: Body) -> BrokerChange:
         broker_id, epoch = body["BrokerId"], body["BrokerEpoch"]
-        if broker_id < 0:
-            raise RegistryError(f"offset {offset}: {REGISTER} for negative broker id {broker_id}")
-        if epoch != offset:
+        if epoch != offset and broker_id >= 0:
             # KIP-631: the broker epoch is the offset of the registration record.
             raise RegistryError(f"offset {offset}: {REGISTER} for broker {broker_id} says epoch {epoch}")
-        reg = BrokerRegistration(
-            broker_id=broker_id,
-            incarnation_id=body["IncarnationId"],
-            broker_epoch=epoch,
-            listeners=tuple(
-                Listener(e["Name"], e["Host"], e["Port"], e["SecurityProtocol"]) for e in body["EndPoints"]
-            ),
-            rack=body.get("Rack"),
-            fenced=body.get("Fenced", True),
-            in_controlled_shutdown=body.get("InControlledShutdown", False),
-        )
-        return self._put(offset, REGISTER, reg)
+        return self._put(offset, REGISTER, _registration(offset, body))
+
+    def _note_cluster_id(self, rec: Record) -> None:
+        """The first committed cluster-id record is the cluster's id (the core adopts the same one)."""
+        if rec.key == CLUSTER_ID_KEY and rec.value is not None and self.cluster_id is None:
+            self.cluster_id = rec.value.decode("utf-8", "replace")
+
+    def _apply_feature_level(self, body: Body) -> None:
+        if body["FeatureLevel"] == 0:
+            self.features.pop(body["Name"], None)  # Kafka's FeatureControlManager.replay: level 0 removes it
+        else:
+            self.features[body["Name"]] = body["FeatureLevel"]
 
     def _current(self, offset: int, name: str, broker_id: int, epoch: int) -> BrokerRegistration:
         reg = self._brokers.get(broker_id)
@@ -299,6 +389,23 @@ class BrokerRegistry:
     def _put(self, offset: int, name: str, reg: BrokerRegistration) -> BrokerChange:
         self._brokers[reg.broker_id] = reg
         return BrokerChange(offset, name, reg.broker_id, reg.state, reg.broker_epoch)
+
+
+def _registration(offset: int, body: Body) -> BrokerRegistration:
+    broker_id = body["BrokerId"]
+    if broker_id < 0:
+        raise RegistryError(f"offset {offset}: {REGISTER} for negative broker id {broker_id}")
+    return BrokerRegistration(
+        broker_id=broker_id,
+        incarnation_id=body["IncarnationId"],
+        broker_epoch=body["BrokerEpoch"],
+        listeners=tuple(
+            Listener(e["Name"], e["Host"], e["Port"], e["SecurityProtocol"]) for e in body["EndPoints"]
+        ),
+        rack=body.get("Rack"),
+        fenced=body.get("Fenced", True),
+        in_controlled_shutdown=body.get("InControlledShutdown", False),
+    )
 
 
 def rebuild(batches: Iterable[RecordBatch], high_watermark: int, *, strict: bool = True) -> BrokerRegistry:

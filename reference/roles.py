@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from kraft_tck.reference.messages import SnapshotId
+
 
 @dataclass(slots=True)
 class Unattached:
@@ -116,7 +118,8 @@ class Follower:
     """Follows ``leader_id`` in ``epoch`` and fetches from it. When ``fetch_deadline_ms`` passes
     without a successful fetch a voter starts an election with ``deadline_cause`` ("FetchTimeout", or
     "EndQuorumEpoch" when a resigning leader shortened the wait). ``voted_id`` keeps the vote this node
-    cast in the epoch, if any (one vote per epoch survives restarts)."""
+    cast in the epoch, if any (one vote per epoch survives restarts). A download of a snapshot (KIP-630) belongs
+    to this role: a new role abandons it."""
 
     name: ClassVar[str] = "Follower"
     epoch: int
@@ -127,6 +130,10 @@ class Follower:
     # KIP-996: a successful fetch from the leader in this role (Kafka 4.x ``FollowerState.hasFetchedFromLeader``).
     # A follower that has one refuses pre-votes: its leader is alive.
     fetched: bool = False
+    # KIP-630: the snapshot being downloaded from the leader (Kafka's ``FollowerState.fetchingSnapshot``) and how
+    # many of its bytes have arrived; while set, the follower sends FetchSnapshot instead of Fetch.
+    fetching_snapshot: SnapshotId | None = None
+    snapshot_position: int = 0
 
 
 @dataclass(slots=True)

@@ -9,6 +9,21 @@
         00000000000000004711.log ...                next segment, named by its base offset
         leader-epoch-checkpoint                     "0", count, then "epoch startOffset" lines
         quorum-state                                QuorumStateData JSON (leader, epoch, vote)
+        00000000000000004711-0000000003.checkpoint  a snapshot (``snapshot.py``)
+    <log.dirs>/log-start-offset-checkpoint          "0", "1", "__cluster_metadata 0 <log start offset>"
+
+Log start offset and cleaning (KIP-630)
+    The log may start above 0: :meth:`LogDir.delete_before_snapshot` (driven by :meth:`LogDir.maybe_clean`,
+    Kafka's ``KafkaMetadataLog.maybeClean`` / ``deleteBeforeSnapshot``) moves the start up to a snapshot's
+    end offset, deletes the segments wholly below it and trims the epoch cache, and a follower installing a
+    snapshot empties the log with :meth:`LogDir.truncate_fully_and_start_at`. The start is persisted in
+    ``log-start-offset-checkpoint`` (Kafka's OffsetCheckpointFile format) before any segment goes, so a
+    restart comes back with the same start. (Kafka's metadata log does not checkpoint it: after a restart
+    its start is the first segment's base offset. Without the file this class starts there too, then moves
+    up to the first snapshot end at or above it.) After :meth:`LogDir.open` a log starting above 0 always
+    starts at a valid snapshot's end (:attr:`LogDir.start_snapshot_id`); when the snapshot there was found
+    corrupt, the start moves up to the next valid snapshot, which covers the records in between. Reading
+    below the start raises :class:`OffsetOutOfRangeError`.
 
 Durability
     ``append`` writes batches to the active segment; ``flush`` makes them durable with one fsync of the
@@ -41,6 +56,13 @@ Recovery policy (at :meth:`LogDir.open`)
 
     Each log line names the file, byte position, offset and the reason (with expected/actual CRC).
 
+    Snapshots and the log start come next: the snapshot store validates every snapshot (``snapshot.py``;
+    a bad one is set aside), segments wholly below the checkpointed start are deleted (a cleaning cut short
+    by a crash), snapshots below the start go (Kafka's ``KafkaMetadataLog.recoverSnapshots``), a start above
+    0 with no valid snapshot at or after it refuses to open (Kafka throws there too), and a log behind its
+    latest snapshot is emptied to start at it (Kafka's ``KafkaMetadataLog.apply`` →
+    ``truncateToLatestSnapshot``: a follower that crashed between a download and its truncation).
+
 A :class:`LogDir` has one owner and is not thread-safe.
 """
 
@@ -58,11 +80,15 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraft_tck.reference.config import ConfigError, parse_properties, render_properties
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
 from kraft_tck.spec.records import LOG_OVERHEAD, RecordBatch, decode_batch, encode_batch
+
+if TYPE_CHECKING:
+    from kraft_tck.reference.messages import SnapshotId
+    from kraft_tck.reference.snapshot import Snapshot, SnapshotRecord, SnapshotStore
 
 log = logging.getLogger("kraft_tck.reference.storage")
 
@@ -70,6 +96,8 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"
 META_PROPERTIES = "meta.properties"
 QUORUM_STATE = "quorum-state"
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+METADATA_TOPIC = "__cluster_metadata"
 TMP_SUFFIX = ".tmp"
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
 # Kafka's index.interval.bytes default: one index entry per 4 KiB of log.
@@ -95,6 +123,10 @@ class CorruptFileError(StorageError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read of offsets below the log start offset (they were cleaned: a snapshot holds them)."""
 
 
 class FormatError(StorageError):
@@ -378,6 +410,27 @@ def parse_epoch_checkpoint(path: Path, text: str) -> list[EpochEntry]:
     return entries
 
 
+def render_log_start_checkpoint(start_offset: int) -> str:
+    """Kafka's OffsetCheckpointFile (version 0, one entry) holding the metadata partition's log start."""
+    return f"0\n1\n{METADATA_TOPIC} 0 {start_offset}\n"
+
+
+def parse_log_start_checkpoint(path: Path, text: str) -> int | None:
+    """The metadata partition's log start offset in a ``log-start-offset-checkpoint`` (None if absent)."""
+    lines = text.splitlines()
+    if len(lines) < 2 or lines[0].strip() != "0" or not lines[1].strip().isdigit():
+        raise CorruptFileError(path, "expected a version line '0' and a count line")
+    if int(lines[1]) != len(lines) - 2:
+        raise CorruptFileError(path, f"count line says {int(lines[1])} entries, found {len(lines) - 2}")
+    for i, line in enumerate(lines[2:], start=3):
+        parts = line.split()
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise CorruptFileError(path, f"line {i}: expected 'topic partition offset', got {line!r}")
+        if parts[0] == METADATA_TOPIC and parts[1] == "0":
+            return int(parts[2])
+    return None
+
+
 def _segment_name(base_offset: int, ext: str) -> str:
     return f"{base_offset:020d}.{ext}"
 
@@ -423,6 +476,9 @@ class LogDir:
         self._fd: int | None = None  # active segment, O_APPEND
         self._unsynced = False  # appended bytes not yet fsynced
         self._dir_unsynced = False  # a segment file created since the last directory fsync
+        self._start = 0  # the log start offset (KIP-630): offsets below it are in a snapshot only
+        self.snapshots: SnapshotStore  # set by ``open``
+
 
     # ------------------------------------------------------------------ open / recovery
 
@@ -449,6 +505,9 @@ class LogDir:
                 # A crash between writing a temp file and renaming it: the real file is intact.
                 log.info("%s: removing temp file left by an interrupted write", stale)
                 stale.unlink()
+        from kraft_tck.reference.snapshot import SnapshotStore  # snapshot.py imports this module
+
+        self.snapshots = SnapshotStore.open(self.partition_dir, fsync=self.fsync)
         logs: dict[int, Path] = {}
         for p in self.partition_dir.iterdir():
             m = _SEGMENT_NAME.match(p.name)
@@ -466,11 +525,76 @@ class LogDir:
         bad = self._scan()
         if bad is not None:
             self._cut(bad)
+        self._recover_start()
         for seg in self._segments:
             self._check_index(seg)
         self._check_epoch_checkpoint()
         self._open_active()
         self._sync_dir_if_needed()
+        self._recover_snapshots()
+        # Kafka's KafkaMetadataLog.apply: a follower that crashed after downloading a snapshot but before
+        # emptying its log does it now.
+        self.truncate_to_latest_snapshot()
+
+    def _recover_start(self) -> None:
+        """The log start offset from its checkpoint, and what a crash in a cleaning may have left undone.
+
+        As Kafka's LogLoader, the start is the larger of the checkpoint and the first segment's base offset,
+        and a log ending below the checkpointed start is emptied to start there."""
+        path = self.data_dir / LOG_START_CHECKPOINT
+        try:
+            recorded = parse_log_start_checkpoint(path, path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            recorded = None
+        except (CorruptFileError, UnicodeDecodeError) as exc:
+            log.warning("%s: unreadable (%s); the log starts at its first segment", path, exc)
+            recorded = None
+        start = self._segments[0].base_offset if recorded is None else max(recorded, self._segments[0].base_offset)
+        self._start = start
+        if start > self.end_offset:
+            log.warning(
+                "%s: the log ends at %d, below its start offset %d; emptied to start at %d",
+                self.partition_dir,
+                self.end_offset,
+                start,
+                start,
+            )
+            self._replace_segments(start)
+        elif self._delete_segments_below_start():
+            log.info("%s: finished deleting segments below the log start offset %d", self.partition_dir, start)
+        self._trim_epochs()
+        if recorded != start and (recorded is not None or start > 0):
+            self._write_start_checkpoint()
+
+    def _recover_snapshots(self) -> None:
+        """Kafka's KafkaMetadataLog.recoverSnapshots: snapshots below the log start go; a log that starts
+        above 0 needs a snapshot covering its start, else the state below it is lost: refuse to open."""
+        from kraft_tck.reference.messages import SnapshotId
+
+        self.snapshots.delete_before(SnapshotId(self._start, 0))
+        latest = self.snapshots.latest()
+        if self._start > 0 and (latest is None or latest.end_offset < self._start):
+            bad = "; ".join(f"{p.name}: {why}" for p, why in self.snapshots.quarantined) or "none"
+            raise StorageError(
+                f"{self.partition_dir}: inconsistent snapshot state: the log starts at offset {self._start} but "
+                f"the latest valid snapshot is {latest}; snapshots set aside as corrupt: {bad}. The records "
+                "below the log start exist only in a snapshot: restore one, or wipe the directory so that the "
+                "node fetches a snapshot from the leader"
+            )
+        if self._start > 0 and self.start_snapshot_id is None:
+            # The snapshot at the start was set aside as corrupt, or the start checkpoint was lost (the start fell
+            # back to the first segment): a later snapshot covers everything up to its end, so the log starts there.
+            nxt = min(s for s in self.snapshots.ids() if s.end_offset > self._start)
+            log.warning(
+                "%s: no valid snapshot ends at the log start offset %d; the log now starts at snapshot %s",
+                self.partition_dir,
+                self._start,
+                nxt,
+            )
+            if nxt.end_offset <= self.end_offset and self._is_batch_boundary(nxt.end_offset):
+                self._advance_start(nxt.end_offset)
+            else:
+                self.truncate_fully_and_start_at(nxt.end_offset)
 
     def _scan(self) -> _BadBatch | None:
         """Validate every batch, filling sizes, indexes and the epoch cache; return the first bad batch."""
@@ -652,7 +776,26 @@ class LogDir:
 
     @property
     def start_offset(self) -> int:
-        return self._segments[0].base_offset
+        """The log start offset: the first offset the log holds (KIP-630; 0 until a cleaning or a snapshot
+        install moves it up). Records below it are in the snapshot ending there."""
+        return self._start
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self.snapshots.latest()
+
+    @property
+    def start_snapshot_id(self) -> SnapshotId | None:
+        """The snapshot ending at the log start (what ``reference/log.py``'s ``Log(start=...)`` takes); None
+        when the log starts at 0. After :meth:`open` a log starting above 0 always has one."""
+        if self._start == 0:
+            return None
+        return max((s for s in self.snapshots.ids() if s.end_offset == self._start), default=None)
+
+    @property
+    def size_bytes(self) -> int:
+        """The segment files' total size (Kafka's ``UnifiedLog.size``, what retention counts)."""
+        return sum(seg.size for seg in self._segments)
 
     @property
     def end_offset(self) -> int:
@@ -834,24 +977,253 @@ class LogDir:
                     pos += size
 
     def read_all(self) -> list[RecordBatch]:
-        """Every batch in the log, in offset order."""
-        return self.read_from(0)
+        """Every batch in the log (from the log start offset), in offset order."""
+        return self.read_from(self._start)
 
     def iter_encoded(self) -> Iterator[tuple[RecordBatch, bytes]]:
-        """Every batch with its bytes as stored, one at a time (how a node rebuilds its core's log at
-        start-up without holding the whole log in memory)."""
-        return self._encoded_from(0)
+        """Every batch from the log start offset with its bytes as stored, one at a time (how a node
+        rebuilds its core's log at start-up without holding the whole log in memory)."""
+        return self._encoded_from(self._start)
+
+    def _check_readable(self, offset: int) -> None:
+        if offset < self._start:
+            raise OffsetOutOfRangeError(
+                f"{self.partition_dir}: read from offset {offset}, below the log start offset {self._start} "
+                f"(cleaned; the snapshot {self.snapshots.latest()} holds that state)"
+            )
 
     def read_from(self, offset: int) -> list[RecordBatch]:
-        """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead)."""
+        """Every batch whose last offset is ≥ ``offset`` (uses the offset index to skip ahead).
+        :class:`OffsetOutOfRangeError` below the log start offset."""
+        self._check_readable(offset)
         return [batch for batch, _data in self._encoded_from(offset)]
 
     def read_encoded(self, from_offset: int, max_bytes: int) -> tuple[list[RecordBatch], list[bytes]]:
         """Whole batches from the one holding ``from_offset``, up to ``max_bytes`` (at least one, as in
         Kafka), with their bytes: a Fetch's read of batches the core's log released from memory
-        (``reference/log.py``'s ``ColdStore``)."""
+        (``reference/log.py``'s ``ColdStore``). :class:`OffsetOutOfRangeError` below the log start."""
+        self._check_readable(from_offset)
         pairs = list(self._encoded_from(from_offset, max_bytes))
         return [b for b, _ in pairs], [d for _, d in pairs]
+
+    # ------------------------------------------------------------------ snapshots and cleaning (KIP-630)
+
+    def create_snapshot(
+        self,
+        sid: SnapshotId,
+        values_batches: Iterable[Sequence[SnapshotRecord]],
+        *,
+        last_contained_log_timestamp: int = 0,
+        timestamp_ms: int = 0,
+    ) -> Snapshot:
+        """Write the snapshot ``sid`` of the state machine (one data batch per item of ``values_batches``).
+
+        The checks of Kafka's ``KafkaMetadataLog.createNewSnapshot`` that the log can make (the high
+        watermark rule is the core's): the end offset lies in ``[start_offset, end_offset]`` at a batch
+        boundary, and the epoch is that of the record just below it (0 for an empty prefix). Refused with
+        StorageError (SnapshotExistsError when the id is already there)."""
+        if not self._start <= sid.end_offset <= self.end_offset:
+            raise StorageError(
+                f"create_snapshot {sid}: end offset outside the log [{self._start}, {self.end_offset}]"
+            )
+        if not self._is_batch_boundary(sid.end_offset):
+            raise StorageError(f"create_snapshot {sid}: end offset {sid.end_offset} is inside a batch")
+        expected = self._epoch_below(sid.end_offset)
+        if expected is not None and sid.epoch != expected:
+            raise StorageError(
+                f"create_snapshot {sid}: the record at offset {sid.end_offset - 1} has epoch {expected}"
+            )
+        return self.snapshots.write(
+            sid, values_batches, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms
+        )
+
+    def delete_before_snapshot(self, sid: SnapshotId) -> bool:
+        """Kafka's ``KafkaMetadataLog.deleteBeforeSnapshot``: when ``sid`` is a known snapshot above the log
+        start and at most the latest one, the log start moves up to its end offset (persisted first), the
+        epoch cache is trimmed from the start, every segment whose successor starts at or below the new
+        start is deleted with its index, and the snapshots older than ``sid`` are deleted. Returns whether
+        it did so (Trace action ``CleanLog``)."""
+        if not self._can_clean_to(sid):
+            return False
+        self._advance_start(sid.end_offset)
+        self.snapshots.delete_before(sid)
+        return True
+
+    def clean_target(self, now_ms: int, *, retention_bytes: int, retention_ms: int) -> SnapshotId | None:
+        """The snapshot the next step of :meth:`maybe_clean` would clean up to, without changing anything
+        (None: nothing to clean). A shell that must tell its core first (``CleanLogTo``) loops: query, step
+        the core, :meth:`delete_before_snapshot` the answer, until None. Kafka's rules, one step at a time,
+        size rule first; the same result as :meth:`maybe_clean`."""
+        ids = self.snapshots.ids()
+        if len(ids) < 2:
+            return None
+        oldest, nxt = ids[0], ids[1]
+        breach = retention_bytes >= 0 and self.size_bytes + self.snapshots.total_bytes() > retention_bytes
+        if not breach and retention_ms >= 0:
+            breach = now_ms - self.snapshots.last_contained_log_timestamp(oldest) > retention_ms
+        return nxt if breach and self._can_clean_to(nxt) else None
+
+    def _can_clean_to(self, sid: SnapshotId) -> bool:
+        latest = self.snapshots.latest()
+        return (
+            latest is not None
+            and sid in self.snapshots
+            and self._start < sid.end_offset <= latest.end_offset
+            and sid.end_offset <= self.end_offset
+        )
+
+    def maybe_clean(self, now_ms: int, *, retention_bytes: int, retention_ms: int) -> bool:
+        """Kafka's ``KafkaMetadataLog.maybeClean``, with ``metadata.max.retention.bytes`` and
+        ``metadata.max.retention.ms`` (-1 turns a rule off). Walking the snapshots oldest first, while the
+        log's and the snapshots' bytes together exceed ``retention_bytes`` (size rule), then while the oldest
+        snapshot's LastContainedLogTimestamp is more than ``retention_ms`` before ``now_ms`` (time rule), the
+        log is cleaned up to the next snapshot (:meth:`delete_before_snapshot`). The latest snapshot always
+        stays, so a single snapshot is never cleaned up to. Returns whether anything was cleaned."""
+        did_clean = False
+        while (
+            target := self.clean_target(now_ms, retention_bytes=retention_bytes, retention_ms=retention_ms)
+        ) is not None:
+            oldest = self.snapshots.ids()[0]
+            log.info(
+                "%s: cleaning up to snapshot %s (log %d bytes + snapshots %d bytes, metadata.max.retention.bytes %d; "
+                "oldest snapshot %s timestamp %d, now %d, metadata.max.retention.ms %d)",
+                self.partition_dir,
+                target,
+                self.size_bytes,
+                self.snapshots.total_bytes(),
+                retention_bytes,
+                oldest,
+                self.snapshots.last_contained_log_timestamp(oldest),
+                now_ms,
+                retention_ms,
+            )
+            if not self.delete_before_snapshot(target):
+                break
+            did_clean = True
+        return did_clean
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and make it start (and end) at ``offset``, durably: Kafka's
+        ``UnifiedLog.truncateFullyAndStartAt``, done when a follower installs a snapshot (prefer
+        :meth:`truncate_to_latest_snapshot`, which decides whether it is needed)."""
+        if offset < 0:
+            raise StorageError(f"truncate_fully_and_start_at: negative offset {offset}")
+        self._start = offset
+        self._write_start_checkpoint()  # first: a crash after it is finished at open
+        self._replace_segments(offset)
+        self._open_active()
+        self._sync_dir_if_needed()
+        if self._epochs:
+            self._epochs = []
+            self._write_epoch_checkpoint()
+
+    def reset_to_snapshot(self, sid: SnapshotId) -> None:
+        """A follower's snapshot install (the core's ``InstallSnapshot`` op, after ``SnapshotDownload.finish``):
+        the log is emptied to start and end at ``sid``'s end offset and older snapshots are deleted. ``sid``
+        must be in the store. A no-op when the log is already empty at that offset (a restart that
+        :meth:`open` already brought there)."""
+        if sid not in self.snapshots:
+            raise StorageError(f"reset_to_snapshot: no snapshot {sid} in {self.partition_dir}")
+        if not self._start == self.end_offset == sid.end_offset:
+            self.truncate_fully_and_start_at(sid.end_offset)
+        self.snapshots.delete_before(sid)
+
+    def truncate_to_latest_snapshot(self) -> bool:
+        """Kafka's ``KafkaMetadataLog.truncateToLatestSnapshot``: when the latest snapshot is ahead of the
+        log (a newer epoch than the log's last one, or the same epoch and an end beyond the log end), empty
+        the log to start at the snapshot's end and delete the older snapshots. Returns whether it did. A
+        follower calls it after a download's ``finish``; :meth:`open` calls it too."""
+        latest = self.snapshots.latest()
+        if latest is None:
+            return False
+        if latest.end_offset == self._start == self.end_offset:
+            return False  # already empty at the snapshot
+        last_epoch = self._epochs[-1].epoch if self._epochs else 0
+        if not (
+            latest.epoch > last_epoch or (latest.epoch == last_epoch and latest.end_offset > self.end_offset)
+        ):
+            return False
+        log.info(
+            "%s: log (start %d, end %d, last epoch %d) is behind snapshot %s: emptied to start at %d",
+            self.partition_dir,
+            self._start,
+            self.end_offset,
+            last_epoch,
+            latest,
+            latest.end_offset,
+        )
+        self.truncate_fully_and_start_at(latest.end_offset)
+        self.snapshots.delete_before(latest)
+        return True
+
+    def _advance_start(self, offset: int) -> None:
+        if not self._is_batch_boundary(offset):
+            raise StorageError(f"advance the log start to {offset}: not a batch boundary")
+        self._start = offset
+        self._write_start_checkpoint()  # first: a crash after it is finished at open
+        if self._trim_epochs():
+            self._write_epoch_checkpoint()
+        self._delete_segments_below_start()
+        self._sync_dir_if_needed()
+
+    def _is_batch_boundary(self, offset: int) -> bool:
+        if offset == self.end_offset or offset == self._segments[0].base_offset:
+            return True
+        if not self._segments[0].base_offset < offset < self.end_offset:
+            return False
+        si = bisect.bisect_right(self._segments, offset, key=lambda seg: seg.base_offset) - 1
+        return self._locate(self._segments[si], offset)[1] == offset
+
+    def _epoch_below(self, offset: int) -> int | None:
+        """The epoch of the record at ``offset - 1`` (0 below offset 0; for the log start, the epoch of the
+        snapshot ending there, None when unknown)."""
+        if offset == 0:
+            return 0
+        if offset > self._start:
+            starts = [e.start_offset for e in self._epochs]
+            return self._epochs[bisect.bisect_right(starts, offset - 1) - 1].epoch
+        at_start = [s for s in self.snapshots.ids() if s.end_offset == offset]
+        return at_start[-1].epoch if at_start else None
+
+    def _trim_epochs(self) -> bool:
+        """Keep the epoch cache to the records in ``[start, end)`` (Kafka's truncateFromStart: the entry
+        covering the start is moved up to it). Unlike Kafka, an empty log keeps no entry: the latest
+        snapshot's epoch stands for it. Returns whether it changed."""
+        if self._start >= self.end_offset:
+            kept: list[EpochEntry] = []
+        else:
+            i = bisect.bisect_right(self._epochs, self._start, key=lambda e: e.start_offset)
+            kept = self._epochs[i:]
+            if i:
+                kept.insert(0, EpochEntry(self._epochs[i - 1].epoch, self._start))
+        changed = kept != self._epochs
+        self._epochs = kept
+        return changed
+
+    def _delete_segments_below_start(self) -> int:
+        """Delete (oldest first) every segment whose successor starts at or below the log start (Kafka's
+        ``deleteLogStartOffsetBreachedSegments``: the last segment always stays). Returns how many."""
+        n = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self._start:
+            seg = self._segments.pop(0)
+            seg.index_path.unlink(missing_ok=True)
+            seg.log_path.unlink()
+            self._dir_unsynced = True
+            n += 1
+        return n
+
+    def _replace_segments(self, base_offset: int) -> None:
+        """Delete every segment and start one empty segment at ``base_offset``."""
+        self._close_active()
+        for seg in reversed(self._segments):
+            seg.index_path.unlink(missing_ok=True)
+            seg.log_path.unlink(missing_ok=True)
+        self._segments = [self._create_segment(base_offset)]
+        self._unsynced = False
+        self._dir_unsynced = True
+
+    def _write_start_checkpoint(self) -> None:
+        self._atomic_write(self.data_dir / LOG_START_CHECKPOINT, render_log_start_checkpoint(self._start).encode())
 
     def read_quorum_state(self) -> QuorumStateData | None:
         return read_quorum_state_file(self.partition_dir / QUORUM_STATE)
@@ -874,6 +1246,16 @@ class LogDir:
     def close(self) -> None:
         self.flush()
         self._close_active()
+
+    @property
+    def epoch_entry_count(self) -> int:
+        """Entries in the in-memory epoch cache (bounded by the epochs in ``[start, end)``)."""
+        return len(self._epochs)
+
+    @property
+    def index_entry_count(self) -> int:
+        """Entries in the in-memory offset indexes of all segments."""
+        return sum(len(seg.index) for seg in self._segments)
 
     def __enter__(self) -> LogDir:
         return self

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 from kraft_tck.reference import wire
-from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch, SnapshotId
 from kraft_tck.reference.wire import (
     _REDIRECTING_ERRORS,
     FETCH,
@@ -82,12 +82,14 @@ FETCH_RESPONSE: binding.Binding = {
     _RESPONSE_PARTITION + "DivergingEpoch.EndOffset": "diverging_end_offset",
     _RESPONSE_PARTITION + "CurrentLeader.LeaderId": "leader_id",
     _RESPONSE_PARTITION + "CurrentLeader.LeaderEpoch": "leader_epoch",
+    _RESPONSE_PARTITION + "SnapshotId.EndOffset": "snapshot_end_offset",  # KIP-630
+    _RESPONSE_PARTITION + "SnapshotId.Epoch": "snapshot_epoch",
     _RESPONSE_PARTITION + "Records": "records",
 }
 FETCH_RESPONSE_PARAMS: binding.Params = (
     ("error", 0), ("partition_error", 0), ("high_watermark", -1), ("log_start_offset", -1),
     ("diverging_epoch", -1), ("diverging_end_offset", -1), ("leader_id", -1), ("leader_epoch", -1),
-    ("records", None),
+    ("snapshot_end_offset", -1), ("snapshot_epoch", -1), ("records", None),
 )
 
 
@@ -101,14 +103,16 @@ def _fetch_request(cluster_id: str | None, replica_id: int, replica_epoch: int, 
 
 def _fetch_response(error: int, partition_error: int, high_watermark: int, log_start_offset: int,
                     diverging_epoch: int, diverging_end_offset: int, leader_id: int, leader_epoch: int,
-                    records: bytes | None) -> FetchResponse:
+                    snapshot_end_offset: int, snapshot_epoch: int, records: bytes | None) -> FetchResponse:
     """``wire.response_from_body`` of a Fetch answer with its one partition, from the bound fields."""
     batches, encoded = _decode_keeping_bytes(records or b"")
-    # Kafka: DivergingEpoch is set when either field differs from -1.
+    # Kafka: DivergingEpoch (and SnapshotId) is set when either field differs from -1.
     diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
                                                                                     diverging_end_offset)
+    snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
+                                                                                          snapshot_epoch)
     return FetchResponse(high_watermark, batches, diverging, LeaderIdAndEpoch(leader_id, leader_epoch),
-                         _error(partition_error), _error(error), log_start_offset, encoded)
+                         _error(partition_error), _error(error), log_start_offset, encoded, snapshot)
 
 
 #: The Fetch versions the bindings serve: every version the node serves a partition at. KRaft's fields start
@@ -219,12 +223,14 @@ class TypedCodec:
             self.fallbacks += 1
             return None
         div = resp.diverging_epoch or (-1, -1)
+        snap = resp.snapshot_id
         leader = resp.current_leader
         try:
             records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
             out = _generated("response encoder", version)(
                 resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
-                leader.leader_id, leader.leader_epoch, records)
+                leader.leader_id, leader.leader_epoch, snap.end_offset if snap else -1, snap.epoch if snap else -1,
+                records)
         except Exception:
             self.fallbacks += 1
             return None

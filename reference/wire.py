@@ -29,10 +29,13 @@ from kraft_tck.reference.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     ReplicaState,
     Request,
     Response,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -47,7 +50,7 @@ METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")  # Kafka's Uuid.METADATA_TOPIC_ID
 ZERO_UUID = uuid.UUID(int=0)
 
-FETCH, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM = 1, 52, 53, 54, 55
+FETCH, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH_SNAPSHOT = 1, 52, 53, 54, 55, 59
 MIN_FETCH_VERSION = 12  # LastFetchedEpoch, DivergingEpoch and CurrentLeader start at v12 (KIP-595)
 
 _API_KEYS: dict[type, int] = {
@@ -59,6 +62,8 @@ _API_KEYS: dict[type, int] = {
     EndQuorumEpochResponse: END_QUORUM_EPOCH,
     FetchRequest: FETCH,
     FetchResponse: FETCH,
+    FetchSnapshotRequest: FETCH_SNAPSHOT,
+    FetchSnapshotResponse: FETCH_SNAPSHOT,
     DescribeQuorumRequest: DESCRIBE_QUORUM,
     DescribeQuorumResponse: DESCRIBE_QUORUM,
 }
@@ -72,6 +77,7 @@ SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
     BEGIN_QUORUM_EPOCH: (0, 1),
     END_QUORUM_EPOCH: (0, 1),
     DESCRIBE_QUORUM: (0, 2),
+    FETCH_SNAPSHOT: (0, 1),  # KIP-630; v1 adds ReplicaDirectoryId and NodeEndpoints (KIP-853)
 }
 
 
@@ -165,6 +171,21 @@ def request_to_body(req: Request, version: int) -> Body:
         return body
     if isinstance(req, DescribeQuorumRequest):
         return {"Topics": _named_topic({"PartitionIndex": METADATA_PARTITION})}
+    if isinstance(req, FetchSnapshotRequest):
+        spart: Body = {
+            "Partition": METADATA_PARTITION,
+            "CurrentLeaderEpoch": req.current_leader_epoch,
+            "SnapshotId": {"EndOffset": req.snapshot_id.end_offset, "Epoch": req.snapshot_id.epoch},
+            "Position": req.position,
+        }
+        if version >= 1:
+            spart["ReplicaDirectoryId"] = ZERO_UUID
+        return {
+            "ClusterId": req.cluster_id,
+            "ReplicaId": req.replica_id,
+            "MaxBytes": req.max_bytes,
+            "Topics": [{"Name": METADATA_TOPIC, "Partitions": [spart]}],
+        }
     raise TypeError(f"request_to_body: not a KRaft request: {req!r}")
 
 
@@ -241,6 +262,23 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
             )
             return DescribeQuorumRequest(unknown)
         return DescribeQuorumRequest()
+    if key == FETCH_SNAPSHOT:
+        topics = body.get("Topics") or []
+        cluster_id, replica_id = body.get("ClusterId"), body.get("ReplicaId", -1)
+        max_bytes = body.get("MaxBytes", 0x7FFFFFFF)
+        # Kafka (handleFetchSnapshotRequest) reads the first topic's first partition; another partition than
+        # __cluster_metadata-0 is answered UNKNOWN_TOPIC_OR_PARTITION after the cluster id check.
+        parts = topics[0].get("Partitions") or [] if topics else []
+        if not parts:
+            raise WireError("FetchSnapshot names no partition")
+        p = parts[0]
+        sid = p.get("SnapshotId") or {}
+        snapshot_id = SnapshotId(sid.get("EndOffset", -1), sid.get("Epoch", -1))
+        ok = topics[0].get("Name") == METADATA_TOPIC and p.get("Partition") == METADATA_PARTITION
+        return FetchSnapshotRequest(cluster_id, replica_id, p.get("CurrentLeaderEpoch", -1), snapshot_id,
+                                    p.get("Position", 0), max_bytes, valid_partition=ok,
+                                    partition_name=None if ok else (str(topics[0].get("Name")),
+                                                                    int(p.get("Partition", -1))))
     raise WireError(f"request_from_body: api key {key} is not a KRaft RPC")
 
 
@@ -314,6 +352,8 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
         }
         if resp.diverging_epoch is not None:
             fpart["DivergingEpoch"] = {"Epoch": resp.diverging_epoch[0], "EndOffset": resp.diverging_epoch[1]}
+        if resp.snapshot_id is not None:  # KIP-630: fetch this snapshot (tagged SnapshotId, v12+)
+            fpart["SnapshotId"] = {"EndOffset": resp.snapshot_id.end_offset, "Epoch": resp.snapshot_id.epoch}
         topic: Body = {"Partitions": [fpart]}
         if version >= 13:
             topic["TopicId"] = METADATA_TOPIC_ID
@@ -326,6 +366,8 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
                 {"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port, "Rack": None}
             ]
         return fbody
+    if isinstance(resp, FetchSnapshotResponse):
+        return _fetch_snapshot_response_body(resp, version, endpoints)
     if isinstance(resp, DescribeQuorumResponse) and resp.unknown is not None:
         # DescribeQuorumRequest.getPartitionLevelErrorResponse: every partition named, with the error.
         ubody: Body = {
@@ -365,6 +407,29 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
                              for r in resp.voters if r.replica_id in endpoints]
         return body
     raise TypeError(f"response_to_body: not a KRaft response: {resp!r}")
+
+
+def _fetch_snapshot_response_body(
+    resp: FetchSnapshotResponse, version: int, endpoints: Mapping[int, NodeEndpoint]
+) -> Body:
+    """KIP-630 FetchSnapshot's answer (Kafka's ``RaftUtil.singletonFetchSnapshotResponse``): one partition, the
+    SnapshotId (-1, -1) in an error answer, and from v1 the leader's endpoint when it is known."""
+    sid = resp.snapshot_id
+    name, index = resp.partition_name or (METADATA_TOPIC, METADATA_PARTITION)
+    part: Body = {
+        "Index": index,
+        "ErrorCode": int(resp.partition_error),
+        "SnapshotId": {"EndOffset": sid.end_offset if sid else -1, "Epoch": sid.epoch if sid else -1},
+        "CurrentLeader": {"LeaderId": resp.current_leader.leader_id, "LeaderEpoch": resp.current_leader.leader_epoch},
+        "Size": resp.size,
+        "Position": resp.position,
+        "UnalignedRecords": resp.records,
+    }
+    body: Body = {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "Topics": [{"Name": name, "Partitions": [part]}]}
+    leader = endpoints.get(resp.current_leader.leader_id)
+    if version >= 1 and leader is not None:
+        body["NodeEndpoints"] = [{"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port}]
+    return body
 
 
 _REDIRECTING_ERRORS = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
@@ -416,6 +481,10 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             diverging = (div["Epoch"], div["EndOffset"])  # Kafka: set when either differs from -1
         leader = p.get("CurrentLeader") or {}
         batches, encoded = _decode_keeping_bytes(p.get("Records") or b"")
+        snap = p.get("SnapshotId") or {}
+        snapshot_id = None
+        if snap and (snap.get("EndOffset", -1) != -1 or snap.get("Epoch", -1) != -1):
+            snapshot_id = SnapshotId(snap.get("EndOffset", -1), snap.get("Epoch", -1))  # Kafka: either != -1
         return FetchResponse(
             high_watermark=p.get("HighWatermark", -1),
             batches=batches,
@@ -425,6 +494,26 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             error=error,
             log_start_offset=p.get("LogStartOffset", 0),
             encoded=encoded,
+            snapshot_id=snapshot_id,
+        )
+    if key == FETCH_SNAPSHOT:
+        topics = body.get("Topics") or []
+        parts = topics[0].get("Partitions") or [] if topics else []
+        if not parts:
+            return FetchSnapshotResponse(error=error)
+        p = parts[0]
+        sid = p.get("SnapshotId") or {}
+        end, epoch = sid.get("EndOffset", -1), sid.get("Epoch", -1)
+        leader = p.get("CurrentLeader") or {}
+        records = p.get("UnalignedRecords") or b""
+        return FetchSnapshotResponse(
+            snapshot_id=None if end == -1 and epoch == -1 else SnapshotId(end, epoch),
+            current_leader=LeaderIdAndEpoch(leader.get("LeaderId", -1), leader.get("LeaderEpoch", -1)),
+            size=p.get("Size", -1),
+            position=p.get("Position", -1),
+            records=bytes(records),
+            partition_error=_error(p.get("ErrorCode", 0)),
+            error=error,
         )
     topics = body.get("Topics") or []
     parts = topics[0].get("Partitions") or [] if topics else []
@@ -454,6 +543,8 @@ def error_response_body(key: int, version: int, error: Errors) -> Body:
     """A response carrying only a top-level error (e.g. INVALID_REQUEST for a foreign partition)."""
     if key == FETCH:
         return {"ThrottleTimeMs": 0, "ErrorCode": int(error), "SessionId": 0, "Responses": []}
+    if key == FETCH_SNAPSHOT:
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(error), "Topics": []}
     if key in (VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM):
         body: Body = {"ErrorCode": int(error), "Topics": []}
         if key == DESCRIBE_QUORUM and version >= 2:
@@ -559,6 +650,6 @@ def sender_of(req: Request) -> int:
         return req.candidate_id
     if isinstance(req, BeginQuorumEpochRequest | EndQuorumEpochRequest):
         return req.leader_id
-    if isinstance(req, FetchRequest):
+    if isinstance(req, FetchRequest | FetchSnapshotRequest):
         return req.replica_id
     return -1

@@ -46,6 +46,12 @@ ACTIONS: tuple[str, ...] = (
     "Restart",
     "BecomeProspective",
     "AbandonProspective",
+    # KIP-630 snapshots
+    "CreateSnapshot",
+    "CleanLog",
+    "SendFetchSnapshotRequest",
+    "HandleFetchSnapshotRequest",
+    "HandleFetchSnapshotResponse",
 )
 MESSAGE_EVENTS: tuple[str, ...] = ("Send", "Receive")
 #: Events of the broker layer above the quorum (KIP-631 registry changes a node applies from its log).

@@ -45,7 +45,16 @@
 (*    it began following it (Kafka's FollowerState.hasFetchedFromLeader,   *)
 (*    variable hasFetched) refuse.                                         *)
 (*    With PreVote = FALSE elections start as in Kafka 3.x, straight from  *)
-(*    the timeout.                                                         *)
+(*    the timeout;                                                         *)
+(*  - snapshots (KIP-630), switched by the constant Snapshots: a node     *)
+(*    snapshots its state machine at a committed offset (CreateSnapshot:   *)
+(*    end offset <= its HW), moves its log start up to a snapshot's end    *)
+(*    (CleanLog), a leader answers a Fetch its log can no longer serve     *)
+(*    with the SnapshotId of its latest snapshot, and the follower         *)
+(*    downloads it (SendFetchSnapshotRequest, HandleFetchSnapshotRequest,  *)
+(*    HandleFetchSnapshotResponse) and installs it: its log is emptied     *)
+(*    and starts at the snapshot's end offset.  See "Snapshots" below for  *)
+(*    how a snapshot is represented.                                       *)
 (*                                                                         *)
 (* Deliberately not modelled (and why):                                    *)
 (*  - time: timers are nondeterministic enabling conditions, so every      *)
@@ -66,7 +75,7 @@
 (*    follower's log, and by never moving a follower's HW backwards;       *)
 (*  - record batches: one record per entry, at most MaxFetchRecords per    *)
 (*    Fetch response (Kafka's max bytes), record values are abstract;      *)
-(*  - snapshots (FetchSnapshot) and voter-set changes (KIP-853); Vote v0/v1 *)
+(*  - voter-set changes (KIP-853); Vote v0/v1                            *)
 (*    peers of a pre-vote voter (Kafka falls back to a real election: the  *)
 (*    PreVote = FALSE path).  DescribeQuorum is a read-only action         *)
 (*    (HandleDescribeQuorumRequest) that changes no protocol state.        *)
@@ -80,10 +89,11 @@ CONSTANTS
     LocalCluster,    \* the cluster id every node has in meta.properties
     ForeignCluster,  \* a cluster id a rogue request may carry
     MaxFetchRecords, \* records per Fetch response (Kafka's max bytes, in records)
-    PreVote          \* BOOLEAN: elections go through pre-vote (KIP-996, Kafka 4.x)
+    PreVote,         \* BOOLEAN: elections go through pre-vote (KIP-996, Kafka 4.x)
+    Snapshots        \* BOOLEAN: nodes take snapshots and clean their logs (KIP-630)
 
 ASSUME Voters # {} /\ Voters \cap Observers = {} /\ LocalCluster # ForeignCluster
-ASSUME PreVote \in BOOLEAN
+ASSUME PreVote \in BOOLEAN /\ Snapshots \in BOOLEAN
 
 Nodes == Voters \cup Observers
 
@@ -119,14 +129,22 @@ VARIABLES
     endOffset,      \* endOffset[i][j]: leader i's knowledge of voter j's fetch offset
     msgs,           \* the network: a bag, message -> number of copies in flight
     restarts,       \* number of Restart steps taken (only to bound the model)
-    hasFetched      \* hasFetched[i]: Follower i has had an answer from its leader since
+    hasFetched,     \* hasFetched[i]: Follower i has had an answer from its leader since
                     \* it began following it (Kafka's FollowerState.hasFetchedFromLeader;
                     \* volatile); such a follower refuses pre-votes
+    logStart,       \* logStart[i]: i's log start offset (durable); records below it are
+                    \* gone from the log and held by the snapshot that ends there
+    snapshots,      \* snapshots[i]: the end offsets of the snapshots i holds (durable)
+    fetchingSnapshot \* fetchingSnapshot[i]: the id of the snapshot Follower i downloads,
+                    \* or NoSnapshotId (Kafka's FollowerState.fetchingSnapshot; volatile)
 
-nodeVars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, hasFetched>>
+snapVars == <<logStart, snapshots>>
+nodeVars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, hasFetched,
+              logStart, snapshots, fetchingSnapshot>>
 leaderVars == <<votesGranted, endOffset>>
 vars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-          votesGranted, endOffset, msgs, restarts, hasFetched>>
+          votesGranted, endOffset, msgs, restarts, hasFetched,
+          logStart, snapshots, fetchingSnapshot>>
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -187,19 +205,60 @@ Discard(m) == msgs' = WithoutMsg(msgs, m)
 Reply(resp, req) == msgs' = WithMsg(WithoutMsg(msgs, req), resp)
 InFlight(m) == m \in DOMAIN msgs
 
-Requests == {"VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest", "FetchRequest"}
+Requests == {"VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest", "FetchRequest",
+             "FetchSnapshotRequest"}
 
 \* A request from another cluster: Kafka answers INCONSISTENT_CLUSTER_ID to
 \* the foreign sender (outside the model) and changes nothing.
 Foreign(m) == m.clusterId # clusterId[m.to]
 
+(***************************************************************************)
+(* Snapshots (KIP-630).  A snapshot is the state machine's state after the *)
+(* records below its end offset; its id is (end offset, epoch of the       *)
+(* record at end offset - 1).  The state is a function of those records,   *)
+(* so the model represents a snapshot by them: log[i] is i's whole log as  *)
+(* the protocol sees it, the records its snapshot at logStart[i] stands for *)
+(* (offsets below logStart[i], gone from the log on disk) followed by the  *)
+(* records of its log (offsets logStart[i] .. Len(log[i]) - 1).  Nothing   *)
+(* reads a record below logStart[i] but as snapshot content: a leader      *)
+(* answers a Fetch that would need one with a SnapshotId (NeedsSnapshot),  *)
+(* FetchSnapshot sends the content whole, and the epoch of the record at   *)
+(* logStart[i] - 1 is the epoch of the snapshot at the log start (Kafka's  *)
+(* earliestSnapshotId).  So the invariants over log[i] (LogMatching,       *)
+(* LeaderCompleteness, CommittedNeverTruncated) are stated over snapshot   *)
+(* + log, as KIP-630 asks.                                                 *)
+(***************************************************************************)
+NoSnapshotId == [endOffset |-> Nil, epoch |-> Nil]
+SnapshotIdAt(lg, n) == [endOffset |-> n, epoch |-> IF n = 0 THEN 0 ELSE lg[n].epoch]
+MaxOf(S) == CHOOSE n \in S : \A k \in S : k <= n
+LatestSnapshotEnd(i) == IF snapshots[i] = {} THEN 0 ELSE MaxOf(snapshots[i])
+LatestSnapshotId(i) == SnapshotIdAt(log[i], LatestSnapshotEnd(i))
+\* i holds the snapshot with id s (Kafka's ReplicatedLog.readSnapshot).
+HasSnapshot(i, s) ==
+    /\ s.endOffset \in snapshots[i]
+    /\ s.endOffset <= Len(log[i])
+    /\ SnapshotIdAt(log[i], s.endOffset) = s
+\* What i knows to be committed: the records below its HW, and those of its snapshots (taken at or
+\* below its HW, or installed from a leader's).
+Committed(i) == Max(highWatermark[i], LatestSnapshotEnd(i))
+
+\* A new FollowerState (another role, epoch or leader) drops the download in progress
+\* (Kafka's FollowerState closes its fetchingSnapshot writer; core: AbortSnapshotDownload).
+KeepFetching(i) ==
+    fetchingSnapshot' = [fetchingSnapshot EXCEPT ![i] =
+                           IF role'[i] = Follower /\ role[i] = Follower
+                              /\ epoch'[i] = epoch[i] /\ leaderId'[i] = leaderId[i]
+                           THEN @ ELSE NoSnapshotId]
+StopFetching(i) == fetchingSnapshot' = [fetchingSnapshot EXCEPT ![i] = NoSnapshotId]
+
 \* hasFetched after a step that may change i's role, epoch or leader: it
 \* survives only while i stays the Follower of the same leader in the same
 \* epoch (Kafka makes a new FollowerState on every such transition).
 KeepFetched(i) ==
-    hasFetched' = [hasFetched EXCEPT ![i] =
-                     @ /\ role'[i] = Follower /\ role[i] = Follower
-                       /\ epoch'[i] = epoch[i] /\ leaderId'[i] = leaderId[i]]
+    /\ hasFetched' = [hasFetched EXCEPT ![i] =
+                        @ /\ role'[i] = Follower /\ role[i] = Follower
+                          /\ epoch'[i] = epoch[i] /\ leaderId'[i] = leaderId[i]]
+    /\ KeepFetching(i)
 
 \* Move to a higher epoch: the vote and the leader of the old epoch are gone.
 \* With a known leader the node follows it, otherwise it is Unattached.
@@ -217,7 +276,7 @@ BumpEpoch(i, e, ldr) ==
 LearnHigherEpoch(i, m) ==
     /\ m.epoch > epoch[i]
     /\ BumpEpoch(i, m.epoch, m.leaderId)
-    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 
 \* The same, in the receiver's own epoch (core: _handle_common_response): an
 \* answer that names the leader of that epoch, a refusal or one without error
@@ -237,11 +296,17 @@ LearnLeader(i, m) ==
     /\ role' = [role EXCEPT ![i] = Follower]
     /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
-    /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId, endOffset, restarts>>
+    /\ UNCHANGED <<epoch, votedId, log, highWatermark, clusterId, endOffset, restarts, snapVars>>
     /\ KeepFetched(i)
 
 -----------------------------------------------------------------------------
 (* Initial state: a fresh cluster, epoch 0, empty logs. *)
+
+\* No snapshot, logs from offset 0 (a start state of a scenario module uses it too).
+SnapshotInit ==
+    /\ logStart = [i \in Nodes |-> 0]
+    /\ snapshots = [i \in Nodes |-> {}]
+    /\ fetchingSnapshot = [i \in Nodes |-> NoSnapshotId]
 
 Init ==
     /\ role = [i \in Nodes |-> Unattached]
@@ -256,6 +321,7 @@ Init ==
     /\ msgs = <<>>
     /\ restarts = 0
     /\ hasFetched = [i \in Nodes |-> FALSE]
+    /\ SnapshotInit
 
 -----------------------------------------------------------------------------
 (* Election *)
@@ -300,7 +366,8 @@ BecomeProspective(i) ==
           /\ votesGranted' = [votesGranted EXCEPT ![i] = {i}]
           /\ msgs' = WithMsgs(msgs, VoteRequestsOf(i, e, TRUE))
     /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
-    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+    /\ StopFetching(i)
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 
 \* core: abandon_prospective.  Kafka 4.x (ProspectiveState's lifetime, step 4):
 \* a majority refused the pre-vote, or its election timer expired: back to
@@ -314,7 +381,8 @@ AbandonProspective(i) ==
                                    ELSE Unattached]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
     /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
-    /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId, endOffset, msgs, restarts>>
+    /\ StopFetching(i)
+    /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId, endOffset, msgs, restarts, snapVars>>
 
 \* core: start_election.  Bump the epoch, vote for itself (persisted) and ask
 \* every other voter with a real Vote ("Leader Election" / "Vote").  With
@@ -335,7 +403,8 @@ StartElectionAs(i, pv) ==
     /\ votesGranted' = [votesGranted EXCEPT ![i] = {i}]
     /\ msgs' = WithMsgs(msgs, VoteRequestsOf(i, epoch[i] + 1, FALSE))
     /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
-    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+    /\ StopFetching(i)
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 StartElection(i) == StartElectionAs(i, PreVote)
 
 \* core: handle_vote_request.  "Vote Request Handling": refuse a foreign
@@ -389,10 +458,11 @@ HandleVoteRequest(i, m) ==
                                                           ELSE IF vote /\ r = Prospective THEN {i}
                                                           ELSE @]
             /\ hasFetched' = [hasFetched EXCEPT ![i] = fetched]
+            /\ KeepFetching(i)
             /\ Reply([type |-> "VoteResponse", from |-> i, to |-> m.from,
                       epoch |-> m.epoch, leaderId |-> ldr, granted |-> grant,
                       preVote |-> IsPreVote(m)], m)
-            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 
 \* core: handle_vote_response.  "Vote Response Handling": learn a higher
 \* epoch, or the leader of this one; a Candidate of this epoch counts a
@@ -438,7 +508,8 @@ BecomeLeaderAppending(i, extra) ==
                                    \o [k \in DOMAIN extra |-> [epoch |-> epoch[i], value |-> extra[k]]]]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
     /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Voters \ {i}})
-    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts, hasFetched>>
+    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts, hasFetched,
+                   snapVars, fetchingSnapshot>>
 BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
 
 \* core: _send_begin_quorum_epoch.  The leader's heartbeat (Kafka 3.9+, KAFKA-16536:
@@ -475,7 +546,7 @@ HandleBeginQuorumEpochRequest(i, m) ==
                ELSE IF role[i] = Prospective /\ leaderId[i] # Nil
                \* a Prospective that knows the leader already stays one (Kafka 4.x
                \* maybeTransition: only a leader it did not know makes it a Follower)
-               THEN UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched>>
+               THEN UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched, fetchingSnapshot>>
                ELSE /\ role' = [role EXCEPT ![i] = Follower]
                     /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
                     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
@@ -484,7 +555,7 @@ HandleBeginQuorumEpochRequest(i, m) ==
             /\ Reply([type |-> "BeginQuorumEpochResponse", from |-> i, to |-> m.from,
                       epoch |-> m.epoch, leaderId |-> m.leaderId,
                       error |-> "NONE"], m)
-            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 
 \* core: handle_begin_quorum_epoch_response.  "BeginQuorumEpoch Response
 \* Handling": a higher epoch deposes the leader; an acknowledgement changes
@@ -509,8 +580,8 @@ HandleBeginQuorumEpochResponse(i, m) ==
 \* or lost and timed out).
 FetchOutstanding(i) ==
     \E m \in DOMAIN msgs :
-        \/ m.type \in {"FetchRequest", "ParkedFetch"} /\ m.from = i
-        \/ m.type = "FetchResponse" /\ m.to = i
+        \/ m.type \in {"FetchRequest", "ParkedFetch", "FetchSnapshotRequest"} /\ m.from = i
+        \/ m.type \in {"FetchResponse", "FetchSnapshotResponse"} /\ m.to = i
 \* The fetch itself; trace validation uses it without the FetchOutstanding
 \* guard, which stands for "the follower's own fetch is outstanding" by "a
 \* copy of it is in the network": a duplicated request breaks that (the
@@ -519,6 +590,8 @@ FetchOutstanding(i) ==
 SendFetch(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
        \/ i \in Observers /\ role[i] = Unattached
+    \* a follower downloading a snapshot sends FetchSnapshot instead (Kafka's maybeSendFetchOrFetchSnapshot)
+    /\ fetchingSnapshot[i] = NoSnapshotId
     /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Voters) :
          Send([type |-> "FetchRequest", from |-> i, to |-> j,
                clusterId |-> clusterId[i], epoch |-> epoch[i],
@@ -546,15 +619,40 @@ NewHighWatermark(i, eo) ==
     IN IF n > highWatermark[i] /\ log[i][n].epoch = epoch[i]
        THEN n ELSE highWatermark[i]
 
-\* The leader's answer to fetch m with its log of now, publishing HW pub.
-FetchAnswer(i, m, pub) ==
+\* KIP-630 / Kafka (KafkaRaftClient.tryCompleteFetchRequest, ReplicatedLog.validateOffsetAndEpoch):
+\* the leader answers fetch m with the SnapshotId of its latest snapshot, and no records, when the
+\* fetcher's log is empty and it holds a snapshot, or when its log start is past 0 (a snapshot ends
+\* there, Kafka's earliestSnapshotId) and the fetch is below the log start, at the log start with
+\* another last epoch than that snapshot's, or with a last epoch older than that snapshot's: the
+\* records or the DivergingEpoch it would need are gone.
+NeedsSnapshot(i, m) ==
+    LET startEpoch == SnapshotIdAt(log[i], logStart[i]).epoch IN
+    /\ Snapshots
+    /\ \/ m.fetchOffset = 0 /\ snapshots[i] # {}
+       \/ /\ logStart[i] > 0
+          /\ \/ m.fetchOffset < logStart[i]
+             \/ m.fetchOffset = logStart[i] /\ m.lastFetchedEpoch # startEpoch
+             \/ m.lastFetchedEpoch < startEpoch
+
+\* The leader's answer to fetch m with its log of now, publishing HW pub: the next records, a
+\* DivergingEpoch (diverging, d: EndOffsetForEpoch of m's last epoch) or a SnapshotId (snap).
+FetchReply(i, m, pub, diverging, d, snap) ==
     [type |-> "FetchResponse", from |-> i, to |-> m.from,
      epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
-     records |-> SubSeq(log[i], m.fetchOffset + 1,
-                        Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
-     divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
+     records |-> IF diverging \/ snap THEN <<>>
+                 ELSE SubSeq(log[i], m.fetchOffset + 1,
+                             Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
+     divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
+     divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
+     snapshotEndOffset |-> IF snap THEN LatestSnapshotId(i).endOffset ELSE Nil,
+     snapshotEpoch |-> IF snap THEN LatestSnapshotId(i).epoch ELSE Nil,
      highWatermark |-> pub]
+
+\* The answer to a parked (caught-up) fetch: the log of now, or a SnapshotId should the leader have
+\* cleaned its log past the fetch meanwhile (Kafka completes a parked fetch through the same checks).
+FetchAnswer(i, m, pub) ==
+    FetchReply(i, m, pub, FALSE, EndOffsetForEpoch(log[i], m.lastFetchedEpoch), NeedsSnapshot(i, m))
 
 \* The answer of a node that is not (or no longer) the leader of m's epoch.
 FetchError(i, m) ==
@@ -565,13 +663,15 @@ FetchError(i, m) ==
                ELSE "NOT_LEADER_OR_FOLLOWER",
      fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
      records |-> <<>>, divergingEpoch |-> Nil, divergingEndOffset |-> Nil,
+     snapshotEndOffset |-> Nil, snapshotEpoch |-> Nil,
      highWatermark |-> Nil]
 
 \* core: handle_fetch_request.  "Fetch Request Handling" 1-4: refuse a
 \* foreign cluster (step 1); answer an epoch mismatch or a non-leader with an
 \* error naming i's epoch and leader (step 2); check LastFetchedEpoch and
 \* FetchOffset against the log and answer DivergingEpoch when they disagree
-\* (step 3); otherwise record the voter's offset, maybe advance the HW
+\* (step 3), or a SnapshotId when the log cannot tell (NeedsSnapshot, KIP-630);
+\* otherwise record the voter's offset, maybe advance the HW
 \* (step 4) and answer with the next record (or none: a long poll timing out).
 HandleFetchRequest(i, m) ==
     /\ InFlight(m)
@@ -584,36 +684,30 @@ HandleFetchRequest(i, m) ==
        THEN /\ Reply(FetchError(i, m), m)
             /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
        ELSE
-         LET d == EndOffsetForEpoch(log[i], m.lastFetchedEpoch)
-             diverging == d.epoch # m.lastFetchedEpoch \/ d.offset < m.fetchOffset
-             eo == IF m.from \in Voters /\ ~diverging
+         LET snap == NeedsSnapshot(i, m)
+             d == EndOffsetForEpoch(log[i], m.lastFetchedEpoch)
+             diverging == ~snap /\ (d.epoch # m.lastFetchedEpoch \/ d.offset < m.fetchOffset)
+             eo == IF m.from \in Voters /\ ~diverging /\ ~snap
                    THEN [endOffset[i] EXCEPT ![m.from] = m.fetchOffset]
                    ELSE endOffset[i]
              hw == NewHighWatermark(i, eo)
-             caughtUp == ~diverging /\ m.fetchOffset >= Len(log[i])
+             caughtUp == ~diverging /\ ~snap /\ m.fetchOffset >= Len(log[i])
          IN /\ endOffset' = [endOffset EXCEPT ![i] = eo]
             /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
-            /\ \/ \* answer now: records, DivergingEpoch, or (caught up) none
-                  \E pub \in PublishedHWs(log[i], epoch[i], hw) : Reply([type |-> "FetchResponse", from |-> i, to |-> m.from,
-                         epoch |-> epoch[i], leaderId |-> i, error |-> "NONE",
-                         fetchOffset |-> m.fetchOffset, lastFetchedEpoch |-> m.lastFetchedEpoch,
-                         records |-> IF diverging THEN <<>>
-                                     ELSE SubSeq(log[i], m.fetchOffset + 1,
-                                                 Min(Len(log[i]), m.fetchOffset + MaxFetchRecords)),
-                         divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil,
-                         divergingEndOffset |-> IF diverging THEN d.offset ELSE Nil,
-                         highWatermark |-> pub], m)
+            /\ \/ \* answer now: records, DivergingEpoch, SnapshotId, or (caught up) none
+                  \E pub \in PublishedHWs(log[i], epoch[i], hw) :
+                     Reply(FetchReply(i, m, pub, diverging, d, snap), m)
                \/ \* long poll: a caught-up fetch waits for new data, a new HW or
                   \* MaxWaitMs; AnswerParkedFetch answers it
                   /\ caughtUp
                   /\ Reply([m EXCEPT !.type = "ParkedFetch"], m)
             /\ UNCHANGED <<role, epoch, votedId, leaderId, log, clusterId,
-                           votesGranted, restarts, hasFetched>>
+                           votesGranted, restarts, hasFetched, snapVars, fetchingSnapshot>>
 
 \* core: _answer_parked_fetch (no action event of its own: it happens inside the
 \* leader's step that brought new data or a new HW, when MaxWaitMs expires,
-\* or when it stops leading).  The answer carries the log and HW of now, or
-\* an error once i no longer leads m's epoch.
+\* or when it stops leading).  The answer carries the log and HW of that moment,
+\* or an error once i no longer leads m's epoch.
 AnswerParkedFetch(i, m) ==
     /\ InFlight(m)
     /\ m.type = "ParkedFetch"
@@ -638,23 +732,33 @@ AnswerParkedFetch(i, m) ==
 \* HighWatermarkMonotonic).
 \* A correct leader never sends one (LeaderCompleteness); only a faulty one,
 \* or a stale answer, could.
+\* A SnapshotId (KIP-630) starts the download of that snapshot, unless i holds
+\* it already (Kafka's handleFetchResponse: createNewSnapshotUnchecked finds
+\* it stored); log and HW stay.
 FetchedAtPosition(i, m) ==
     /\ m.error = "NONE"
     /\ m.fetchOffset = LogEndOffset(log[i])
     /\ m.lastFetchedEpoch = LastEpoch(log[i])
 TruncationPoint(i, m) ==
     Min(EndOffsetForEpoch(log[i], m.divergingEpoch).offset, m.divergingEndOffset)
+FetchedSnapshotId(m) == [endOffset |-> m.snapshotEndOffset, epoch |-> m.snapshotEpoch]
 ApplyFetched(i, m) ==
     IF m.divergingEpoch # Nil
     THEN LET keep == TruncationPoint(i, m)
          IN /\ keep >= highWatermark[i]
             /\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]
-            /\ UNCHANGED highWatermark
+            /\ UNCHANGED <<highWatermark, fetchingSnapshot>>
+    ELSE IF m.snapshotEndOffset # Nil
+    THEN /\ fetchingSnapshot' = [fetchingSnapshot EXCEPT ![i] =
+                                  IF HasSnapshot(i, FetchedSnapshotId(m)) THEN @
+                                  ELSE FetchedSnapshotId(m)]
+         /\ UNCHANGED <<log, highWatermark>>
     ELSE LET lg == log[i] \o m.records
              hw == IF m.highWatermark = Nil THEN highWatermark[i]
                    ELSE Max(highWatermark[i], Min(m.highWatermark, Len(lg)))
          IN /\ log' = [log EXCEPT ![i] = lg]
             /\ highWatermark' = [highWatermark EXCEPT ![i] = hw]
+            /\ UNCHANGED fetchingSnapshot
 
 \* core: handle_fetch_response.  "Fetch Response Handling" 1-2: a higher
 \* epoch (FENCED_LEADER_EPOCH) moves i to it and to the named leader; in i's
@@ -687,17 +791,17 @@ HandleFetchResponse(i, m) ==
           /\ leaderId' = [leaderId EXCEPT ![i] = m.leaderId]
           /\ IF m.from = m.leaderId /\ FetchedAtPosition(i, m)
              THEN ApplyFetched(i, m)
-             ELSE UNCHANGED <<log, highWatermark>>
+             ELSE UNCHANGED <<log, highWatermark, fetchingSnapshot>>
           /\ hasFetched' = [hasFetched EXCEPT ![i] = LeaderAnswered(i, m)]
           /\ Discard(m)
-          /\ UNCHANGED <<epoch, votedId, clusterId, leaderVars, restarts>>
+          /\ UNCHANGED <<epoch, votedId, clusterId, leaderVars, restarts, snapVars>>
        \/ /\ m.epoch = epoch[i]
           /\ role[i] = Follower /\ leaderId[i] = m.from
           /\ FetchedAtPosition(i, m)
           /\ ApplyFetched(i, m)
           /\ hasFetched' = [hasFetched EXCEPT ![i] = LeaderAnswered(i, m)]
           /\ Discard(m)
-          /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts>>
+          /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts, snapVars>>
        \/ \* older epoch, error in i's epoch, or a stale answer: nothing to do
           /\ \/ m.epoch < epoch[i]
              \/ /\ m.epoch = epoch[i]
@@ -707,14 +811,144 @@ HandleFetchResponse(i, m) ==
           /\ hasFetched' = [hasFetched EXCEPT ![i] =
                               @ \/ (role[i] = Follower /\ leaderId[i] = m.from /\ LeaderAnswered(i, m))]
           /\ Discard(m)
-          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, leaderVars, restarts>>
+          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, leaderVars, restarts,
+                         snapVars, fetchingSnapshot>>
 
 \* core: client_append.  The leader appends a client record in its epoch.
 ClientAppend(i, v) ==
     /\ role[i] = Leader
     /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> v])]
     /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
-                   leaderVars, msgs, restarts, hasFetched>>
+                   leaderVars, msgs, restarts, hasFetched, snapVars, fetchingSnapshot>>
+
+-----------------------------------------------------------------------------
+(* Snapshots (KIP-630) *)
+
+\* core: create_snapshot.  KIP-630 / Kafka (KafkaRaftClient.createSnapshot,
+\* KafkaMetadataLog.createNewSnapshot): a node snapshots its state machine at
+\* a committed offset n: past its log start, at most its HW (Kafka refuses a
+\* snapshot "greater than the high-watermark"); the id's epoch is that of the
+\* record at n - 1.  Any node may, leader, follower or observer.  Its content
+\* is log[i][1..n] (see "Snapshots" above).  (The project's nodes snapshot at
+\* batch boundaries only; the model has one record per batch.)
+CreateSnapshotAt(i, n) ==
+    /\ Snapshots
+    /\ n > logStart[i]
+    /\ n <= highWatermark[i]
+    /\ n \notin snapshots[i]
+    /\ snapshots' = [snapshots EXCEPT ![i] = @ \cup {n}]
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, hasFetched,
+                   logStart, fetchingSnapshot, leaderVars, msgs, restarts>>
+CreateSnapshot(i) == \E n \in 1..Len(log[i]) : CreateSnapshotAt(i, n)
+
+\* core: clean_log.  Kafka's KafkaMetadataLog.deleteBeforeSnapshot (run by
+\* maybeClean and the retention settings): the log start moves up to the end
+\* of one of i's snapshots, at most its latest; the records below it leave the
+\* log (they stay in log[i] as that snapshot's content) and the snapshots
+\* before it are forgotten.  The HW is the client's, not the log's: it stays.
+CleanLogTo(i, n) ==
+    /\ n \in snapshots[i]
+    /\ n > logStart[i]
+    /\ logStart' = [logStart EXCEPT ![i] = n]
+    /\ snapshots' = [snapshots EXCEPT ![i] = {k \in @ : k >= n}]
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, hasFetched,
+                   fetchingSnapshot, leaderVars, msgs, restarts>>
+CleanLog(i) == \E n \in snapshots[i] : CleanLogTo(i, n)
+
+\* core: send_fetch_snapshot_request.  A Follower downloading a snapshot asks
+\* its leader for it (Kafka's maybeSendFetchOrFetchSnapshot when
+\* FollowerState.fetchingSnapshot is set), one request outstanding as for
+\* Fetch.  The model has no Position: HandleFetchSnapshotRequest sends the
+\* whole snapshot in one answer (trace validation also takes answers with a
+\* chunk of it, HandleFetchSnapshotRequestAs(i, m, FALSE)).
+SendFetchSnapshot(i) ==
+    /\ role[i] = Follower /\ leaderId[i] # Nil
+    /\ fetchingSnapshot[i] # NoSnapshotId
+    /\ Send([type |-> "FetchSnapshotRequest", from |-> i, to |-> leaderId[i],
+             clusterId |-> clusterId[i], epoch |-> epoch[i],
+             snapshotEndOffset |-> fetchingSnapshot[i].endOffset,
+             snapshotEpoch |-> fetchingSnapshot[i].epoch])
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+SendFetchSnapshotRequest(i) ==
+    /\ ~FetchOutstanding(i)
+    /\ SendFetchSnapshot(i)
+
+\* The answer to FetchSnapshot m (Kafka's handleFetchSnapshotRequest): the
+\* epoch and leader checks of Fetch (validateLeaderOnlyRequest), then
+\* SNAPSHOT_NOT_FOUND unless i holds that snapshot, else the snapshot: all of
+\* its content when whole (the answer completes the download), none of it
+\* otherwise (a chunk before the last: the follower only writes it down).
+\* POSITION_OUT_OF_RANGE has no counterpart (no positions in the model).
+FetchSnapshotReply(i, m, whole) ==
+    LET s == [endOffset |-> m.snapshotEndOffset, epoch |-> m.snapshotEpoch]
+        err == IF m.epoch < epoch[i] THEN "FENCED_LEADER_EPOCH"
+               ELSE IF m.epoch > epoch[i] THEN "UNKNOWN_LEADER_EPOCH"
+               ELSE IF role[i] # Leader THEN "NOT_LEADER_OR_FOLLOWER"
+               ELSE IF ~HasSnapshot(i, s) THEN "SNAPSHOT_NOT_FOUND"
+               ELSE "NONE"
+        ok == err = "NONE"
+    IN [type |-> "FetchSnapshotResponse", from |-> i, to |-> m.from,
+        epoch |-> epoch[i], leaderId |-> leaderId[i], error |-> err,
+        snapshotEndOffset |-> IF ok THEN s.endOffset ELSE Nil,
+        snapshotEpoch |-> IF ok THEN s.epoch ELSE Nil,
+        records |-> IF ok /\ whole THEN SubSeq(log[i], 1, s.endOffset) ELSE <<>>,
+        complete |-> ok /\ whole]
+
+HandleFetchSnapshotRequestAs(i, m, whole) ==
+    /\ InFlight(m)
+    /\ m.type = "FetchSnapshotRequest"
+    /\ m.to = i
+    /\ IF Foreign(m) THEN Discard(m) ELSE Reply(FetchSnapshotReply(i, m, whole), m)
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+\* core: handle_fetch_snapshot_request.  The leader serves a snapshot it holds.
+HandleFetchSnapshotRequest(i, m) == HandleFetchSnapshotRequestAs(i, m, TRUE)
+
+\* Kafka's KafkaMetadataLog.truncateToLatestSnapshot only empties a log the
+\* snapshot is past (a later epoch, or the same epoch and a larger offset);
+\* otherwise Kafka's follower throws (IllegalStateException) and no step of
+\* the model handles the answer.
+SnapshotPastLog(i, s) ==
+    \/ s.epoch > LastEpoch(log[i])
+    \/ s.epoch = LastEpoch(log[i]) /\ s.endOffset > Len(log[i])
+
+\* core: handle_fetch_snapshot_response.  Kafka's handleFetchSnapshotResponse:
+\* first the common handling of every answer (a higher epoch, a leader not known
+\* yet); then, for the Follower of the sender downloading a snapshot:
+\* SNAPSHOT_NOT_FOUND drops the download (it fetches again), a chunk is written
+\* down, and the answer that completes the snapshot installs it (freeze, then
+\* truncateToLatestSnapshot): the log is emptied and starts at the snapshot's
+\* end offset (log[i] becomes the snapshot's content), it is i's only snapshot
+\* and the HW is at least its end offset.  Anything else is stale: dropped.
+HandleFetchSnapshotResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "FetchSnapshotResponse"
+    /\ m.to = i
+    /\ \/ /\ LearnHigherEpoch(i, m)
+          /\ Discard(m)
+       \/ /\ LearnLeader(i, m)
+          /\ Discard(m)
+       \/ /\ m.epoch <= epoch[i]
+          /\ ~CanLearnLeader(i, m)
+          /\ LET s == FetchedSnapshotId(m)
+                 mine == /\ m.epoch = epoch[i] /\ role[i] = Follower /\ leaderId[i] = m.from
+                         /\ fetchingSnapshot[i] # NoSnapshotId
+             IN IF mine /\ m.error = "NONE" /\ m.complete /\ s = fetchingSnapshot[i]
+                THEN /\ SnapshotPastLog(i, s)
+                     /\ log' = [log EXCEPT ![i] = m.records]
+                     /\ logStart' = [logStart EXCEPT ![i] = s.endOffset]
+                     /\ snapshots' = [snapshots EXCEPT ![i] = {s.endOffset}]
+                     /\ highWatermark' = [highWatermark EXCEPT ![i] = Max(@, s.endOffset)]
+                     /\ StopFetching(i)
+                     /\ hasFetched' = [hasFetched EXCEPT ![i] = @ \/ LeaderAnswered(i, m)]
+                     /\ Discard(m)
+                     /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, leaderVars, restarts>>
+                ELSE /\ fetchingSnapshot' = [fetchingSnapshot EXCEPT ![i] =
+                                               IF mine /\ m.error = "SNAPSHOT_NOT_FOUND" THEN NoSnapshotId
+                                               ELSE @]
+                     /\ hasFetched' = [hasFetched EXCEPT ![i] = @ \/ (mine /\ LeaderAnswered(i, m))]
+                     /\ Discard(m)
+                     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
+                                    snapVars, leaderVars, restarts>>
 
 -----------------------------------------------------------------------------
 (* Leaving leadership *)
@@ -729,7 +963,7 @@ StepDown(i) ==
                    clusterId |-> clusterId[i], epoch |-> epoch[i],
                    leaderId |-> i] : j \in Voters \ {i}})
     /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   leaderVars, restarts, hasFetched>>
+                   leaderVars, restarts, hasFetched, snapVars, fetchingSnapshot>>
 
 \* core: leader_progress_timeout.  "Leader Progress Timeout": no fetches
 \* from a majority within controller.quorum.fetch.timeout.ms.  Kafka resigns
@@ -771,11 +1005,11 @@ HandleEndQuorumEpochRequest(i, m) ==
                     /\ votesGranted' = [votesGranted EXCEPT ![i] = {}]
                     /\ UNCHANGED <<epoch, votedId>>
                     /\ KeepFetched(i)
-               ELSE UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched>>
+               ELSE UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched, fetchingSnapshot>>
             /\ Reply([type |-> "EndQuorumEpochResponse", from |-> i, to |-> m.from,
                       epoch |-> m.epoch, leaderId |-> m.leaderId,
                       error |-> "NONE"], m)
-            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts>>
+            /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, snapVars>>
 
 \* core: handle_end_quorum_epoch_response.  "EndQuorumEpoch Response
 \* Handling": the resigned leader stops resending; a higher epoch is learned,
@@ -798,7 +1032,11 @@ HandleEndQuorumEpochResponse(i, m) ==
 
 \* core: restart (KRaftCore._initial_role, Kafka's QuorumState.initialize).
 \* quorum-state (epoch, votedId, leaderId), the log and meta.properties
-\* (clusterId) survive; role, HW and the leader's replica state are lost.
+\* (clusterId) survive, and so do the snapshots and the log start (the node
+\* loads its latest snapshot, then the log after it); role, HW, the leader's
+\* replica state and a snapshot download in progress are lost.  The HW
+\* starts at the log start offset: everything below it is committed (core;
+\* Kafka's UnifiedLog never has a HW below its log start).
 \* The role resumed, from quorum-state:
 \*  - a voter that was the leader comes back Resigned (its unflushed tail may
 \*    be gone and it cannot be re-elected in the same epoch without a second
@@ -810,7 +1048,9 @@ HandleEndQuorumEpochResponse(i, m) ==
 \*  - otherwise Unattached.
 \* (Kafka's case "the log has a later epoch than quorum-state" cannot occur
 \* here: quorum-state is never lost and a log never outruns its epoch.)
-Restart(i) ==
+\* RestartKeeping(i, snaps): the restart with the snapshots snaps on disk (trace validation: a
+\* snapshot the shell wrote just before the crash, before the core recorded it); Restart keeps i's own.
+RestartKeeping(i, snaps) ==
     LET wasLeader == i \in Voters /\ leaderId[i] = i
         candidate == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] = i
         voted     == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] # Nil /\ ~candidate
@@ -821,7 +1061,7 @@ Restart(i) ==
                                      [] voted     -> Voted
                                      [] follower  -> Follower
                                      [] OTHER     -> Unattached]
-    /\ highWatermark' = [highWatermark EXCEPT ![i] = 0]
+    /\ highWatermark' = [highWatermark EXCEPT ![i] = logStart[i]]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = IF candidate THEN {i} ELSE {}]
     /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
     /\ restarts' = restarts + 1
@@ -833,7 +1073,10 @@ Restart(i) ==
                     WithMsgs(msgs, VoteRequestsOf(i, epoch[i], FALSE))
                  [] OTHER -> msgs
     /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
-    /\ UNCHANGED <<epoch, votedId, leaderId, log, clusterId>>
+    /\ StopFetching(i)
+    /\ snapshots' = [snapshots EXCEPT ![i] = snaps]
+    /\ UNCHANGED <<epoch, votedId, leaderId, log, clusterId, logStart>>
+Restart(i) == RestartKeeping(i, snapshots[i])
 
 \* core: handle_describe_quorum_request.  KIP-595 "DescribeQuorum" / KIP-836:
 \* the leader answers from its replica state (LogEndOffset, fetch times),
@@ -893,6 +1136,11 @@ Next ==
     \/ \E i \in Nodes, m \in DOMAIN msgs : AnswerParkedFetch(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleEndQuorumEpochResponse(i, m)
+    \/ \E i \in Nodes : CreateSnapshot(i)
+    \/ \E i \in Nodes : CleanLog(i)
+    \/ \E i \in Nodes : SendFetchSnapshotRequest(i)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotRequest(i, m)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotResponse(i, m)
     \/ \E m \in DOMAIN msgs : DropMessage(m)
     \/ \E m \in DOMAIN msgs : DuplicateMessage(m)
     \/ \E m \in DOMAIN msgs : ForeignClusterCopy(m)
@@ -904,7 +1152,8 @@ Spec == Init /\ [][Next]_vars
 
 Entries == [epoch : Nat, value : Values \cup {LeaderChange}]
 
-\* TypeOK: every variable stays in its domain; HW never exceeds the log.
+\* TypeOK: every variable stays in its domain; HW never exceeds the log (a
+\* node's log: its snapshot content and its records, see "Snapshots").
 TypeOK ==
     /\ role \in [Nodes -> Roles]
     /\ epoch \in [Nodes -> Nat]
@@ -917,12 +1166,20 @@ TypeOK ==
     /\ \A i \in Nodes : endOffset[i] \in [Voters -> Nat]
     /\ \A m \in DOMAIN msgs : m.type \in Requests \cup
           {"VoteResponse", "BeginQuorumEpochResponse", "EndQuorumEpochResponse",
-           "FetchResponse", "ParkedFetch"} /\ msgs[m] \in Nat \ {0}
+           "FetchResponse", "ParkedFetch", "FetchSnapshotResponse"} /\ msgs[m] \in Nat \ {0}
     /\ \A i \in Observers : role[i] \in {Unattached, Follower}
     /\ restarts \in Nat
     /\ hasFetched \in [Nodes -> BOOLEAN]
     /\ \A i \in Nodes : hasFetched[i] => role[i] = Follower
     /\ \A m \in DOMAIN msgs : m.type \in {"VoteRequest", "VoteResponse"} => m.preVote \in BOOLEAN
+    \* snapshots: within the log (snapshot + log), one at the log start (Kafka's earliestSnapshotId),
+    \* a download only by a Follower
+    /\ \A i \in Nodes : logStart[i] \in 0..Len(log[i])
+    /\ \A i \in Nodes : snapshots[i] \subseteq 1..Len(log[i])
+    /\ \A i \in Nodes : logStart[i] > 0 => logStart[i] \in snapshots[i]
+    /\ \A i \in Nodes : logStart[i] <= LatestSnapshotEnd(i)
+    /\ \A i \in Nodes : fetchingSnapshot[i] # NoSnapshotId => role[i] = Follower
+    /\ ~Snapshots => \A i \in Nodes : snapshots[i] = {} /\ fetchingSnapshot[i] = NoSnapshotId
 
 \* ElectionSafety: at most one leader per epoch.  Every node that knows a
 \* leader of epoch e, and every BeginQuorumEpoch of e in flight, names the
@@ -953,7 +1210,8 @@ VoteOnce ==
             IN Cardinality(evidence) <= 1
 
 \* LogMatching: two logs with a record of the same epoch at the same offset
-\* are identical up to and including that offset.
+\* are identical up to and including that offset.  A log is snapshot + log:
+\* a record below the log start is the one the snapshot there stands for.
 LogMatching ==
     \A i, j \in Nodes :
         \A n \in 1..Min(Len(log[i]), Len(log[j])) :
@@ -961,20 +1219,22 @@ LogMatching ==
                 SubSeq(log[i], 1, n) = SubSeq(log[j], 1, n)
 
 \* LeaderCompleteness: what a node knows to be committed (its log below its
-\* HW, learned in an epoch <= its own) is in the log of every leader of
-\* that or a later epoch.
+\* HW or the end of its latest snapshot, Committed(i), learned in an epoch <=
+\* its own) is in the log (snapshot + log) of every leader of that or a later
+\* epoch.
 LeaderCompleteness ==
     \A l \in Nodes : role[l] = Leader =>
         \A i \in Nodes : epoch[i] <= epoch[l] =>
-            /\ highWatermark[i] <= Len(log[l])
-            /\ SubSeq(log[i], 1, highWatermark[i]) = SubSeq(log[l], 1, highWatermark[i])
+            /\ Committed(i) <= Len(log[l])
+            /\ SubSeq(log[i], 1, Committed(i)) = SubSeq(log[l], 1, Committed(i))
 
 \* CommittedNeverTruncated (action property): no step removes or rewrites a
-\* record below a node's HW.
+\* record below a node's HW or its latest snapshot's end (Committed), in its
+\* snapshot + log: a snapshot install replaces only what was not committed.
 CommittedNeverTruncated ==
     [][\A i \in Nodes :
-         /\ Len(log'[i]) >= highWatermark[i]
-         /\ SubSeq(log'[i], 1, highWatermark[i]) = SubSeq(log[i], 1, highWatermark[i])]_vars
+         /\ Len(log'[i]) >= Committed(i)
+         /\ SubSeq(log'[i], 1, Committed(i)) = SubSeq(log[i], 1, Committed(i))]_vars
 
 \* HighWatermarkMonotonic (action property): a node's HW never moves
 \* backwards, except that a Restart forgets it.

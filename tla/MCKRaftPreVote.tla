@@ -38,6 +38,7 @@ ReconnectInit ==
     /\ msgs = <<>>
     /\ restarts = 0
     /\ hasFetched = (L :> FALSE @@ F :> TRUE @@ R :> TRUE)
+    /\ SnapshotInit
 
 \* MCNext with only R's timers firing.
 ReconnectNext ==

@@ -47,6 +47,7 @@ EXTENDS TraceData, Integers, Sequences, FiniteSets, TLC
 
 VARIABLES role, epoch, votedId, leaderId, log, highWatermark, clusterId,
           votesGranted, endOffset, msgs, restarts, hasFetched,
+          logStart, snapshots, fetchingSnapshot,
           l,      \* the next trace event to match
           hidden, \* hidden steps taken since the last matched event
           epochCache  \* epochCache[i]: the epoch cache of log[i] (see TraceView)
@@ -54,7 +55,8 @@ VARIABLES role, epoch, votedId, leaderId, log, highWatermark, clusterId,
 K == INSTANCE KRaft WITH
         Voters <- TraceVoters, Observers <- TraceObservers, Values <- {"record"},
         LocalCluster <- TraceCluster, ForeignCluster <- "<foreign>",
-        MaxFetchRecords <- TraceMaxFetchRecords, PreVote <- TracePreVote
+        MaxFetchRecords <- TraceMaxFetchRecords, PreVote <- TracePreVote,
+        Snapshots <- TraceSnapshots
 
 \* Pre-vote (KIP-996): TracePreVote (a trace that shows a Prospective or a PreVote=true Vote) lets the
 \* nodes become Prospective; a node without pre-vote (Kafka 3.x elections, a Vote v0/v1 peer's fallback)
@@ -62,8 +64,30 @@ K == INSTANCE KRaft WITH
 \* module validates traces of both.
 AnyStartElection(i) == K!StartElectionAs(i, FALSE)
 
+\* Snapshots (KIP-630): TraceSnapshots (a trace that shows a snapshot event, a log start past 0, a
+\* FetchSnapshot or a Fetch answered with a SnapshotId) lets nodes take snapshots; without it no node
+\* does, and the snapshot variables stay as in K!Init, so a trace without snapshots explores what it did.
+\* The leader's answer to FetchSnapshot may be the whole snapshot or a chunk before the last (the row's
+\* reply says which); a FetchSnapshotResponse from the environment carries the snapshot's records as
+\* Fill(n, e) (TraceData): n records of the snapshot's epoch, which only the id of the snapshot they stand
+\* for is read from (a record below a log start is never served).
+AnyHandleFetchSnapshotRequest(i, m) == \E whole \in BOOLEAN : K!HandleFetchSnapshotRequestAs(i, m, whole)
+
+\* A node's shell writes a snapshot's file before it tells the core (CreateSnapshot): a crash in between
+\* leaves a snapshot on disk that no event recorded, and the Restart that loads it names it (snapshotId).
+\* It is the CreateSnapshot the crash cut off, at a committed offset, and the restart, in one row.
+RestartFinding(i, s) ==
+    \/ K!Restart(i)
+    \/ /\ TraceSnapshots
+       /\ "snapshotEndOffset" \in DOMAIN s
+       /\ LET n == s.snapshotEndOffset IN
+             /\ n > logStart[i] /\ n <= highWatermark[i] /\ n \notin snapshots[i]
+             /\ K!RestartKeeping(i, snapshots[i] \cup {n})
+
 kvars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-           votesGranted, endOffset, msgs, restarts, hasFetched>>
+           votesGranted, endOffset, msgs, restarts, hasFetched,
+           logStart, snapshots, fetchingSnapshot>>
+snapVars == <<logStart, snapshots, fetchingSnapshot>>
 
 (***************************************************************************)
 (* Black-box: messages to the target that no step of it can ever act on  *)
@@ -118,6 +142,7 @@ IsolatedCandidate(e) ==
     /\ msgs = K!WithMsgs(<<>>, PreludeVotes(e))
     /\ restarts = 0
     /\ hasFetched = [i \in K!Nodes |-> FALSE]
+    /\ K!SnapshotInit
 
 TraceInit ==
     /\ \/ K!Init
@@ -163,13 +188,17 @@ NextCache(c, old, new) ==
     THEN CacheFrom(<<>>, new, 1)
     ELSE CacheFrom(c, new, Len(old) + 1)
 
-UpdateCache == epochCache' = [i \in K!Nodes |-> NextCache(epochCache[i], log[i], log'[i])]
+\* A snapshot install replaces the log by the snapshot's content (and moves the log start): rebuilt.
+UpdateCache == epochCache' = [i \in K!Nodes |->
+                                IF logStart'[i] # logStart[i] /\ log'[i] # log[i]
+                                THEN CacheFrom(<<>>, log'[i], 1)
+                                ELSE NextCache(epochCache[i], log[i], log'[i])]
 
 \* The fingerprinted part of a state (TraceKRaft.cfg: VIEW TraceView).
 TraceView ==
     <<role, epoch, votedId, leaderId, [i \in K!Nodes |-> Len(log[i])], epochCache,
       highWatermark, clusterId, votesGranted, endOffset, IF BlackBox THEN Live(msgs) ELSE msgs,
-      restarts, hasFetched, l, hidden>>
+      restarts, hasFetched, logStart, snapshots, fetchingSnapshot, l, hidden>>
 
 \* The reported state of node i, compared with the spec's state after the step.
 StateMatches(i, s) ==
@@ -184,6 +213,14 @@ StateMatches(i, s) ==
        ELSE K!LastEpoch(log'[i]) = s.lastFetchedEpoch
     \* -1: no high watermark known yet (Kafka's "unknown"), the model's 0 (nothing known committed)
     /\ highWatermark'[i] = IF s.highWatermark = -1 THEN 0 ELSE s.highWatermark
+    \* snapshot traces (TraceSnapshots): the log start (absent: 0) and, where the event names one
+    \* (CreateSnapshot, an installing HandleFetchSnapshotResponse, a Restart that loaded one), the
+    \* node's latest snapshot
+    /\ "logStartOffset" \in DOMAIN s => logStart'[i] = s.logStartOffset
+    /\ "snapshotEndOffset" \in DOMAIN s /\ s.snapshotEndOffset # -1 =>
+          /\ s.snapshotEndOffset \in snapshots'[i]
+          /\ s.snapshotEndOffset <= Len(log'[i])
+          /\ K!SnapshotIdAt(log'[i], s.snapshotEndOffset).epoch = s.snapshotEpoch
 
 \* ClientAppend of a batch: the leader appends n records of its epoch.
 ClientAppendBatch(i, n) ==
@@ -191,7 +228,7 @@ ClientAppendBatch(i, n) ==
     /\ n >= 1
     /\ log' = [log EXCEPT ![i] = @ \o [k \in 1..n |-> [epoch |-> epoch[i], value |-> "record"]]]
     /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
-                   votesGranted, endOffset, msgs, restarts, hasFetched>>
+                   votesGranted, endOffset, msgs, restarts, hasFetched, snapVars>>
 
 \* Message m in flight agrees with every field the trace states about it.
 Matches(m, k) == k.type = "" \/ \A f \in DOMAIN k : f \in DOMAIN m /\ m[f] = k[f]
@@ -206,7 +243,7 @@ EnvironmentSend(ev) ==
     /\ ev.msg.to \notin TraceEnvironment
     /\ msgs' = K!WithMsg(IF BlackBox THEN Live(msgs) ELSE msgs, ev.msg)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   votesGranted, endOffset, restarts, hasFetched>>
+                   votesGranted, endOffset, restarts, hasFetched, snapVars>>
 
 \* The environment takes a message addressed to it out of the network.  A copy the model never
 \* made (the node resending a request on a timer, which KRaft leaves to DuplicateMessage) leaves
@@ -218,7 +255,7 @@ EnvironmentReceive(ev) ==
        THEN ~BlackBox /\ UNCHANGED msgs
        ELSE \E m \in Named(ev.msg) : msgs' = K!WithoutMsg(msgs, m)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
-                   votesGranted, endOffset, restarts, hasFetched>>
+                   votesGranted, endOffset, restarts, hasFetched, snapVars>>
 
 (***************************************************************************)
 (* A request KRaft has no record of (another partition than              *)
@@ -262,7 +299,7 @@ Do(ev) ==
       [] e = "ClientAppend" -> ClientAppendBatch(i, s.logEndOffset - Len(log[i]))
       [] e = "LeaderProgressTimeout" -> K!LeaderProgressTimeout(i)
       [] e = "Resign" -> K!Resign(i)
-      [] e = "Restart" -> K!Restart(i)
+      [] e = "Restart" -> RestartFinding(i, s)
       [] e = "HandleVoteRequest" -> \E m \in M : K!HandleVoteRequest(i, m)
       [] e = "HandleVoteResponse" -> \E m \in M : K!HandleVoteResponse(i, m)
       [] e = "HandleBeginQuorumEpochRequest" -> \E m \in M : K!HandleBeginQuorumEpochRequest(i, m)
@@ -271,6 +308,13 @@ Do(ev) ==
       [] e = "HandleFetchResponse" -> \E m \in M : K!HandleFetchResponse(i, m)
       [] e = "HandleEndQuorumEpochRequest" -> \E m \in M : K!HandleEndQuorumEpochRequest(i, m)
       [] e = "HandleEndQuorumEpochResponse" -> \E m \in M : K!HandleEndQuorumEpochResponse(i, m)
+      \* snapshots (KIP-630): the event names the snapshot taken and the new log start
+      [] e = "CreateSnapshot" -> K!CreateSnapshotAt(i, s.snapshotEndOffset)
+      [] e = "CleanLog" -> K!CleanLogTo(i, s.logStartOffset)
+      \* without FetchOutstanding, as SendFetchRequest
+      [] e = "SendFetchSnapshotRequest" -> K!SendFetchSnapshot(i)
+      [] e = "HandleFetchSnapshotRequest" -> \E m \in M : AnyHandleFetchSnapshotRequest(i, m)
+      [] e = "HandleFetchSnapshotResponse" -> \E m \in M : K!HandleFetchSnapshotResponse(i, m)
       \* rows derived from Send/Receive events (see trace_translate.py): the leader answers a parked
       \* long poll, the network duplicates or loses a message
       [] e = "AnswerParkedFetch" -> \E m \in M : K!AnswerParkedFetch(i, m)
@@ -349,9 +393,14 @@ TargetNext ==
          /\ role[i] = K!Resigned /\ leaderId[i] = i /\ j # i
          /\ K!Send(K!BeginQuorumEpochTo(i, j))
          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, votesGranted,
-                        endOffset, restarts, hasFetched>>
+                        endOffset, restarts, hasFetched, snapVars>>
     \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
+    \* snapshots (only in a trace that shows them: TraceSnapshots)
+    \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchSnapshotRequest" /\ m.from = i
+       /\ K!SendFetchSnapshot(i)
+    \/ K!CreateSnapshot(i)
+    \/ K!CleanLog(i)
     \/ K!LeaderProgressTimeout(i)
     \/ K!Resign(i)
     \/ \E m \in DOMAIN msgs :
@@ -364,6 +413,8 @@ TargetNext ==
          \/ K!AnswerParkedFetch(i, m)
          \/ K!HandleEndQuorumEpochRequest(i, m)
          \/ K!HandleEndQuorumEpochResponse(i, m)
+         \/ AnyHandleFetchSnapshotRequest(i, m)
+         \/ K!HandleFetchSnapshotResponse(i, m)
 
 (***************************************************************************)
 (* Black-box mode takes hidden steps lazily: only while the next row is   *)
@@ -417,7 +468,22 @@ HiddenAppend ==
     /\ UpdateCache
     /\ UNCHANGED <<l, hidden>>
 
-TraceNext == TraceStep \/ HiddenStep \/ HiddenAppend
+\* Black-box, snapshots (KIP-630): the snapshot the target names in its next observed answer (a Fetch
+\* answer's SnapshotId, a FetchSnapshot answer), taken at that committed offset; outside the HiddenSteps
+\* count as HiddenAppend, since the row fixes it and it is disabled once taken (cleaning the log up to it
+\* stays a counted hidden step, CleanLog in TargetNext).
+HiddenSnapshot ==
+    /\ BlackBox
+    /\ TraceSnapshots
+    /\ l < TraceStop
+    /\ NeedsHiddenStep(TraceLog[l])
+    /\ "snapshotEndOffset" \in DOMAIN TraceLog[l].msg
+    /\ TraceLog[l].msg.from = TraceTarget
+    /\ K!CreateSnapshotAt(TraceTarget, TraceLog[l].msg.snapshotEndOffset)
+    /\ UpdateCache
+    /\ UNCHANGED <<l, hidden>>
+
+TraceNext == TraceStep \/ HiddenStep \/ HiddenAppend \/ HiddenSnapshot
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<kvars, l, hidden, epochCache>>
 
@@ -435,7 +501,7 @@ TraceEndState ==
                              leaderId |-> leaderId, log |-> log, highWatermark |-> highWatermark,
                              msgs |-> msgs], "TRACE-END">>)
 
-\* LogMatching in linear time: two records of one epoch at one offset are equal and so are
+\* LogMatching in linear time (over snapshot + log: log[i], see KRaft.tla "Snapshots"): two records of one epoch at one offset are equal and so are
 \* the epochs just below them, which by induction down the log is KRaft's LogMatching.
 LogMatchingLinear ==
     \A i, j \in K!Nodes : i # j =>

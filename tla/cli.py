@@ -28,7 +28,7 @@ def _print_result(console: Console, result: TlcResult) -> None:
     "config",
     default=DEFAULT_CONFIG,
     show_default=True,
-    help="TLC config: a file name in tla/ (MCKRaft.cfg, MCKRaftSmall.cfg) or a path.",
+    help="TLC config: a file name in tla/ (MCKRaft.cfg, MCKRaftSmall.cfg, MCKRaftSnapshot.cfg) or a path.",
 )
 @click.option("--spec", default=DEFAULT_SPEC, show_default=True, help="Root module in tla/ or a path.")
 @click.option("--workers", default="2", show_default=True, help="TLC worker threads, or 'auto'.")

@@ -10,7 +10,9 @@ from typing import Any
 from kraft_tck.tla.trace_translate import TraceFormatError, message_key
 
 #: What a Restart recovers from disk; a traced step that changed none of it on disk never took effect.
-_DURABLE = ("epoch", "votedId", "logEndOffset", "lastFetchedEpoch")
+#: (``logStartOffset``, KIP-630: absent in a state means 0.)
+_DURABLE = ("epoch", "votedId", "logEndOffset", "lastFetchedEpoch", "logStartOffset")
+_ABSENT = {"logStartOffset": 0}
 
 
 def _torn_step(stream: list[dict[str, Any]], restart: dict[str, Any]) -> int:
@@ -18,10 +20,10 @@ def _torn_step(stream: list[dict[str, Any]], restart: dict[str, Any]) -> int:
     last steps when a kill -9 tore them. The node writes a step's trace before its disk changes and its
     messages after both, so such a step is traced, not durable, and announced nothing: the same as a crash
     just before it. It is cut only where the state before it is what the Restart recovered."""
-    recovered = {k: restart["state"].get(k) for k in _DURABLE}
-
     def durable(state: dict[str, Any]) -> dict[str, Any]:
-        return {k: state.get(k) for k in _DURABLE}
+        return {k: state.get(k, _ABSENT.get(k)) for k in _DURABLE}
+
+    recovered = durable(restart["state"])
 
     # the ending incarnation only: from its Restart on (whose own row is never cut)
     start = max((i for i, obj in enumerate(stream) if obj["event"] == "Restart"), default=0)

@@ -15,7 +15,14 @@ message it handles and the answer it sends by the fields of KRaft.tla's message 
 (``model_message``), so TLC matches each event with one message, not any message in flight: one
 successor per event, and time that grows with the trace instead of with its interleavings.
 
-Only the messages the model has (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) take part.
+Only the messages the model has (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) take part.
+
+Snapshots (KIP-630): the events ``CreateSnapshot``, ``CleanLog``, ``SendFetchSnapshotRequest``,
+``HandleFetchSnapshotRequest`` and ``HandleFetchSnapshotResponse`` are KRaft.tla's actions of those names; a
+row's state carries the node's ``logStartOffset`` and the event's ``snapshotId`` (``snapshot_state``) when the
+trace shows snapshots at all (``has_snapshots``, TraceKRaft's ``TraceSnapshots``).  A Fetch response names its
+SnapshotId, a FetchSnapshot request the snapshot it asks for, a response the snapshot it carries and whether
+it completes it (Position + the bytes of its UnalignedRecords = Size); KRaft.tla has no positions.
 
 Malformed requests (``unmodelled_request``, ``refusal``): a request for another partition than
 __cluster_metadata-0 or a Fetch from a negative offset has no record in KRaft.tla, and Kafka refuses those
@@ -63,14 +70,24 @@ SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "B
 NETWORK_EVENTS = frozenset(
     {"DuplicateMessage", "DropMessage", "AnswerParkedFetch", "EnvironmentSend", "EnvironmentReceive", "TargetRestart"}
 )
-MODELLED_APIS = frozenset({"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"})
+MODELLED_APIS = frozenset({"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot"})
 # The actions whose step sends each request; any other send of it is a resend (a timer in the node).
 SENT_BY = {
     "Vote": frozenset({"StartElection", "Restart"}),
     "BeginQuorumEpoch": frozenset({"BecomeLeader"}),
     "EndQuorumEpoch": frozenset({"Resign", "LeaderProgressTimeout", "Restart"}),
     "Fetch": frozenset({"SendFetchRequest"}),
+    "FetchSnapshot": frozenset({"SendFetchSnapshotRequest"}),
 }
+#: The snapshot actions (KIP-630); a trace with any of them, or with a FetchSnapshot, a SnapshotId or a log start
+#: past 0, is a snapshot trace (``has_snapshots``).
+SNAPSHOT_EVENTS = frozenset(
+    {"CreateSnapshot", "CleanLog", "SendFetchSnapshotRequest", "HandleFetchSnapshotRequest",
+     "HandleFetchSnapshotResponse"}
+)
+#: The fields a snapshot trace adds to a row's state (TraceKRaft.tla StateMatches): the log start, and the
+#: snapshot id the event names (-1, -1 when none).
+SNAPSHOT_STATE_FIELDS = ("logStartOffset", "snapshotEndOffset", "snapshotEpoch")
 # A row's state where the event reports none (network rows).
 NO_STATE: dict[str, Any] = {
     "role": "Unattached",
@@ -90,6 +107,16 @@ BLACKBOX_HIDDEN_STEPS = 2
 
 class TraceFormatError(ValueError):
     """The trace file is not a valid kraft-tck trace."""
+
+
+@dataclass(frozen=True)
+class SnapshotContent:
+    """The records of a snapshot an environment node sends (a FetchSnapshotResponse that completes it): the
+    trace has its bytes only, so ``end_offset`` records of its ``epoch`` stand for them (TraceData ``Fill``);
+    KRaft.tla reads only the snapshot's id from them."""
+
+    end_offset: int
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -123,6 +150,8 @@ class Trace:
     prelude: int = 0
     # black-box: the epochs of the target's Vote requests such a start may hold in flight (PreludeVoteEpochs)
     prelude_votes: frozenset[int] = frozenset()
+    # the trace shows snapshots (KIP-630): rows carry SNAPSHOT_STATE_FIELDS, TraceKRaft's TraceSnapshots is TRUE
+    snapshots: bool = False
 
 
 def translate(path: str | Path) -> Trace:
@@ -159,6 +188,48 @@ def _why(bad: trace_format.BadLine) -> str:
 
 def rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
     """The rows of the trace with ``header`` and events ``objs`` ((line, event) pairs)."""
+    trace = _rows_of(path, header, objs, total_lines)
+    if not has_snapshots(objs):
+        return trace
+    by_line = dict(objs)
+    events = [replace(ev, state=snapshot_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
+    return replace(trace, events=events, snapshots=True)
+
+
+def has_snapshots(objs: list[tuple[int, dict[str, Any]]]) -> bool:
+    """Does the trace show snapshots (KIP-630): a snapshot action, a log start past 0, a FetchSnapshot, or a
+    Fetch answered with a SnapshotId?  Only then do its rows carry the snapshot fields and may TLC take
+    snapshot steps (TraceSnapshots), so that a trace without them validates as fast as before."""
+    for _, obj in objs:
+        if obj["event"] in SNAPSHOT_EVENTS or obj.get("snapshotId"):
+            return True
+        if (obj.get("state") or {}).get("logStartOffset", 0) > 0:
+            return True
+        msg = obj.get("msg") or {}
+        if msg.get("api") == "FetchSnapshot":
+            return True
+        if (msg.get("api"), msg.get("kind")) == ("Fetch", "response") and (
+            _fetch_snapshot_id(_partition(msg.get("body") or {}, "Responses"))["snapshotEndOffset"] >= 0
+        ):
+            return True
+    return False
+
+
+def snapshot_state(state: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any]:
+    """A row's state in a snapshot trace: with the node's log start (absent in the trace: 0) and the snapshot
+    id its event names (``snapshotId``; -1, -1 when none).  Network rows (``NO_STATE``) get -1s."""
+    if state == NO_STATE or obj is None:
+        return {**state, **dict.fromkeys(SNAPSHOT_STATE_FIELDS, -1)}
+    snap = obj.get("snapshotId") or {}
+    return {
+        **state,
+        "logStartOffset": int((obj.get("state") or {}).get("logStartOffset", 0)),
+        "snapshotEndOffset": int(snap.get("endOffset", -1)),
+        "snapshotEpoch": int(snap.get("epoch", -1)),
+    }
+
+
+def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
     observers = set(header.get("observers", []))
     acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
     if acting:
@@ -239,6 +310,8 @@ def _epoch_of_log(epoch: int) -> int:
 
 
 _ERRORS = {0: "NONE", 6: "NOT_LEADER_OR_FOLLOWER", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}
+# FetchSnapshot's errors in the model (KRaft.tla FetchSnapshotReply); POSITION_OUT_OF_RANGE has no counterpart
+_SNAPSHOT_ERRORS = {**_ERRORS, 98: "SNAPSHOT_NOT_FOUND"}
 _INVALID_REQUEST = 42
 _METADATA_TOPIC = "__cluster_metadata"
 _METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"  # Kafka's Uuid.METADATA_TOPIC_ID
@@ -272,6 +345,8 @@ def unmodelled_request(msg: dict[str, Any]) -> str:
             topic.get("Topic", _METADATA_TOPIC) == _METADATA_TOPIC
         )
         index = part.get("Partition", 0)
+    elif msg["api"] == "FetchSnapshot":
+        name, index = topic.get("Name", _METADATA_TOPIC) == _METADATA_TOPIC, part.get("Partition", 0)
     else:
         name, index = topic.get("TopicName", _METADATA_TOPIC) == _METADATA_TOPIC, part.get("PartitionIndex", 0)
     if not name or index != 0:
@@ -383,6 +458,7 @@ def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) ->
                     leaderId=leader.get("LeaderId", -1),
                     divergingEpoch=diverging.get("Epoch", -1),
                     divergingEndOffset=diverging.get("EndOffset", -1),
+                    **_fetch_snapshot_id(part),
                     # the model's leader publishes "none" (-1) where the reference core says 0: the same
                     # for a follower, whose HW never goes below 0
                     highWatermark=max(part.get("HighWatermark", -1), 0) or -1 if error == "NONE" else -1,
@@ -390,7 +466,48 @@ def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) ->
                 if request is not None:
                     req = model_message(request)
                     key.update({f: req[f] for f in ("fetchOffset", "lastFetchedEpoch") if f in req})
+    elif api == "FetchSnapshot":
+        if kind == "request":
+            part = _partition(body)
+            if part:
+                snap = part.get("SnapshotId") or {}
+                key.update(epoch=part["CurrentLeaderEpoch"], snapshotEndOffset=snap.get("EndOffset", -1),
+                           snapshotEpoch=snap.get("Epoch", -1))
+        else:
+            part = _partition(body)
+            if part and body.get("ErrorCode", 0) == 0 and part.get("ErrorCode", 0) in _SNAPSHOT_ERRORS:
+                key.update(_fetch_snapshot_answer(part))
     return key
+
+
+_SNAPSHOT_NOT_FOUND = 98
+
+
+def _fetch_snapshot_id(part: dict[str, Any]) -> dict[str, int]:
+    """KRaft.tla's SnapshotId fields of a Fetch response partition (KIP-630; -1, -1: none)."""
+    snap = part.get("SnapshotId") or {}
+    end, epoch = snap.get("EndOffset", -1), snap.get("Epoch", -1)
+    if end < 0 or epoch < 0:
+        return {"snapshotEndOffset": -1, "snapshotEpoch": -1}
+    return {"snapshotEndOffset": end, "snapshotEpoch": epoch}
+
+
+def snapshot_complete(part: dict[str, Any]) -> bool:
+    """Does a FetchSnapshot response partition complete its snapshot (Position + its bytes = Size, Kafka's
+    handleFetchSnapshotResponse: the follower freezes and installs it then)?"""
+    records = part.get("UnalignedRecords") or {}
+    got = records.get("bytes", 0) if isinstance(records, dict) else 0
+    size = part.get("Size", -1)
+    return size >= 0 and part.get("Position", 0) + got == size
+
+
+def _fetch_snapshot_answer(part: dict[str, Any]) -> dict[str, Any]:
+    """The fields of KRaft.tla's FetchSnapshotResponse that a trace states (not its records)."""
+    leader = part.get("CurrentLeader") or {}
+    error = _SNAPSHOT_ERRORS[part.get("ErrorCode", 0)]
+    ids = _fetch_snapshot_id(part) if error == "NONE" else {"snapshotEndOffset": -1, "snapshotEpoch": -1}
+    return dict(epoch=leader.get("LeaderEpoch", -1), leaderId=leader.get("LeaderId", -1), error=error,
+                complete=error == "NONE" and snapshot_complete(part), **ids)
 
 
 def parked_message(request: dict[str, Any]) -> dict[str, Any]:
@@ -430,7 +547,7 @@ def environment_message(
     part = _partition(body, "Responses" if (api, kind) == ("Fetch", "response") else "Topics")
     if not part:
         return None
-    if kind == "response" and part.get("ErrorCode", 0) not in _ERRORS:
+    if kind == "response" and part.get("ErrorCode", 0) not in (_SNAPSHOT_ERRORS if api == "FetchSnapshot" else _ERRORS):
         return None
     if api == "Vote" and kind == "request":
         key.update(
@@ -446,6 +563,16 @@ def environment_message(
         key.update(epoch=part["LeaderEpoch"], leaderId=part["LeaderId"])
         if kind == "response":
             key["error"] = _ERRORS[part.get("ErrorCode", 0)]
+    elif api == "FetchSnapshot" and kind == "request":
+        snap = part.get("SnapshotId") or {}
+        key.update(epoch=part["CurrentLeaderEpoch"], snapshotEndOffset=snap.get("EndOffset", -1),
+                   snapshotEpoch=snap.get("Epoch", -1))
+    elif api == "FetchSnapshot":
+        key.update(_fetch_snapshot_answer(part))
+        # the snapshot's records, which the trace has as bytes only: records of its epoch stand for them
+        key["records"] = (
+            SnapshotContent(key["snapshotEndOffset"], key["snapshotEpoch"]) if key["complete"] else []
+        )
     elif kind == "request":
         key.update(
             epoch=part["CurrentLeaderEpoch"],
@@ -471,6 +598,7 @@ def environment_message(
             records=_records(part) if error == "NONE" else [],
             divergingEpoch=diverging.get("Epoch", -1),
             divergingEndOffset=diverging.get("EndOffset", -1),
+            **_fetch_snapshot_id(part),
             # the model says "none" (-1) where Kafka may say 0: the follower keeps its HW either way
             highWatermark=hw if error == "NONE" and hw > 0 else -1,
         )

@@ -21,10 +21,34 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
   some node counted committed (present in its replayed log, base offset below its highWatermark) at a seq
   < s in an epoch <= e is in l's replayed log at s; reported once per BecomeLeader at its seq, node = l
   (the rules: `Completeness`).
+* Snapshots (KIP-630). An event with a `snapshotId` {endOffset, epoch} gives its node that snapshot:
+  `CreateSnapshot` (taken from its own state machine), `HandleFetchSnapshotResponse` (installed from the
+  leader's), `Restart` (loaded from disk). A node's *snapshot end* is the largest such endOffset so far; a
+  node whose first state in the run already has `logStartOffset` > 0 loaded a snapshot before the trace
+  began, and its snapshot end starts there. `logStartOffset` absent means 0 (traces before snapshots).
+  - SnapshotAtCommittedOffset — a `CreateSnapshot` whose endOffset is above the node's highWatermark in
+    that event (KRaftCore.create_snapshot / Kafka's KafkaRaftClient.createSnapshot refuse it): reported at
+    its seq.
+  - SnapshotAgreement — snapshots with the same endOffset have the same epoch (the first one, least (seq,
+    node), sets it), an empty prefix's epoch is 0, and the committed batch holding offset endOffset-1 (a
+    batch some node counted committed, as LeaderCompleteness counts them) has the snapshot's epoch.
+    Reported at each disagreeing snapshot's seq (part of the per-run replay, `Completeness`).
+  - LogStartCoveredBySnapshot — a state whose logStartOffset is above the node's snapshot end (KIP-630:
+    records go only once a snapshot holds them; Kafka's KafkaMetadataLog.maybeClean): reported at the first
+    such state per (node, logStartOffset).
+  - SnapshotInstallResetsLog — the `HandleFetchSnapshotResponse` that installs snapshot (end, epoch) must show
+    logStartOffset = logEndOffset = end (Kafka's log.truncateToLatestSnapshot); afterwards the node's states
+    keep logStartOffset and logEndOffset >= end and its Fetch requests (`Send`, FetchOffset) never ask below
+    end. The first later event breaking it is reported per (node, largest installed end).
+  LeaderCompleteness counts a committed batch as held by a new leader when its log has it or the leader's
+  snapshot end is past the batch's last offset (the snapshot holds it; SnapshotAgreement checks that it
+  agrees); an install removes every batch of the node's replayed log.
 * OnlineRequiresRegistration (KIP-631 "Register Flow") — a `BrokerEvent` whose broker state is
   Online is reported at its seq unless the same node's trace shows, at a smaller seq, a `BrokerEvent` of a
   RegisterBrokerRecord for that broker id and broker epoch whose offset is below the highest high watermark
-  of that node's states up to the Online event (committed). Reported with epoch = the broker epoch.
+  of that node's states up to the Online event (committed), or the broker epoch (KIP-631: the registration's
+  offset) is below the largest logStartOffset or snapshotId endOffset of that node's states so far (the
+  registration is in a snapshot it loaded, KIP-630). Reported with epoch = the broker epoch.
 
 Order inside a node is seq order; a node's events of one run are expected in one file (true of node,
 harness and simulator traces).
@@ -32,6 +56,7 @@ harness and simulator traces).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import os
@@ -43,9 +68,14 @@ from typing import Any
 
 from kraft_tck.spec.trace import FORMAT_VERSION, iter_lines, line_errors
 
+SNAPSHOT_INVARIANTS = ("SnapshotAtCommittedOffset", "SnapshotAgreement", "LogStartCoveredBySnapshot",
+                       "SnapshotInstallResetsLog")
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
-              "CommittedNeverTruncated", "LogMatching", "LeaderCompleteness", "OnlineRequiresRegistration")
+              "CommittedNeverTruncated", "LogMatching", "LeaderCompleteness", "OnlineRequiresRegistration",
+              *SNAPSHOT_INVARIANTS)
 REGISTER_BROKER_RECORD = "RegisterBrokerRecord"
+CREATE_SNAPSHOT = "CreateSnapshot"
+INSTALL_SNAPSHOT = "HandleFetchSnapshotResponse"  # with a snapshotId: the response that completed a download
 
 
 @dataclass(frozen=True, order=True)
@@ -157,14 +187,27 @@ class Completeness:
         self.spans: dict[tuple[int, Ident], list[list[int | None]]] = defaultdict(list)
         self.commits: dict[Ident, list[tuple[int, int, int]]] = defaultdict(list)  # ident -> (seq, node, epoch)
         self.leaders: list[tuple[int, int, int]] = []  # (seq, node, epoch)
+        # node -> the seqs at which its snapshot end rose, and the snapshot end from each on
+        self.snap_seqs: dict[int, list[int]] = defaultdict(list)
+        self.snap_ends: dict[int, list[int]] = defaultdict(list)
+        self.snapshots: list[tuple[int, int, int, int, int]] = []  # (seq, node, endOffset, its epoch, node's epoch)
 
     def feed(self, node: int, seq: int, event: str, epoch: int, hw: int, truncated_to: int | None,
-             appended: Iterable[Ident]) -> None:
+             appended: Iterable[Ident], snapshot: tuple[int, int] | None = None) -> None:
         """One state event of ``node`` (a node's events in seq order); ``appended``: its `log.appended`
-        batches' identities (`batch_ident`). An event that changes no log, is no BecomeLeader and does not
-        raise the node's high watermark above its previous state's changes nothing here (the pipeline
-        leaves those out)."""
+        batches' identities (`batch_ident`); ``snapshot``: its `snapshotId` as (endOffset, epoch). An event
+        that changes no log, has no snapshot, is no BecomeLeader and does not raise the node's high
+        watermark above its previous state's changes nothing here (the pipeline leaves those out)."""
         log = self.logs[node]
+        if snapshot is not None:
+            end = snapshot[0]
+            self.snapshots.append((seq, node, end, snapshot[1], epoch))
+            ends = self.snap_ends[node]
+            if not ends or end > ends[-1]:
+                self.snap_seqs[node].append(seq)
+                ends.append(end)
+            if event == INSTALL_SNAPSHOT:  # the log is emptied and starts at the snapshot's end
+                truncated_to = -1
         if truncated_to is not None and log:
             keep = []
             for ident, at in log:
@@ -191,9 +234,44 @@ class Completeness:
             self.leaders.append((seq, node, epoch))
 
     def _has(self, node: int, ident: Ident, seq: int) -> bool:
+        if self.snapshot_end(node, seq) > ident[2]:
+            return True  # the node's snapshot holds it
         return any(a is not None and a <= seq and (r is None or seq < r) for a, r in self.spans.get((node, ident), ()))
 
+    def snapshot_end(self, node: int, seq: int) -> int:
+        """The largest end offset of a snapshot ``node`` had at ``seq`` (0: none)."""
+        i = bisect.bisect_right(self.snap_seqs.get(node, ()), seq)
+        return self.snap_ends[node][i - 1] if i else 0
+
     def violations(self, src: str, run: str) -> list[Violation]:
+        return self.completeness_violations(src, run) + self.agreement_violations(src, run)
+
+    def agreement_violations(self, src: str, run: str) -> list[Violation]:
+        """SnapshotAgreement: one per snapshot that disagrees with the first one of its end offset or with the
+        committed batch holding its last offset."""
+        out = []
+        committed = sorted(ident for ident, recs in self.commits.items() if recs)
+        bases = [c[0] for c in committed]
+        first: dict[int, tuple[int, int, int]] = {}
+        for seq, node, end, epoch, node_epoch in sorted(self.snapshots):
+            f = first.setdefault(end, (seq, node, epoch))
+            detail = None
+            if epoch != f[2]:
+                detail = snapshot_epochs_differ(end, epoch, f[1], f[2], f[0])
+            elif end == 0 and epoch != 0:
+                detail = f"snapshot of the empty prefix (end offset 0) has epoch {epoch}, not 0"
+            else:
+                i = bisect.bisect_right(bases, end - 1)
+                for base, b_epoch, last, _ in reversed(committed[max(0, i - 2):i]):
+                    if base <= end - 1 <= last and b_epoch != epoch:
+                        detail = (f"snapshot (end offset {end}, epoch {epoch}) disagrees with the committed log: "
+                                  f"offset {end - 1} is in the committed batch {base}..{last} of epoch {b_epoch}")
+                        break
+            if detail is not None:
+                out.append(Violation("SnapshotAgreement", src, run, node, node_epoch, seq, detail))
+        return out
+
+    def completeness_violations(self, src: str, run: str) -> list[Violation]:
         out = []
         for seq, node, epoch in self.leaders:
             missing = []
@@ -206,6 +284,11 @@ class Completeness:
                 out.append(Violation("LeaderCompleteness", src, run, node, epoch, seq, leader_incomplete(
                     epoch, len(missing), base, last, b_epoch, n, ep, q)))
         return out
+
+
+def snapshot_epochs_differ(end: int, epoch: int, first_node: int, first_epoch: int, first_seq: int) -> str:
+    return (f"snapshot with end offset {end} has epoch {epoch}; node {first_node}'s snapshot with that end offset "
+            f"(seq {first_seq}) has epoch {first_epoch}")
 
 
 def leader_incomplete(epoch: int, count: int, base: int, last: int, b_epoch: int, node: int, c_epoch: int,
@@ -230,15 +313,26 @@ class _State:
         # (src, run, node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported
         self.registrations: dict[tuple[str, str, int, int, int], int] = {}
         self.completeness: dict[tuple[str, str], Completeness] = {}
+        # Snapshots, per (src, run, node): the largest snapshot end, the largest installed snapshot end, and
+        # what was reported once already ((node, logStartOffset) / (node, installed end)).
+        self.snap_end: dict[tuple[str, str, int], int] = {}
+        self.installed: dict[tuple[str, str, int], int] = {}
+        self.uncovered: set[tuple[str, str, int, int]] = set()
+        self.below_install: set[tuple[str, str, int, int]] = set()
+        # The largest snapshot end or log start each node showed so far: registrations below it are in a snapshot.
+        self.covered: dict[tuple[str, str, int], int] = {}
 
     def event(self, src: str, run: str, ev: dict[str, Any]) -> None:
         st = ev.get("state")
         if st is None:
             if ev.get("event") == "BrokerEvent":
                 self.broker_event(src, run, ev)
+            elif ev.get("event") == "Send":
+                self.fetch_sent(src, run, ev)
             return
         seq, node, epoch = ev["seq"], ev["node"], st["epoch"]
         hw = st["highWatermark"]
+        self.snapshots(src, run, ev, st, (src, run, node) not in self.last)
         if hw > self.max_hw.get((src, run, node), 0):
             self.max_hw[(src, run, node)] = hw
         claimants = set()
@@ -277,8 +371,10 @@ class _State:
         lc = self.completeness.get((src, run))
         if lc is None:
             lc = self.completeness[(src, run)] = Completeness()
+        sid = ev.get("snapshotId")
         lc.feed(node, seq, ev["event"], epoch, hw, log.get("truncatedTo"),
-                [batch_ident(b) for b in log.get("appended") or ()])
+                [batch_ident(b) for b in log.get("appended") or ()],
+                None if sid is None else (sid["endOffset"], sid["epoch"]))
         for b in log.get("appended") or ():
             digest = b.get("digest")
             if digest is None:
@@ -288,6 +384,53 @@ class _State:
             if node not in nodes or seq < nodes[node]:
                 nodes[node] = seq
 
+    def snapshots(self, src: str, run: str, ev: dict[str, Any], st: dict[str, Any], first: bool) -> None:
+        """SnapshotAtCommittedOffset, LogStartCoveredBySnapshot and SnapshotInstallResetsLog on one state event
+        (``first``: the node's first state in the run)."""
+        seq, node, epoch, name = ev["seq"], ev["node"], st["epoch"], ev["event"]
+        key = (src, run, node)
+        start, end_offset = st.get("logStartOffset", 0), st["logEndOffset"]
+        sid = ev.get("snapshotId")
+        covered = max(start, sid["endOffset"] if sid is not None else 0)
+        if covered > self.covered.get(key, 0):
+            self.covered[key] = covered
+        if sid is not None:
+            end = sid["endOffset"]
+            if name == CREATE_SNAPSHOT and end > st["highWatermark"] and end > 0:
+                self.out.append(Violation("SnapshotAtCommittedOffset", src, run, node, epoch, seq,
+                                          snapshot_uncommitted(end, sid["epoch"], st["highWatermark"])))
+            self.snap_end[key] = max(self.snap_end.get(key, 0), end)
+            if name == INSTALL_SNAPSHOT:
+                if not start == end_offset == end:
+                    self.out.append(Violation("SnapshotInstallResetsLog", src, run, node, epoch, seq,
+                                              install_not_reset(end, start, end_offset)))
+                self.installed[key] = max(self.installed.get(key, 0), end)
+        elif first and start > 0:
+            self.snap_end[key] = start  # loaded from disk before the trace began
+        if start > self.snap_end.get(key, 0) and (*key, start) not in self.uncovered:
+            self.uncovered.add((*key, start))
+            self.out.append(Violation("LogStartCoveredBySnapshot", src, run, node, epoch, seq,
+                                      log_start_uncovered(start, self.snap_end.get(key, 0))))
+        inst = self.installed.get(key)
+        if (inst is not None and not (sid is not None and name == INSTALL_SNAPSHOT)
+                and (start < inst or end_offset < inst) and (*key, inst) not in self.below_install):
+            self.below_install.add((*key, inst))
+            self.out.append(Violation("SnapshotInstallResetsLog", src, run, node, epoch, seq,
+                                      log_below_install(start, end_offset, inst)))
+
+    def fetch_sent(self, src: str, run: str, ev: dict[str, Any]) -> None:
+        """SnapshotInstallResetsLog: a node that installed a snapshot never fetches below its end."""
+        msg = ev.get("msg") or {}
+        key = (src, run, ev["node"])
+        inst = self.installed.get(key)
+        if inst is None or msg.get("api") != "Fetch" or msg.get("kind") != "request" or msg.get("from") != ev["node"]:
+            return
+        offset, epoch = fetch_position(msg.get("body"))
+        if offset is not None and offset < inst and (*key, inst) not in self.below_install:
+            self.below_install.add((*key, inst))
+            self.out.append(Violation("SnapshotInstallResetsLog", src, run, ev["node"], -1 if epoch is None else epoch,
+                                      ev["seq"], fetch_below_install(offset, inst)))
+
     def broker_event(self, src: str, run: str, ev: dict[str, Any]) -> None:
         b: dict[str, Any] = ev.get("broker") or {}
         node, seq = ev["node"], ev["seq"]
@@ -296,6 +439,8 @@ class _State:
         key = (src, run, node, broker, epoch)
         if b.get("state") == "Online":
             offset = self.registrations.get(key)
+            if offset is None and epoch < self.covered.get((src, run, node), 0):
+                offset = epoch  # KIP-630: registered in the snapshot the node loaded (broker epoch = its offset)
             hw = self.max_hw.get((src, run, node), 0)
             if offset is None:
                 self.out.append(Violation("OnlineRequiresRegistration", src, run, node, epoch, seq,
@@ -337,6 +482,41 @@ class _State:
         for (src, run), lc in self.completeness.items():
             out.extend(lc.violations(src, run))
         return sorted_violations(out)
+
+
+def fetch_position(body: Any) -> tuple[int | None, int | None]:
+    """A Fetch request body's (FetchOffset, CurrentLeaderEpoch) of its first partition (None when absent); a
+    body without Topics (a synthetic trace's) has them at the top."""
+    try:
+        part = body["Topics"][0]["Partitions"][0] if "Topics" in body else body
+    except (KeyError, IndexError, TypeError):
+        return None, None
+    if not isinstance(part, dict):
+        return None, None
+    offset, epoch = part.get("FetchOffset"), part.get("CurrentLeaderEpoch")
+    return (offset if isinstance(offset, int) else None), (epoch if isinstance(epoch, int) else None)
+
+
+# The snapshot checks' texts, shared by this checker, the Spark pipeline and the simulator.
+def snapshot_uncommitted(end: int, epoch: int, hw: int) -> str:
+    return f"snapshot (end offset {end}, epoch {epoch}) taken above the high watermark {hw}"
+
+
+def install_not_reset(end: int, start: int, log_end: int) -> str:
+    return (f"installed snapshot with end offset {end} but its log starts at {start} and ends at {log_end} "
+            f"(both must be {end})")
+
+
+def log_start_uncovered(start: int, snap_end: int) -> str:
+    return f"log start offset {start} is above the end of its latest snapshot ({snap_end})"
+
+
+def log_below_install(start: int, log_end: int, inst: int) -> str:
+    return f"log start {start} / log end {log_end} below the end offset {inst} of the snapshot it installed"
+
+
+def fetch_below_install(offset: int, inst: int) -> str:
+    return f"fetches at offset {offset}, below the end offset {inst} of the snapshot it installed"
 
 
 def online_unregistered(broker: int, epoch: int, node: int) -> str:

@@ -39,11 +39,20 @@ def parse_duration_ms(text: str) -> int:
 )
 @click.option(
     "--faults",
-    type=click.Choice(["none", "default", "heavy", "reconnect"]),
+    type=click.Choice(["none", "default", "heavy", "reconnect", "snapshots"]),
     default="default",
     show_default=True,
     help="Fault profile: network behaviour, clock skew and how often crashes/partitions happen "
-    "(reconnect: only voters cut off and reconnected).",
+    "(reconnect: only voters cut off and reconnected; snapshots: KIP-630 snapshots and log cleaning under "
+    "crashes while writing a snapshot and voters cut off long enough to need the leader's snapshot).",
+)
+@click.option(
+    "--snapshot-bytes",
+    type=click.IntRange(min=0),
+    default=None,
+    help="KIP-630: every node snapshots once this many committed bytes were applied since its latest snapshot "
+    "(Kafka's metadata.log.max.record.bytes.between.snapshots) and cleans its log; 0 turns snapshots off "
+    "[default: the fault profile's].",
 )
 @click.option("--pre-vote", is_flag=True, help="Pre-vote (KIP-996, Kafka 4.x elections) in every node.")
 @click.option(
@@ -86,6 +95,7 @@ def parse_duration_ms(text: str) -> int:
 def simulate_cmd(
     seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float,
     brokers: int, observers: int, foreign_rate: float, pre_vote: bool, compare_pre_vote: bool,
+    snapshot_bytes: int | None,
 ) -> None:
     """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
     invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
@@ -105,6 +115,8 @@ def simulate_cmd(
     console = Console(stderr=True)
     violations: dict[str, list[int]] = defaultdict(list)
     events = 0
+    snap = dict.fromkeys(("snapshots", "installs", "cleanings", "downloads_aborted", "snapshot_crashes",
+                          "torn_writes"), 0)
     started = time.perf_counter()
     with Progress(
         TextColumn("[bold]simulate"),
@@ -119,9 +131,12 @@ def simulate_cmd(
             config = SimConfig(
                 seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate,
                 brokers=brokers, observers=observers, foreign_rate=foreign_rate, pre_vote=pre_vote,
+                snapshot_bytes=snapshot_bytes,
             )
             result = simulate(config, out / f"seed-{seed}.ndjson")
             events += result.events
+            for k in snap:
+                snap[k] += getattr(result, k)
             if result.violation is not None:
                 violations[result.violation.invariant].append(seed)
                 progress.console.print(f"[red]seed {seed}:[/red] {result.violation}")
@@ -135,6 +150,13 @@ def simulate_cmd(
     table.add_row("events", f"{events:,}")
     table.add_row("wall time", f"{elapsed:.1f} s")
     table.add_row("events/s", f"{events / elapsed:,.0f}" if elapsed > 0 else "-")
+    if any(snap.values()):  # KIP-630
+        table.add_row("snapshots taken", f"{snap['snapshots']:,}")
+        table.add_row("snapshots installed from a leader", f"{snap['installs']:,}")
+        table.add_row("log cleanings", f"{snap['cleanings']:,}")
+        table.add_row("downloads given up (leader change, not found)", f"{snap['downloads_aborted']:,}")
+        table.add_row("crashes while writing a snapshot (torn)",
+                      f"{snap['snapshot_crashes']:,} ({snap['torn_writes']:,})")
     table.add_row("seeds with a violation", str(sum(len(v) for v in violations.values())))
     for name, bad in sorted(violations.items()):
         shown = ", ".join(str(s) for s in bad[:10]) + (" ..." if len(bad) > 10 else "")
@@ -143,7 +165,8 @@ def simulate_cmd(
     if violations:
         seed = min(s for bad in violations.values() for s in bad)
         extra = (f" --observers {observers}" if observers else "") + (
-            f" --foreign-rate {foreign_rate:g}" if foreign_rate else "") + (" --pre-vote" if pre_vote else "")
+            f" --foreign-rate {foreign_rate:g}" if foreign_rate else "") + (" --pre-vote" if pre_vote else "") + (
+            f" --snapshot-bytes {snapshot_bytes}" if snapshot_bytes is not None else "")
         click.echo(
             f"reproduce: kraft-tck simulate --seeds 1 --first-seed {seed} --nodes {nodes} "
             f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --brokers {brokers}{extra}"

@@ -11,18 +11,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import random
 import signal
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from kraft_tck.reference.broker_driver import BrokerDriver
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.controller import Controller
 from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.io import AbortSnapshotDownload, ElectionState, Ready, SnapshotSource, TruncateTo
+from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Request,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -240,6 +249,84 @@ class NoUnsupportedVersionFallback(KRaftCore):
         super().handle_vote_response(sender_id, resp)
 
 
+# ------------------------------------------------------------------ KIP-630 snapshot faults (test_snapshots.py)
+
+
+class NoSnapshotIdBelowLogStart(KRaftCore):
+    """A leader that answers every Fetch from its log as if nothing were cleaned: never a SnapshotId; a Fetch
+    below its log start gets the records from the log start on (KIP-630 "Handling Fetch Request")."""
+
+    def _fetch_needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
+        return None
+
+    def handle_fetch_request(self, req: FetchRequest, reply_to: object = None) -> FetchResponse | None:
+        start = self.log.start_offset
+        if req.fetch_offset < start:
+            earliest = self.log.start_snapshot
+            epoch = earliest.epoch if earliest is not None else req.last_fetched_epoch
+            req = dataclasses.replace(req, fetch_offset=start, last_fetched_epoch=epoch)
+        return super().handle_fetch_request(req, reply_to)
+
+
+class SnapshotChunkIgnoresMaxBytes(KRaftCore):
+    """Serves the rest of the snapshot in one answer, whatever MaxBytes the FetchSnapshot asked."""
+
+    def _snapshot_chunk_bytes(self, max_bytes: int) -> int:
+        return 1 << 30
+
+
+class SnapshotIgnoresPosition(KRaftCore):
+    """Serves every FetchSnapshot from byte 0, whatever its Position."""
+
+    def handle_fetch_snapshot_request(self, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        return super().handle_fetch_snapshot_request(dataclasses.replace(req, position=0))
+
+
+class SnapshotAnyId(KRaftCore):
+    """Serves its latest snapshot whatever SnapshotId the FetchSnapshot names (no SNAPSHOT_NOT_FOUND)."""
+
+    def handle_fetch_snapshot_request(self, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        latest = self.latest_snapshot_id
+        if latest is not None:
+            req = dataclasses.replace(req, snapshot_id=latest)
+        return super().handle_fetch_snapshot_request(req)
+
+
+class SnapshotAnyEpoch(KRaftCore):
+    """Serves a FetchSnapshot of a stale (or future) leader epoch as one of its own."""
+
+    def handle_fetch_snapshot_request(self, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        return super().handle_fetch_snapshot_request(dataclasses.replace(req, current_leader_epoch=self.epoch))
+
+
+class SnapshotNotInstalled(KRaftCore):
+    """Downloads the whole snapshot, then drops it: the log stays as it was and the follower goes on fetching
+    from its old log end, not from the snapshot's end (KIP-630 "Fetch Snapshot Response Handling")."""
+
+    def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self._out.log_ops.append(AbortSnapshotDownload(snapshot_id))
+
+
+class RestartDropsLogAfterSnapshot(KRaftCore):
+    """Restarts from its latest snapshot but drops the records its log held after it (KIP-630: the snapshot,
+    then the log after it)."""
+
+    @classmethod
+    def restart(
+        cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
+        snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
+    ) -> tuple[KRaftCore, Ready]:
+        start = log.start_offset
+        dropped = start > 0 and log.end_offset > start
+        if dropped:
+            log.truncate_to(start)
+        core, ready = super().restart(config, durable, log, rng, now_ms, snapshots=snapshots,
+                                      snapshot_ids=snapshot_ids)
+        if dropped:
+            ready.log_ops.insert(0, TruncateTo(start))
+        return core, ready
+
+
 class NeverExpireSessions(Controller):
     def _expired(self, broker_id: int, now_ms: int) -> bool:
         return False  # a broker that stopped heartbeating is never fenced
@@ -273,6 +360,13 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "pre-vote-ignores-log": PreVoteIgnoresLog,
     "prospective-asks-next-epoch": ProspectiveAsksNextEpoch,
     "no-unsupported-fallback": NoUnsupportedVersionFallback,
+    "no-snapshot-id-below-log-start": NoSnapshotIdBelowLogStart,
+    "snapshot-chunk-ignores-max-bytes": SnapshotChunkIgnoresMaxBytes,
+    "snapshot-ignores-position": SnapshotIgnoresPosition,
+    "snapshot-any-id": SnapshotAnyId,
+    "snapshot-any-epoch": SnapshotAnyEpoch,
+    "snapshot-not-installed": SnapshotNotInstalled,
+    "restart-drops-log-after-snapshot": RestartDropsLogAfterSnapshot,
     "none": KRaftCore,
 }
 

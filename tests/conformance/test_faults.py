@@ -188,6 +188,64 @@ def test_pre_vote_cases_pass_against_the_correct_node_and_skip_without_vote_v2(t
     assert "advertises Vote 0-1" in proc.stdout or all("Vote 0-1" in str(c["message"]) for c in cases.values())
 
 
+#: KIP-630 snapshot faults (faulty_node.py), each breaking one rule of conformance/test_snapshots.py: exactly these
+#: cases fail, each naming the clause of the broken rule on its "clause:" line. A leader that never answers with
+#: SnapshotId leaves Snapshot/5-8 no snapshot to fetch: they are skipped, saying so.
+SNAPSHOT_FAULTS = [
+    ("no-snapshot-id-below-log-start", {"KIP-630/Snapshot/2", "KIP-630/Snapshot/4"},
+     'KIP-630 "Handling Fetch Request"'),
+    ("snapshot-chunk-ignores-max-bytes", {"KIP-630/Snapshot/2", "KIP-630/Snapshot/5"},
+     'KIP-630 "Fetch Snapshot Request Handling"'),
+    ("snapshot-ignores-position", {"KIP-630/Snapshot/2", "KIP-630/Snapshot/5", "KIP-630/Snapshot/6"},
+     'KIP-630 "Fetch Snapshot Request Handling"'),
+    ("snapshot-any-id", {"KIP-630/Snapshot/7"}, 'KIP-630 "Fetch Snapshot Request Handling" step SNAPSHOT_NOT_FOUND'),
+    ("snapshot-any-epoch", {"KIP-630/Snapshot/8"}, 'KIP-630 "Fetch Snapshot Request Handling"'),
+    # downloads the whole snapshot, then drops it and fetches on from its old log end
+    ("snapshot-not-installed", {"KIP-630/Snapshot/1", "KIP-630/Snapshot/2", "KIP-630/Snapshot/3"},
+     'KIP-630 "Fetch Snapshot Response Handling"'),
+    # comes back from its snapshot without the records it had appended after it
+    ("restart-drops-log-after-snapshot", {"KIP-630/Snapshot/3"}, 'KIP-630 "Generating and Loading the Snapshot"'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fault", "expected", "clause"), SNAPSHOT_FAULTS, ids=[f[0] for f in SNAPSHOT_FAULTS])
+def test_snapshot_fault_fails_its_cases(tmp_path: Path, fault: str, expected: set[str], clause: str) -> None:
+    cases, proc = run_catalog(tmp_path, fault, "conformance/test_snapshots.py")
+    failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
+    assert failed == expected, f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n{proc.stdout[-4000:]}"
+    for cid in expected:
+        message = str(cases[cid]["message"])
+        assert f"clause:   {clause}" in message, message
+    assert proc.returncode == 1
+
+
+def test_snapshot_cases_pass_against_the_correct_node(tmp_path: Path) -> None:
+    # The follower cases install the harness's own snapshot; the leader cases relaunch the node with the
+    # reference profile's snapshot_properties, so it snapshots and cleans its log after a few KiB.
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_snapshots.py")
+    assert {c["outcome"] for c in cases.values()} == {"passed"} and len(cases) == 8, proc.stdout[-4000:]
+    assert not any(c["kafkaDifferences"] for c in cases.values()), {c: v["kafkaDifferences"] for c, v in cases.items()}
+    assert proc.returncode == 0
+
+
+def test_a_target_that_takes_no_snapshot_is_skipped_naming_the_settings(tmp_path: Path) -> None:
+    # A third-party target as the harness meets it: a profile that states the capability but gives no
+    # snapshot_properties, so the node keeps Kafka's defaults (20 MiB between snapshots) and never snapshots in
+    # the leader cases. They are skipped, saying which settings to lower; the follower cases still run.
+    profile = tmp_path / "no-snapshot-settings.yaml"
+    profile.write_text("name: defaults\ncapabilities: {restart: true, snapshots: true}\n")
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_snapshots.py",
+                              extra=("--target-profile", str(profile)))
+    follower = {f"KIP-630/Snapshot/{n}" for n in (1, 2, 3)}
+    assert {cid for cid, c in cases.items() if c["outcome"] == "passed"} == follower, proc.stdout[-4000:]
+    for cid, c in cases.items():
+        if cid not in follower:
+            message = str(c["message"])
+            assert c["outcome"] == "skipped" and message.startswith("needs capability 'snapshots'"), (cid, message)
+            assert "metadata.log.max.record.bytes.between.snapshots" in message, message
+    assert proc.returncode == 0
+
+
 def test_successors_least_caught_up_first_differs_from_kafka(tmp_path: Path) -> None:
     # KIP-595 asks for PreferredSuccessors "sorted by preference"; most caught-up first is Kafka's order
     # (spec/kafka-behaviour.yaml end.successor-order), so the reversed list is a KAFKA-level difference:

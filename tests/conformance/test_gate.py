@@ -332,8 +332,8 @@ def test_shipped_profiles_state_capabilities_and_facts() -> None:
 
 def test_profile_file_is_checked(tmp_path: Path) -> None:
     bad = tmp_path / "mine.yaml"
-    bad.write_text("name: mine\ncapabilities: {restart: true, snapshots: true}\n")
-    with pytest.raises(ProfileError, match="'snapshots'"):
+    bad.write_text("name: mine\ncapabilities: {restart: true, time-travel: true}\n")
+    with pytest.raises(ProfileError, match="'time-travel'"):
         load_profile(str(bad))
     good = tmp_path / "good.yaml"
     good.write_text("name: mine\ncapabilities: {restart: false}\ntimeouts: {election_ms: 500, fetch_ms: 900}\n")
@@ -341,7 +341,7 @@ def test_profile_file_is_checked(tmp_path: Path) -> None:
     assert prof.name == "mine" and not prof.supports("restart") and prof.timeouts is not None
     assert prof.timeouts.fetch_ms == 900
     proc = harness("--target-profile", str(bad), "--collect-only")
-    assert proc.returncode == pytest.ExitCode.USAGE_ERROR and "'snapshots'" in proc.stderr
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR and "'time-travel'" in proc.stderr
 
 
 def test_missing_capability_names_the_capability_profile_and_what_to_pass(tmp_path: Path) -> None:

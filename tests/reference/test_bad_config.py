@@ -118,6 +118,15 @@ CASES = [
     Case("socket.request.max.bytes zero", "socket.request.max.bytes", {"socket.request.max.bytes": "0"}),
     Case("connections.max.idle.ms mistyped", "connections.max.idle.ms", {"connections.max.idle.ms": "ten"}),
     Case("log cache negative", "reference.log.cache.bytes", {"reference.log.cache.bytes": "-1"}),
+    # KIP-630 snapshot and retention settings (Kafka's KRaftConfigs validators)
+    Case("snapshot bytes zero", "metadata.log.max.record.bytes.between.snapshots",
+         {"metadata.log.max.record.bytes.between.snapshots": "0"}),
+    Case("snapshot interval negative", "metadata.log.max.snapshot.interval.ms",
+         {"metadata.log.max.snapshot.interval.ms": "-1"}),
+    Case("segment bytes below a batch header", "metadata.log.segment.bytes", {"metadata.log.segment.bytes": "11"}),
+    Case("segment bytes past an int", "metadata.log.segment.bytes", {"metadata.log.segment.bytes": "4294967296"}),
+    Case("retention bytes mistyped", "metadata.max.retention.bytes", {"metadata.max.retention.bytes": "100MB"}),
+    Case("retention ms fractional", "metadata.max.retention.ms", {"metadata.max.retention.ms": "1.5"}),
     Case("malformed escape in the file", "server.properties:", {"bad\\uZZZZ": "x"}),
     # contradictory settings
     Case("controller listener not a listener", "controller.listener.names", {"controller.listener.names": "OTHER"}),

@@ -20,8 +20,8 @@ from kraft_tck.conformance.catalog import load_catalog
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "spec" / "kafka-behaviour.yaml"
 LEVELS = ("MUST", "KAFKA", "INFO")
-RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "DescribeQuorum", "ApiVersions", "Election",
-        "CheckQuorum")
+RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum", "ApiVersions",
+        "Election", "CheckQuorum")
 
 _TEXT_OR_NULL = {"type": ["string", "null"]}
 SCHEMA: dict[str, Any] = {

@@ -124,6 +124,7 @@ def test_environment_message_is_the_whole_record_as_recorded() -> None:
         "fetchOffset": 0, "lastFetchedEpoch": 0,
         "records": [{"epoch": 3, "value": "LeaderChange"}, *[{"epoch": 3, "value": "record"}] * 2],
         "divergingEpoch": -1, "divergingEndOffset": -1, "highWatermark": 2,
+        "snapshotEndOffset": -1, "snapshotEpoch": -1,  # no SnapshotId (KIP-630)
     }  # fmt: skip
     # KIP-595 "Vote Request Handling": nothing bounds LastOffset; a null cluster id is the node's own
     vote = {

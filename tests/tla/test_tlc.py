@@ -120,9 +120,10 @@ def test_truncating_a_follower_below_its_hw_violates_committed_never_truncated(t
             (
                 "         IN /\\ keep >= highWatermark[i]\n"
                 "            /\\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]\n"
-                "            /\\ UNCHANGED highWatermark",
+                "            /\\ UNCHANGED <<highWatermark, fetchingSnapshot>>",
                 "         IN /\\ log' = [log EXCEPT ![i] = SubSeq(@, 1, keep)]\n"
-                "            /\\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]",
+                "            /\\ highWatermark' = [highWatermark EXCEPT ![i] = Min(@, keep)]\n"
+                "            /\\ UNCHANGED fetchingSnapshot",
             ),
             (
                 "divergingEpoch |-> IF diverging THEN d.epoch ELSE Nil",
@@ -162,6 +163,7 @@ Figure8Init ==
     /\\ msgs = <<>>
     /\\ restarts = 0
     /\\ hasFetched = [i \\in Nodes |-> FALSE]
+    /\\ SnapshotInit
 Shallow == TLCGet("level") <= 14
 ===============================================================================
 """

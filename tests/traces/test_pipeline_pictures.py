@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kraft_tck.spec.trace import read_trace
 from kraft_tck.traces.pipeline.pictures import (
@@ -17,7 +18,7 @@ from kraft_tck.traces.pipeline.pictures import (
 from kraft_tck.traces.sim.cluster import SimConfig, simulate
 
 
-def _run(tmp_path: Path) -> tuple[dict, list[Step], float]:  # type: ignore[type-arg]
+def _run(tmp_path: Path) -> tuple[dict[str, Any], list[Step], float]:
     path = tmp_path / "seed.ndjson"
     simulate(SimConfig(seed=5, nodes=3, duration_ms=20_000, profile="heavy"), path)
     trace = read_trace(path)

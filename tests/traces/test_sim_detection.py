@@ -104,7 +104,11 @@ def test_observers_fetch_from_the_leader_never_vote_and_break_nothing(tmp_path: 
     for obs in (4, 5):
         mine = [e for e in events if e["node"] == obs and "state" in e]
         assert mine, f"observer {obs} never ran"
-        assert mine[-1]["state"]["role"] == "Follower" and mine[-1]["state"]["highWatermark"] > 0
+        # It follows the leader until the end, or until an election still open when the run ends (seed 3 has
+        # one in its last two seconds: the observer is Unattached again, asking the voters in turn).
+        followed = [e for e in mine if e["state"]["role"] == "Follower"]
+        assert followed and followed[-1]["ts"] > 25_000 and followed[-1]["state"]["highWatermark"] > 0
+        assert mine[-1]["state"]["role"] in ("Follower", "Unattached") and mine[-1]["state"]["highWatermark"] > 0
         assert not [e for e in mine if e["event"] in ("StartElection", "BecomeLeader", "BecomeCandidate")]
         assert not [e for e in mine if e["state"]["role"] in ("Candidate", "Leader")]
         # Never asked for a vote, never counted: no Vote response leaves an observer granted.
@@ -156,7 +160,9 @@ def test_requests_of_another_cluster_are_refused_and_change_nothing(tmp_path: Pa
     assert len(received) == result.foreign_requests
     assert all(e["msg"]["body"]["ClusterId"] == FOREIGN_CLUSTER_ID and e.get("note") == "another cluster"
                for e in received)
-    assert {e["msg"]["api"] for e in received} == {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch"}
+    # FetchSnapshot too: the default profile takes snapshots (KIP-630, Kafka's handleFetchSnapshotRequest)
+    assert {e["msg"]["api"] for e in received} == {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch",
+                                                   "FetchSnapshot"}
     answers = [e for e in events if e["event"] == "Send" and e["msg"]["to"] == me]
     assert len(answers) == len(received)
     assert {e["msg"]["body"]["ErrorCode"] for e in answers} == {int(Errors.INCONSISTENT_CLUSTER_ID)}

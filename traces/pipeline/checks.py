@@ -2,15 +2,17 @@
 
 Each check takes the `events` table (or `appends`, or the `_steps` table of `tables.steps_frame`) and
 returns violations as rows of (invariant, source, run, node, epoch, seq, detail) — the shape of
-`checker.Violation`, so the Spark and the single-process results compare directly. LeaderCompleteness is
-the one sequential check: a replay per run on the executors (`leader_completeness`).
+`checker.Violation`, so the Spark and the single-process results compare directly. LeaderCompleteness (and
+SnapshotAgreement, which needs the same committed batches) is the one sequential check: a replay per run on the
+executors (`leader_completeness`). The other snapshot checks (KIP-630) are windows over the nodes whose log ever
+starts above 0 or that installed a snapshot: traces without snapshots pay one aggregate for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kraft_tck.traces.checker import Completeness, Violation, sorted_violations
+from kraft_tck.traces.checker import CREATE_SNAPSHOT, INSTALL_SNAPSHOT, Completeness, Violation, sorted_violations
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -98,14 +100,22 @@ def online_requires_registration(events: DataFrame) -> DataFrame:
     online = brokers.where(F.col("brokerState") == "Online").select(*key, "seq", "file", "line")
     # The highest high watermark up to each Online event: one window over that node's states and its Online
     # events (only nodes that report one: runs without brokers cost nothing here).
+    # KIP-630: the largest log start or snapshot end so far; a broker epoch below it was registered in a snapshot.
+    covered = F.greatest(F.coalesce("logStartOffset", F.lit(0)), F.coalesce("snapshotEnd", F.lit(0)))
     states = _states(events).join(online.select(*node).distinct(), node, "left_semi") \
-        .select(*node, "seq", "file", "line", F.col("highWatermark").alias("hw"),
+        .select(*node, "seq", "file", "line", F.col("highWatermark").alias("hw"), covered.alias("covered"),
                 F.lit(None).cast("long").alias("brokerId"), F.lit(None).cast("long").alias("brokerEpoch"))
     w = Window.partitionBy(*node).orderBy("seq", "file", "line").rowsBetween(Window.unboundedPreceding, 0)
-    marked = online.select(*node, "seq", "file", "line", F.lit(None).cast("long").alias("hw"), "brokerId",
-                           "brokerEpoch").unionByName(states) \
-        .select(*key, "seq", F.max("hw").over(w).alias("maxHw")).where(F.col("brokerId").isNotNull())
-    checked = marked.join(regs, key, "left").withColumn("hw", F.coalesce("maxHw", F.lit(0)))
+    marked = online.select(*node, "seq", "file", "line", F.lit(None).cast("long").alias("hw"),
+                           F.lit(None).cast("long").alias("covered"), "brokerId", "brokerEpoch").unionByName(states) \
+        .select(*key, "seq", F.max("hw").over(w).alias("maxHw"), F.max("covered").over(w).alias("maxCovered")) \
+        .where(F.col("brokerId").isNotNull())
+    in_snapshot = F.col("brokerEpoch") < F.coalesce("maxCovered", F.lit(0))
+    checked = marked.join(regs, key, "left").withColumn("hw", F.coalesce("maxHw", F.lit(0))) \
+        .withColumn("regOffset", F.when((F.col("regSeq").isNull() | (F.col("regSeq") >= F.col("seq"))) & in_snapshot,
+                                        F.col("brokerEpoch")).otherwise(F.col("regOffset"))) \
+        .withColumn("regSeq", F.when((F.col("regSeq").isNull() | (F.col("regSeq") >= F.col("seq"))) & in_snapshot,
+                                     F.lit(-1)).otherwise(F.col("regSeq")))
     missing = F.col("regSeq").isNull() | (F.col("regSeq") >= F.col("seq"))
     uncommitted = ~missing & (F.col("regOffset") >= F.col("hw"))
     detail = F.when(missing, F.format_string(
@@ -118,18 +128,92 @@ def online_requires_registration(events: DataFrame) -> DataFrame:
                   F.col("brokerEpoch"), F.col("seq"), detail)
 
 
+_NODE = ["source", "run", "node"]
+_ORDER = ["seq", "file", "line"]
+
+
+def snapshot_at_committed_offset(events: DataFrame) -> DataFrame:
+    """A CreateSnapshot above the node's high watermark (KIP-630: a snapshot only of committed records)."""
+    bad = _states(events).where((F.col("event") == CREATE_SNAPSHOT) & (F.col("snapshotEnd") > F.col("highWatermark"))
+                                & (F.col("snapshotEnd") > 0))
+    detail = F.format_string("snapshot (end offset %d, epoch %d) taken above the high watermark %d", "snapshotEnd",
+                             "snapshotEpoch", "highWatermark")
+    return _shape(bad, "SnapshotAtCommittedOffset", F.col("node"), F.col("epoch"), F.col("seq"), detail)
+
+
+def log_start_covered(events: DataFrame) -> DataFrame:
+    """LogStartCoveredBySnapshot: each node's largest snapshot end so far (its first state's log start when that
+    is above 0 and the state has no snapshotId: a snapshot loaded before the trace began) must reach its log
+    start; reported at the first state per (node, logStartOffset). Only nodes whose log ever starts above 0."""
+    start = F.coalesce(F.col("logStartOffset"), F.lit(0))
+    states = _states(events).select(*_NODE, *_ORDER, "epoch", "snapshotEnd", start.alias("start"))
+    moved = states.groupBy(*_NODE).agg(F.max("start").alias("m")).where(F.col("m") > 0).select(*_NODE)
+    w = Window.partitionBy(*_NODE).orderBy(*_ORDER)
+    upto = w.rowsBetween(Window.unboundedPreceding, 0)
+    rows = states.join(moved, _NODE, "left_semi").withColumn("rn", F.row_number().over(w))
+    cover = F.when(F.col("snapshotEnd").isNotNull(), F.col("snapshotEnd")) \
+        .when((F.col("rn") == 1) & (F.col("start") > 0), F.col("start"))
+    rows = rows.withColumn("snapEnd", F.coalesce(F.max(cover).over(upto), F.lit(0)))
+    first = rows.where(F.col("start") > F.col("snapEnd")).groupBy(*_NODE, "start") \
+        .agg(F.min(F.struct("seq", "epoch", "snapEnd")).alias("f"))
+    detail = F.format_string("log start offset %d is above the end of its latest snapshot (%d)", "start", "f.snapEnd")
+    return _shape(first, "LogStartCoveredBySnapshot", F.col("node"), F.col("f.epoch"), F.col("f.seq"), detail)
+
+
+def install_resets_log(events: DataFrame) -> DataFrame:
+    """SnapshotInstallResetsLog: the installing HandleFetchSnapshotResponse shows logStartOffset = logEndOffset =
+    the snapshot's end; afterwards the node's states stay at or above the largest end it installed and its Fetch
+    requests never ask below it (the first later event breaking it per (node, installed end))."""
+    start = F.coalesce(F.col("logStartOffset"), F.lit(0))
+    install = (F.col("event") == INSTALL_SNAPSHOT) & F.col("snapshotEnd").isNotNull()
+    installs = _states(events).where(install)
+    bad_installs = installs.where(~((start == F.col("logEndOffset")) & (F.col("logEndOffset") == F.col("snapshotEnd"))))
+    reset = _shape(bad_installs, "SnapshotInstallResetsLog", F.col("node"), F.col("epoch"), F.col("seq"),
+                   F.format_string("installed snapshot with end offset %d but its log starts at %d and ends at %d "
+                                   "(both must be %d)", F.col("snapshotEnd"), start, F.col("logEndOffset"),
+                                   F.col("snapshotEnd")))
+    nodes = installs.select(*_NODE).distinct()
+    states = _states(events).select(*_NODE, *_ORDER, "epoch", start.alias("start"), "logEndOffset",
+                                    F.when(install, F.col("snapshotEnd")).alias("inst"),
+                                    F.lit(None).cast("long").alias("fetchOffset"))
+    def field(name: str) -> Column:  # `checker.fetch_position`: the first partition's, or the body's own
+        nested = F.get_json_object("body", f"$.Topics[0].Partitions[0].{name}")
+        return F.when(F.get_json_object("body", "$.Topics").isNotNull(), nested) \
+            .otherwise(F.get_json_object("body", f"$.{name}")).cast("long")
+
+    fetches = events.where((F.col("event") == "Send") & (F.col("api") == "Fetch") & (F.col("kind") == "request")
+                           & (F.col("from") == F.col("node"))).select(
+        *_NODE, *_ORDER, F.coalesce(field("CurrentLeaderEpoch"), F.lit(-1)).alias("epoch"),
+        F.lit(None).cast("long").alias("start"), F.lit(None).cast("long").alias("logEndOffset"),
+        F.lit(None).cast("long").alias("inst"), field("FetchOffset").alias("fetchOffset"))
+    rows = states.unionByName(fetches).join(nodes, _NODE, "left_semi")
+    upto = Window.partitionBy(*_NODE).orderBy(*_ORDER).rowsBetween(Window.unboundedPreceding, 0)
+    rows = rows.withColumn("installed", F.max("inst").over(upto)).where(F.col("inst").isNull())
+    below = F.when(F.col("fetchOffset").isNotNull(), F.col("fetchOffset") < F.col("installed")) \
+        .otherwise((F.col("start") < F.col("installed")) | (F.col("logEndOffset") < F.col("installed")))
+    first = rows.where(F.col("installed").isNotNull() & F.coalesce(below, F.lit(False))).groupBy(*_NODE, "installed") \
+        .agg(F.min(F.struct("seq", "epoch", "start", "logEndOffset", "fetchOffset")).alias("f"))
+    detail = F.when(F.col("f.fetchOffset").isNotNull(), F.format_string(
+        "fetches at offset %d, below the end offset %d of the snapshot it installed", "f.fetchOffset", "installed")) \
+        .otherwise(F.format_string("log start %d / log end %d below the end offset %d of the snapshot it installed",
+                                   "f.start", "f.logEndOffset", "installed"))
+    later = _shape(first, "SnapshotInstallResetsLog", F.col("node"), F.col("f.epoch"), F.col("f.seq"), detail)
+    return reset.unionByName(later)
+
+
 def _replay_runs(rows: Iterable[Row]) -> Iterator[tuple[str, str, str, int, int, int, str]]:
     """One partition's state rows, sorted by (source, run, node, seq): `checker.Completeness` per run."""
     key: tuple[str, str] | None = None
     lc = Completeness()
-    for source, run, node, seq, event, epoch, hw, truncated_to, appended in rows:
+    for source, run, node, seq, event, epoch, hw, truncated_to, appended, snap_end, snap_epoch in rows:
         if (source, run) != key:
             if key is not None:
                 yield from _rows(lc.violations(*key))
             key, lc = (source, run), Completeness()
         if epoch is None or hw is None:
             continue  # not a state the trace schema allows (ingest quarantines those): nothing to replay
-        lc.feed(node, seq, event, epoch, hw, truncated_to, [(b, e, last, d or "") for b, last, e, d in appended or ()])
+        lc.feed(node, seq, event, epoch, hw, truncated_to, [(b, e, last, d or "") for b, last, e, d in appended or ()],
+                None if snap_end is None else (snap_end, snap_epoch))
     if key is not None:
         yield from _rows(lc.violations(*key))
 
@@ -149,12 +233,15 @@ def leader_completeness(events: DataFrame) -> DataFrame:
     w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
     batch = F.transform("appended", lambda b: F.struct(b["baseOffset"], b["lastOffset"], b["epoch"], b["digest"]))
     rows = _states(events).select("source", "run", "node", "seq", "file", "line", "event", "epoch",
-                                  "highWatermark", "truncatedTo", batch.alias("appended")) \
+                                  "highWatermark", "truncatedTo", batch.alias("appended"), "snapshotEnd",
+                                  "snapshotEpoch") \
         .repartition("source", "run").withColumn("prevHw", F.lag("highWatermark").over(w)) \
         .where((F.size("appended") > 0) | F.col("truncatedTo").isNotNull() | (F.col("event") == "BecomeLeader")
-               | F.col("prevHw").isNull() | (F.col("highWatermark") > F.col("prevHw"))) \
+               | F.col("prevHw").isNull() | (F.col("highWatermark") > F.col("prevHw"))
+               | F.col("snapshotEnd").isNotNull()) \
         .sortWithinPartitions("source", "run", "node", "seq", "file", "line") \
-        .select("source", "run", "node", "seq", "event", "epoch", "highWatermark", "truncatedTo", "appended")
+        .select("source", "run", "node", "seq", "event", "epoch", "highWatermark", "truncatedTo", "appended",
+                "snapshotEnd", "snapshotEpoch")
     schema = T.StructType([T.StructField("invariant", T.StringType()), T.StructField("source", T.StringType()),
                            T.StructField("run", T.StringType()), T.StructField("node", T.LongType()),
                            T.StructField("epoch", T.LongType()), T.StructField("seq", T.LongType()),
@@ -162,10 +249,19 @@ def leader_completeness(events: DataFrame) -> DataFrame:
     return events.sparkSession.createDataFrame(rows.rdd.mapPartitions(_replay_runs), schema)
 
 
+def has_snapshots(events: DataFrame) -> bool:
+    """Does any event carry a snapshot id or a log start above 0? (One pass that stops at the first.)"""
+    return bool(events.where(F.col("snapshotEnd").isNotNull() | (F.col("logStartOffset") > 0)).limit(1).count())
+
+
 def all_checks(events: DataFrame, appends: DataFrame, steps: DataFrame) -> DataFrame:
-    return election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(steps)) \
+    out = election_safety(events).unionByName(vote_once(events)).unionByName(per_node_steps(steps)) \
         .unionByName(log_matching(appends)).unionByName(online_requires_registration(events)) \
         .unionByName(leader_completeness(events))
+    if has_snapshots(events):  # KIP-630: traces without snapshots have nothing these could find
+        out = out.unionByName(snapshot_at_committed_offset(events)).unionByName(log_start_covered(events)) \
+            .unionByName(install_resets_log(events))
+    return out
 
 
 def collect_violations(df: DataFrame) -> list[Violation]:

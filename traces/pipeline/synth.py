@@ -18,7 +18,7 @@ from typing import Any
 
 Event = dict[str, Any]
 
-API_KEYS = {"Vote": 52, "BeginQuorumEpoch": 53, "EndQuorumEpoch": 54, "Fetch": 1}
+API_KEYS = {"Vote": 52, "BeginQuorumEpoch": 53, "EndQuorumEpoch": 54, "Fetch": 1, "FetchSnapshot": 59}
 
 
 def _digest(*parts: object) -> str:
@@ -26,8 +26,15 @@ def _digest(*parts: object) -> str:
 
 
 class _Cluster:
-    def __init__(self, run: str, seed: int, voters: list[int]) -> None:
+    def __init__(self, run: str, seed: int, voters: list[int], snapshots: bool = False) -> None:
         self.run = run
+        # KIP-630 (only when asked for: other runs keep their events): per node the log start offset and the
+        # latest snapshot (end offset, epoch); the lists in ``log`` keep the cleaned batches (the snapshot's
+        # content), ``start`` says where the node's log begins.
+        self.snapshots = snapshots
+        self.start = dict.fromkeys(voters, 0)
+        self.snap: dict[int, tuple[int, int] | None] = dict.fromkeys(voters)
+        self.paused: int | None = None  # a follower that does not fetch for a while (it falls behind)
         self.rng = random.Random(seed)
         self.voters = voters
         self.ts = 0.0
@@ -36,17 +43,23 @@ class _Cluster:
         self.st: dict[int, dict[str, Any]] = {
                   n: {"role": "Unattached", "epoch": 0, "votedId": -1, "leaderId": -1, "logEndOffset": 0,
                        "lastFetchedEpoch": -1, "highWatermark": 0} for n in voters}
+        if snapshots:
+            for st in self.st.values():
+                st["logStartOffset"] = 0
         self.log: dict[int, list[dict[str, Any]]] = {n: [] for n in voters}  # batches per node
         self.match: dict[int, int] = {}
 
     def tick(self, lo: float = 0.2, hi: float = 3.0) -> None:
         self.ts = round(self.ts + self.rng.uniform(lo, hi), 3)
 
-    def act(self, node: int, event: str, log: dict[str, Any] | None = None, cause: str | None = None) -> None:
+    def act(self, node: int, event: str, log: dict[str, Any] | None = None, cause: str | None = None,
+            snapshot: tuple[int, int] | None = None) -> None:
         self.tick()
         ev: Event = {"ts": self.ts, "node": node, "event": event, "state": dict(self.st[node])}
         if cause:
             ev["cause"] = cause
+        if snapshot is not None:
+            ev["snapshotId"] = {"endOffset": snapshot[0], "epoch": snapshot[1]}
         if log:
             ev["log"] = log
         self.events.append(ev)
@@ -118,6 +131,44 @@ class _Cluster:
         self.set_log_state(leader)
         self.act(leader, "ClientAppend", log={"appended": [batch]})
 
+    def take_snapshot(self, n: int) -> None:
+        """CreateSnapshot at the last batch boundary at or below the node's high watermark, then CleanLog."""
+        hw = self.st[n]["highWatermark"]
+        done = [b for b in self.log[n] if b["lastOffset"] < hw]
+        snap = self.snap[n]
+        if not done or (snap is not None and done[-1]["lastOffset"] + 1 <= snap[0]):
+            return
+        sid = (done[-1]["lastOffset"] + 1, done[-1]["epoch"])
+        self.snap[n] = sid
+        self.act(n, "CreateSnapshot", snapshot=sid)
+        self.start[n] = self.st[n]["logStartOffset"] = sid[0]
+        self.act(n, "CleanLog")
+
+    def install(self, leader: int, f: int, c: int) -> None:
+        """The leader answers a Fetch below its log start with its snapshot id; the follower downloads it in
+        two FetchSnapshot chunks and installs it (its log empty, starting at the snapshot's end)."""
+        snap = self.snap[leader]
+        assert snap is not None
+        end, epoch = snap
+        sid = {"EndOffset": end, "Epoch": epoch}
+        self.act(leader, "HandleFetchRequest")
+        self.reply(leader, f, "Fetch", c, {"SnapshotId": sid, "LogStartOffset": self.start[leader]})
+        self.act(f, "HandleFetchResponse")
+        size = 64 * (end + 1)
+        for position in (0, size // 2):
+            self.act(f, "SendFetchSnapshotRequest")
+            c = self.rpc(f, leader, "FetchSnapshot", {"SnapshotId": sid, "Position": position})
+            self.act(leader, "HandleFetchSnapshotRequest")
+            self.reply(leader, f, "FetchSnapshot", c, {"SnapshotId": sid, "Position": position, "Size": size})
+            if position == 0:
+                self.act(f, "HandleFetchSnapshotResponse")
+        self.log[f] = [b for b in self.log[leader] if b["lastOffset"] < end]  # what the snapshot holds
+        self.snap[f] = snap
+        self.start[f] = end
+        st = self.st[f]
+        st.update(logStartOffset=end, logEndOffset=end, lastFetchedEpoch=epoch)
+        self.act(f, "HandleFetchSnapshotResponse", snapshot=snap)
+
     def fetch(self, leader: int, f: int) -> None:
         fo = self.leo(f)
         self.act(f, "SendFetchRequest")
@@ -130,6 +181,9 @@ class _Cluster:
             if a != b:
                 break
             common = a["lastOffset"] + 1
+        if min(fo, common) < self.start[leader]:  # KIP-630: below the leader's log start, only its snapshot helps
+            self.install(leader, f, c)
+            return
         if common < fo:
             self.act(leader, "HandleFetchRequest")
             self.reply(leader, f, "Fetch", c, {"DivergingEpoch": {"EndOffset": common}})
@@ -157,17 +211,29 @@ class _Cluster:
         s["highWatermark"] = 0
         if s["role"] in ("Leader", "Candidate", "Follower"):
             s.update(role="Unattached" if s["votedId"] == -1 else "Voted", leaderId=-1)
-        self.act(n, "Restart")
+        self.act(n, "Restart", snapshot=self.snap[n])  # the latest snapshot, loaded from disk
 
 
-def synth_run(run: str, seed: int, events: int, voters: list[int] | None = None) -> list[Event]:
-    """At least `events` events (without seq) of one deterministic cluster history."""
-    cl = _Cluster(run, seed, voters or [1, 2, 3])
+def synth_run(run: str, seed: int, events: int, voters: list[int] | None = None,
+              snapshots: bool = False) -> list[Event]:
+    """At least `events` events (without seq) of one deterministic cluster history. ``snapshots`` (KIP-630):
+    nodes take snapshots at their high watermark and clean their logs, a follower now and then stops fetching
+    for a while and catches up through the leader's snapshot; states carry logStartOffset."""
+    cl = _Cluster(run, seed, voters or [1, 2, 3], snapshots)
     leader = cl.rng.choice(cl.voters)
     cl.elect(leader)
     while len(cl.events) < events:
         r = cl.rng.random()
+        if snapshots and r >= 0.95:
+            if r < 0.97:  # the leader cleans while a follower is away: it will need the snapshot
+                cl.take_snapshot(leader if cl.paused is not None else cl.rng.choice(cl.voters))
+            elif cl.paused is None:
+                cl.paused = cl.rng.choice([v for v in cl.voters if v != leader])
+            else:
+                cl.paused = None
+            continue
         if r < 0.03:
+            cl.paused = None
             # Leader change: sometimes the old leader had appended a batch no one fetched (truncated later).
             if cl.rng.random() < 0.5:
                 cl.append(leader)
@@ -185,7 +251,7 @@ def synth_run(run: str, seed: int, events: int, voters: list[int] | None = None)
             if cl.rng.random() < 0.6:
                 cl.append(leader)
             for f in cl.voters:
-                if f != leader:
+                if f != leader and f != cl.paused:
                     cl.fetch(leader, f)
     return cl.events
 
@@ -206,12 +272,12 @@ def write_trace(path: Path, head: dict[str, Any], events: list[Event]) -> int:
     return len(events) + 1
 
 
-def write_corpus(out: Path, runs: int, events_per_run: int, seed: int = 0) -> int:
+def write_corpus(out: Path, runs: int, events_per_run: int, seed: int = 0, snapshots: bool = False) -> int:
     """`runs` trace files under `out`; returns the total number of events written."""
     total = 0
     for i in range(runs):
         run = f"seed-{seed + i}"
-        evs = synth_run(run, seed + i, events_per_run)
+        evs = synth_run(run, seed + i, events_per_run, snapshots=snapshots)
         write_trace(out / f"{run}.ndjson", header(run, seed + i), evs)
         total += len(evs)
     return total
@@ -337,3 +403,86 @@ def plant_leader_without_committed_batch(events: list[Event]) -> tuple[int, int,
                     del ev["log"]["appended"]
                 return i, node, events[i]["state"]["epoch"]
     raise ValueError("no election to plant on: no elected voter fetched a committed batch before it won")
+
+
+# ----------------------------------------------------------------------------- planted snapshot violations
+# On a run of ``synth_run(..., snapshots=True)``. Each returns (seq, node, epoch) of the one violation.
+
+
+def _snapshot_events(events: list[Event]) -> list[int]:
+    return [i for i, e in enumerate(events) if "snapshotId" in e]
+
+
+def plant_snapshot_above_hw(events: list[Event]) -> tuple[int, int, int]:
+    """A node takes a snapshot above its high watermark (SnapshotAtCommittedOffset): a CreateSnapshot inserted
+    after one of its ClientAppends, ending at that batch's end while the high watermark is still below it. The
+    batch is one that commits later, with that epoch, so the snapshot agrees with the committed log."""
+    for i, ev in enumerate(events):
+        appended = (ev.get("log") or {}).get("appended") or []
+        if ev["event"] != "ClientAppend" or i < len(events) // 3 or not appended:
+            continue
+        b = appended[-1]
+        if ev["state"]["highWatermark"] > b["lastOffset"]:
+            continue
+        committed = any(e["event"] == "HandleFetchResponse" and e["state"]["highWatermark"] > b["lastOffset"]
+                        and b in ((e.get("log") or {}).get("appended") or []) for e in events[i + 1:])
+        if not committed:
+            continue
+        node = ev["node"]
+        st = _last_state(events, node, i + 1)
+        snap = {"endOffset": b["lastOffset"] + 1, "epoch": b["epoch"]}
+        return _insert(events, i + 1, {"node": node, "event": "CreateSnapshot", "state": st,
+                                       "snapshotId": snap}), node, st["epoch"]
+    raise ValueError("no client append to plant a snapshot above the high watermark on")
+
+
+def plant_snapshot_epoch_disagrees(events: list[Event]) -> tuple[int, int, int]:
+    """A CreateSnapshot names another epoch than the committed record at its end (SnapshotAgreement): one that
+    is not the first snapshot with its end offset (it then differs from that one), or the only one."""
+    by_end: dict[int, list[int]] = {}
+    for i in _snapshot_events(events):
+        by_end.setdefault(events[i]["snapshotId"]["endOffset"], []).append(i)
+    for i in _snapshot_events(events):
+        same = by_end[events[i]["snapshotId"]["endOffset"]]
+        if events[i]["event"] == "CreateSnapshot" and (same[0] != i or len(same) == 1):
+            events[i] = {**events[i], "snapshotId": {**events[i]["snapshotId"],
+                                                     "epoch": events[i]["snapshotId"]["epoch"] + 7}}
+            return i, events[i]["node"], events[i]["state"]["epoch"]
+    raise ValueError("no snapshot to plant on")
+
+
+def plant_log_start_above_snapshot(events: list[Event]) -> tuple[int, int, int]:
+    """A CleanLog moves the log start past the node's latest snapshot, to its log end (LogStartCoveredBySnapshot).
+    The node's next states show its real log start again (nothing checks that a log start never goes back)."""
+    for i, ev in enumerate(events):
+        st = ev.get("state") or {}
+        if ev["event"] == "CleanLog" and st["logEndOffset"] > st["logStartOffset"]:
+            events[i] = {**ev, "state": {**st, "logStartOffset": st["logEndOffset"]}}
+            return i, ev["node"], st["epoch"]
+    raise ValueError("no CleanLog with records after the log start to plant on")
+
+
+def plant_install_not_reset(events: list[Event]) -> tuple[int, int, int]:
+    """The installing HandleFetchSnapshotResponse leaves the log start one below the snapshot's end
+    (SnapshotInstallResetsLog)."""
+    for i, ev in enumerate(events):
+        if ev["event"] == "HandleFetchSnapshotResponse" and "snapshotId" in ev:
+            st = ev["state"]
+            events[i] = {**ev, "state": {**st, "logStartOffset": st["logStartOffset"] - 1}}
+            return i, ev["node"], st["epoch"]
+    raise ValueError("no snapshot install to plant on")
+
+
+def plant_fetch_below_install(events: list[Event]) -> tuple[int, int, int]:
+    """After installing a snapshot the node's next Fetch asks one offset below its end (SnapshotInstallResetsLog).
+    Only the Send event changes (the leader's Receive keeps the right offset)."""
+    for i, ev in enumerate(events):
+        if ev["event"] == "HandleFetchSnapshotResponse" and "snapshotId" in ev:
+            node, end = ev["node"], ev["snapshotId"]["endOffset"]
+            j = next(k for k in range(i, len(events)) if events[k]["event"] == "Send" and events[k]["node"] == node
+                     and events[k]["msg"]["api"] == "Fetch" and events[k]["msg"]["kind"] == "request")
+            msg = events[j]["msg"]
+            body = {**msg["body"], "FetchOffset": end - 1}
+            events[j] = {**events[j], "msg": {**msg, "body": body}}
+            return j, node, -1
+    raise ValueError("no snapshot install to plant on")

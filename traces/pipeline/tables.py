@@ -5,7 +5,8 @@ The big tables (`events`, `messages`) are partitioned by source and run. The sma
 hold one tiny file each (a 10M-event corpus of 500 runs has 69k transitions; writing them as 1,007 files
 took 10-15 s, as one directory per source 0.4-0.8 s).
 
-* `events`      — one row per accepted event: identity, the state after it, the log change summary, the
+* `events`      — one row per accepted event: identity, the state after it (with KIP-630's logStartOffset),
+                  the snapshotId of a snapshot event (snapshotEnd, snapshotEpoch), the log change summary, the
                   message fields of a Send/Receive (also in `messages`), and
                   for a `BrokerEvent` the broker change (brokerId, brokerState, brokerEpoch, brokerRecord,
                   brokerOffset).
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 PARTITIONS = ("source", "run")
 SMALL_PARTITIONS = ("source",)
@@ -54,11 +56,28 @@ def events_frame(lines: DataFrame, *, accepted_only: bool = True, carry: tuple[s
         *[F.col(f"e.state.{k}").alias(k) for k in STATE_FIELDS],
         F.col("e.log.truncatedTo").alias("truncatedTo"), F.col("e.log.persisted").alias("persisted"),
         F.col("e.log.appended").alias("appended"),
+        *_snapshot_columns(),
         *_broker_columns(F.from_json(F.col("e.broker"), BROKER_TYPE)),
         F.col("e.msg.api").alias("api"), F.col("e.msg.kind").alias("kind"),
         F.col("e.msg.version").alias("version"), F.col("e.msg.correlationId").alias("correlationId"),
         F.col("e.msg.from").alias("from"), F.col("e.msg.to").alias("to"), F.col("e.msg.body").alias("body"),
     )
+
+
+def _snapshot_columns() -> list[Column]:
+    """KIP-630: the state's logStartOffset and the event's snapshotId (null where the trace schema or the
+    event has none; the checks read a missing logStartOffset as 0)."""
+    from kraft_tck.traces.pipeline.schema import event_type
+
+    fields = {f.name: f.dataType for f in event_type().fields}
+    state = fields.get("state")
+    has_start = isinstance(state, T.StructType) and "logStartOffset" in state.fieldNames()
+    sid = fields.get("snapshotId")
+    has_sid = isinstance(sid, T.StructType) and {"endOffset", "epoch"} <= set(sid.fieldNames())
+    none = F.lit(None).cast("long")
+    return [(F.col("e.state.logStartOffset") if has_start else none).alias("logStartOffset"),
+            (F.col("e.snapshotId.endOffset") if has_sid else none).alias("snapshotEnd"),
+            (F.col("e.snapshotId.epoch") if has_sid else none).alias("snapshotEpoch")]
 
 
 def _broker_columns(b: Column) -> list[Column]:

@@ -18,6 +18,7 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    SnapshotCrash,
     random_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
@@ -39,6 +40,7 @@ __all__ = [
     "SimResult",
     "Simulation",
     "SimulationError",
+    "SnapshotCrash",
     "random_schedule",
     "simulate",
 ]

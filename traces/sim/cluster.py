@@ -22,6 +22,17 @@ of another cluster that sends Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch r
 cluster id to voters that know theirs: each must be answered INCONSISTENT_CLUSTER_ID and change nothing
 (KIP-595: every handler checks the cluster id first), checked online as ``ClusterIdIsolation``.
 
+Snapshots (KIP-630; ``FaultProfile.snapshot_bytes`` and the rest, on in the default profile): every node applies
+its committed log to a state machine (``statemachine.py``: a digest of the committed records and the broker
+registry) and, when ``SnapshotTrigger`` (reference/broker_driver.py, the node's rule) says so, writes a snapshot
+of it into its in-memory snapshot directory (``disk.SnapshotFiles``, the core's ``SnapshotSource``), tells the
+core (``SnapshotWritten``) and cleans its log (``CleanLogTo``). Every snapshot op of a ``Ready`` is mirrored
+like the log ops; a completed download is frozen, the log emptied, the state machine loaded from it and the
+core told (``SnapshotLoaded``). A restart deletes partial files, starts the log at the snapshot at its start
+and the state machine from the latest snapshot. ``SnapshotCrash`` kills a node in the middle of a snapshot
+write. The online checks add SnapshotAtCommittedOffset, SnapshotAgreement (same end offset, same epoch and
+state; the committed log's digest), LogStartCoveredBySnapshot and SnapshotInstallResetsLog.
+
 Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
 node process drives: it applies committed records to the node's broker registry (each change a
 ``BrokerEvent``), runs the controller while the node is the active controller, and says when a broker's
@@ -40,14 +51,19 @@ from heapq import heappush
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver, SnapshotTrigger
 from kraft_tck.reference.controller import Decision
-from kraft_tck.reference.core import CoreConfig, KRaftCore, SafetyViolation
+from kraft_tck.reference.core import CLUSTER_ID_KEY, CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
+    AbortSnapshotDownload,
+    AdvanceLogStart,
     AppendBatches,
+    CleanLogTo,
     ClientWrite,
+    DeleteSnapshot,
     ElectionState,
     Input,
+    InstallSnapshot,
     OutboundRequest,
     Ready,
     Reply,
@@ -55,15 +71,20 @@ from kraft_tck.reference.io import (
     RequestReceived,
     ResponseReceived,
     Shutdown,
+    SnapshotLoaded,
+    SnapshotWritten,
     TruncateTo,
+    WriteSnapshotChunk,
 )
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchSnapshotRequest,
     Request,
     Response,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
     api_name,
@@ -71,9 +92,10 @@ from kraft_tck.reference.messages import (
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.trace import TraceWriter, encode_line
+from kraft_tck.traces.sim import statemachine
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.brokers import BrokerFleet, SimBroker
-from kraft_tck.traces.sim.disk import DiskLog
+from kraft_tck.traces.sim.disk import DiskLog, SnapshotFiles
 from kraft_tck.traces.sim.faults import (
     GRACE_MS,
     ClockConfig,
@@ -83,12 +105,14 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    SnapshotCrash,
     fault_sort_key,
     profile,
     random_schedule,
     validate_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
+from kraft_tck.traces.sim.statemachine import SimStateMachine
 
 IMPLEMENTATION = "kraft-tck-reference/0.1.0"
 
@@ -99,6 +123,9 @@ _TICK, _REQUEST, _RESPONSE, _TIMEOUT, _FAULT_START, _FAULT_END, _RESTART, _CRASH
 _BROKER_TIMER, _BROKER_REQUEST, _BROKER_RESPONSE, _BROKER_TIMEOUT, _FENCE = range(9, 14)
 # A request of the foreign-cluster sender reaching a voter.
 _FOREIGN = 14
+# KIP-630: a node's snapshot work, run as an event of its own right after the step that called for it (never
+# inside a step): take a snapshot ("take", the trigger's time rule "timer"), report a loaded one ("loaded").
+_SNAPSHOT = 15
 # The other cluster's id (22 characters, like a formatted cluster id).
 FOREIGN_CLUSTER_ID = "ForeignCluster00000000"
 # The online check of the foreign-cluster sender's requests (KIP-595: each handler's cluster id check).
@@ -153,6 +180,12 @@ class SimConfig:
     # KIP-996 pre-vote in every core (``CoreConfig.pre_vote``); off: Kafka 3.x elections, and a seed's trace is
     # byte for byte what it was before pre-vote existed.
     pre_vote: bool = False
+    # KIP-630 snapshots (``FaultProfile.snapshot_bytes`` and the rest; None: the profile's). ``snapshot_bytes`` 0
+    # turns snapshots off, and then a seed's trace is byte for byte what it was before snapshots existed.
+    snapshot_bytes: int | None = None
+    snapshot_interval_ms: int | None = None
+    retention_bytes: int | None = None
+    snapshot_chunk_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -175,6 +208,12 @@ class SimConfig:
                 f"broker_heartbeat_interval_ms ({self.broker_heartbeat_interval_ms}), or every broker is fenced"
             )
         profile(self.profile)  # names the choices when unknown
+        for name in ("snapshot_bytes", "snapshot_interval_ms", "retention_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.snapshot_chunk_bytes is not None and self.snapshot_chunk_bytes <= 0:
+            raise ValueError(f"snapshot_chunk_bytes must be > 0, got {self.snapshot_chunk_bytes}")
         if self.faults is not None:
             validate_schedule(self.faults, self.node_ids)
 
@@ -182,6 +221,11 @@ class SimConfig:
     def node_ids(self) -> list[int]:
         """The voters."""
         return list(range(1, self.nodes + 1))
+
+    def snapshot_setting(self, name: str) -> int:
+        """A KIP-630 setting: this config's, or its profile's."""
+        value = getattr(self, name)
+        return int(getattr(profile(self.profile), name)) if value is None else int(value)
 
     @property
     def observer_ids(self) -> list[int]:
@@ -209,6 +253,17 @@ class SimResult:
     broker_events: int = 0  # BrokerEvent trace events (every node's registry changes)
     foreign_requests: int = 0  # requests of the foreign-cluster sender delivered to a voter
     max_epoch: int = 0  # the largest epoch any node reached (each election bumps it)
+    # KIP-630: snapshots taken (CreateSnapshot), installed from a leader, log cleanings (AdvanceLogStart),
+    # downloads given up (AbortSnapshotDownload), nodes that died writing a snapshot (torn: a partial file left),
+    # partial files a restart deleted, and the largest log start offset any node reached.
+    snapshots: int = 0
+    installs: int = 0
+    cleanings: int = 0
+    downloads_aborted: int = 0
+    snapshot_crashes: int = 0
+    torn_writes: int = 0
+    partials_dropped: int = 0
+    max_log_start: int = 0
 
     @property
     def leader_changes(self) -> int:
@@ -246,6 +301,16 @@ class _Node:
     # global_time's last answer: a core asks for the same deadline step after step.
     _gt_local: int = -1
     _gt_global: int = 0
+    # KIP-630. Durable: the snapshot files; the largest end offset this node installed from a leader (its log
+    # never goes below it again). Volatile: the state machine, the snapshot trigger, the pending time check, a
+    # snapshot already asked for; and the SnapshotCrash waiting for this node's next snapshot.
+    snaps: SnapshotFiles = field(default_factory=SnapshotFiles)
+    installed: int = -1
+    sm: SimStateMachine | None = None
+    trigger: SnapshotTrigger | None = None
+    snap_timer_at: int | None = None
+    snap_wanted: bool = False
+    armed: SnapshotCrash | None = None
 
     def local(self, now: int) -> int:
         """This node's clock reading at global virtual time ``now`` (monotonic in ``now``)."""
@@ -304,6 +369,7 @@ class Simulation:
                 request_timeout_ms=config.request_timeout_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
                 pre_vote=config.pre_vote,
+                fetch_snapshot_max_bytes=config.snapshot_setting("snapshot_chunk_bytes"),
             )
             ppm = self.rng.randint(-skew, skew) if skew else 0
             self.nodes[i] = _Node(
@@ -328,6 +394,14 @@ class Simulation:
                 prof.broker_shutdowns_per_min,
             )
         self.checker = InvariantChecker(config.seed)
+        # KIP-630 (0: off): the trigger's and the cleaner's settings, and the counts of the result.
+        self.snapshot_bytes = config.snapshot_setting("snapshot_bytes")
+        self.snapshot_interval_ms = config.snapshot_setting("snapshot_interval_ms")
+        self.retention_bytes = config.snapshot_setting("retention_bytes")
+        self.snap_counts = dict.fromkeys(("snapshots", "installs", "cleanings", "downloads_aborted",
+                                          "snapshot_crashes", "torn_writes", "partials_dropped", "max_log_start"), 0)
+        # The torn write's cut: a stream of its own.
+        self.snap_rng = random.Random(f"snapshots-{config.seed}")
         # The foreign sender draws from a stream of its own (what, when, to whom).
         self.foreign_rng = random.Random(f"foreign-{config.seed}") if config.foreign_rate > 0 else None
         self.foreign_requests = 0
@@ -380,6 +454,11 @@ class Simulation:
             config["observers"] = c.observer_ids
         if c.pre_vote:  # likewise (reference/config.py's key)
             config["reference.quorum.pre.vote"] = True
+        if self.snapshot_bytes:  # likewise (Kafka's names)
+            config["metadata.log.max.record.bytes.between.snapshots"] = self.snapshot_bytes
+            config["metadata.log.max.snapshot.interval.ms"] = self.snapshot_interval_ms
+            config["metadata.max.retention.bytes"] = self.retention_bytes
+            config["fetch.snapshot.max.bytes"] = c.snapshot_setting("snapshot_chunk_bytes")
         if self.foreign_rng is not None:
             config["foreign.rate"] = c.foreign_rate
             config["foreign.node"] = c.foreign_id
@@ -433,6 +512,7 @@ class Simulation:
             foreign_requests=self.foreign_requests,
             max_epoch=max(n.core.epoch if n.core is not None else n.durable.leader_epoch
                           for n in self.nodes.values()),
+            **self.snap_counts,
         )
 
     def _flush_lines(self) -> None:
@@ -506,6 +586,8 @@ class Simulation:
                 self._fence(nodes[a], b)
             elif kind == _FOREIGN:
                 self._foreign_request()
+            elif kind == _SNAPSHOT:
+                self._snapshot_event(nodes[a], b)
             else:  # pragma: no cover - the kinds above are exhaustive
                 raise SimulationError(f"unknown event kind {kind}")
 
@@ -545,6 +627,7 @@ class Simulation:
             node.durable = ready.persist
         if ready.log_ops:
             disk, epoch = node.disk, core.epoch
+            snapshot_ops = False
             for op in ready.log_ops:
                 if type(op) is AppendBatches:
                     for batch in op.batches:
@@ -553,12 +636,19 @@ class Simulation:
                 elif type(op) is TruncateTo:
                     checker.check_truncate(nid, op.offset, disk, epoch, first_seq, now)
                     disk.truncate_to(op.offset)
-            core_end = node.log.end_offset if node.log is not None else -1  # the core's log (``_restart``)
-            if disk.end_offset != core_end:
+                else:
+                    self._snapshot_op(node, op, first_seq)
+                    snapshot_ops = True
+            log = node.log
+            core_end = log.end_offset if log is not None else -1  # the core's log (``_restart``)
+            if disk.end_offset != core_end or (log is not None and disk.start != log.start_offset):
                 raise SimulationError(
-                    f"seed {self.config.seed}: node {nid}'s durable log ends at {disk.end_offset} but "
-                    f"its core's at {core_end}: Ready's log ops do not match the core's log"
+                    f"seed {self.config.seed}: node {nid}'s durable log is [{disk.start}, {disk.end_offset}) but "
+                    f"its core's [{log.start_offset if log else -1}, {core_end}): Ready's log ops do not match "
+                    "the core's log"
                 )
+            if snapshot_ops or node.installed >= 0:
+                self._check_log_start(node, first_seq)
         if ready.cluster_id_adopted is not None:
             node.cluster_id = ready.cluster_id_adopted
         lines = self._lines
@@ -581,7 +671,9 @@ class Simulation:
                 seq += 1
                 if ev["event"] == "BecomeLeader":
                     # After its line: the trace shows the election the offline checkers judge too.
-                    checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now)
+                    latest = node.snaps.latest()
+                    checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now,
+                                                      latest.end_offset if latest is not None else 0)
         finally:
             self.seq = seq
         hw = core.high_watermark
@@ -590,6 +682,8 @@ class Simulation:
             node.hw = hw
             if node.brokers is not None:
                 self._apply_committed_records(node)
+            if node.sm is not None:
+                self._apply_state_machine(node)
         for out in ready.send:
             self._send_request(node, out)
         for rep in ready.replies:
@@ -659,6 +753,10 @@ class Simulation:
 
     def _send_request(self, node: _Node, out: OutboundRequest) -> None:
         src, dst, req = node.id, out.dest_id, out.request
+        if node.installed >= 0 and type(req) is FetchRequest:
+            assert node.core is not None
+            self.checker.check_after_install(src, node.installed, 0, 0, node.core.epoch, self.seq, self.now,
+                                             fetch_offset=req.fetch_offset)
         self._corr += 1
         corr = self._corr
         api = api_name(req)
@@ -773,6 +871,11 @@ class Simulation:
     # ------------------------------------------------------------------------------------ faults
 
     def _fault_start(self, f: Fault) -> None:
+        if isinstance(f, SnapshotCrash):
+            node = self.nodes[f.node]
+            if node.core is not None and self.snapshot_bytes:
+                node.armed = f  # dies in the middle of its next snapshot write
+            return
         if isinstance(f, Crash):
             node = self.nodes[f.node]
             if node.core is None:
@@ -808,24 +911,226 @@ class Simulation:
         node.brokers = None
         node.log = None
         node.fence_at = None
+        node.sm = None
+        node.trigger = None
+        node.snap_timer_at = None
+        node.snap_wanted = False
+        node.armed = None
 
     def _restart(self, node: _Node, incarnation: int) -> None:
         if node.core is not None or node.incarnation != incarnation:
             return
         cfg = dataclasses.replace(node.cfg, cluster_id=node.cluster_id)
         rng = random.Random(self.rng.getrandbits(64))
-        log = Log(node.disk.batches)
-        try:
-            core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now))
-        except Exception as exc:
-            raise self._from_core(node, exc) from exc
+        if not self.snapshot_bytes and not node.snaps.frozen:
+            log = Log(node.disk.batches)
+            try:
+                core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now))
+            except Exception as exc:
+                raise self._from_core(node, exc) from exc
+        else:
+            # KIP-630: partial snapshot files go (never read); the log starts at the snapshot at its start; the
+            # core learns every frozen snapshot, and the state machine starts from the latest.
+            self.snap_counts["partials_dropped"] += len(node.snaps.recover())
+            start = node.snaps.at(node.disk.start) if node.disk.start > 0 else None
+            if node.disk.start > 0 and start is None:
+                raise self.checker.fail("LogStartCoveredBySnapshot", node.id, node.durable.leader_epoch, self.seq,
+                                        self.now, f"restart: the log starts at {node.disk.start} but no snapshot "
+                                        "ends there")
+            log = Log(node.disk.batches, start=start)
+            try:
+                core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now),
+                                                      snapshots=node.snaps, snapshot_ids=node.snaps.ids())
+            except Exception as exc:
+                raise self._from_core(node, exc) from exc
         node.core, node.log = core, log
         node.hw = core.high_watermark
         if self.fleet is not None:
             node.brokers = BrokerDriver(
                 self.config.broker_session_timeout_ms, cfg.is_voter, registry=self.registry_class())
+        if self.snapshot_bytes:
+            node.sm = SimStateMachine()
+            node.trigger = SnapshotTrigger(self.snapshot_bytes, self.snapshot_interval_ms,
+                                           last_snapshot_ms=node.local(self.now))
+            latest = node.snaps.latest()
+            if latest is not None and not any(type(op) is InstallSnapshot for op in ready.log_ops):
+                self._load_snapshot(node, latest, "loaded at restart")
         self.checker.restarted(node.id)
         self._apply(node, ready)
+
+    # ------------------------------------------------------------------------------------ snapshots (KIP-630)
+
+    def _snapshot_op(self, node: _Node, op: Any, seq: int) -> None:
+        """Apply one of the core's snapshot log ops to the node's durable state."""
+        snaps, disk, core, counts = node.snaps, node.disk, node.core, self.snap_counts
+        assert core is not None
+        kind = type(op)
+        if kind is AdvanceLogStart:
+            disk.advance_start(op.offset)
+            counts["cleanings"] += 1
+            counts["max_log_start"] = max(counts["max_log_start"], op.offset)
+        elif kind is WriteSnapshotChunk:
+            snaps.write_chunk(op.snapshot_id, op.position, op.data)
+        elif kind is InstallSnapshot:
+            sid = op.snapshot_id
+            downloaded = sid in snaps.partial
+            if downloaded:
+                snaps.freeze(sid)
+                counts["installs"] += 1
+                node.installed = max(node.installed, sid.end_offset)
+            elif sid not in snaps.frozen:
+                raise SimulationError(f"seed {self.config.seed}: node {node.id} was told to install snapshot {sid}, "
+                                      "which it neither downloaded nor has")
+            disk.reset_to(sid.end_offset)
+            counts["max_log_start"] = max(counts["max_log_start"], sid.end_offset)
+            log = core.log
+            self.checker.check_install(node.id, sid, disk, log.start_offset, log.end_offset, core.epoch, seq, self.now)
+            cluster_id = self._load_snapshot(node, sid, "installed" if downloaded else "loaded at restart")
+            self._push(self.now, _SNAPSHOT, node.id, (node.incarnation, "loaded", (sid, cluster_id)))
+        elif kind is AbortSnapshotDownload:
+            snaps.abort(op.snapshot_id)
+            counts["downloads_aborted"] += 1
+        elif kind is DeleteSnapshot:
+            snaps.delete(op.snapshot_id)
+        else:
+            raise SimulationError(f"seed {self.config.seed}: node {node.id}: unknown log op {op!r}")
+
+    def _check_log_start(self, node: _Node, seq: int) -> None:
+        """After log ops: the log starts within the node's latest snapshot, and never below one it installed."""
+        disk, core = node.disk, node.core
+        assert core is not None
+        latest = node.snaps.latest()
+        self.checker.check_log_start(node.id, disk, latest.end_offset if latest is not None else 0, core.epoch, seq,
+                                     self.now)
+        if node.installed >= 0:
+            self.checker.check_after_install(node.id, node.installed, disk.start, disk.end_offset, core.epoch, seq,
+                                             self.now)
+
+    def _load_snapshot(self, node: _Node, sid: SnapshotId, how: str) -> str | None:
+        """The state machine (and the broker registry) from a frozen snapshot; returns the cluster id it holds."""
+        epoch = node.core.epoch if node.core is not None else node.durable.leader_epoch
+        try:
+            digest, count, records = statemachine.decode(sid, node.snaps.frozen[sid])
+        except Exception as exc:  # a corrupt or foreign file: never a partial one, those are never read
+            raise self.checker.fail("SnapshotAgreement", node.id, epoch, self.seq, self.now,
+                                    f"snapshot {sid.end_offset}-{sid.epoch} {how} cannot be read: {exc}") from exc
+        self.checker.check_snapshot(node.id, sid, digest, count, epoch, self.seq, self.now)
+        if node.sm is not None:
+            node.sm.load(sid.end_offset, digest, count)
+        if node.brokers is not None:
+            try:
+                node.brokers.load_snapshot(sid.end_offset, records)
+            except Exception as exc:
+                raise SimulationError(f"seed {self.config.seed}: node {node.id}'s registry refused snapshot "
+                                      f"{sid}: {exc}") from exc
+        if node.trigger is not None:
+            node.trigger.snapshotted(sid.end_offset, node.local(self.now))
+        cluster_id = next((r.value.decode() for r in records if r.key == CLUSTER_ID_KEY and r.value), None)
+        return cluster_id
+
+    def _apply_state_machine(self, node: _Node) -> None:
+        """The high watermark moved: apply the newly committed whole batches; snapshot when the trigger says so."""
+        sm, trigger = node.sm, node.trigger
+        assert sm is not None and trigger is not None
+        done = sm.apply(node.disk.batches_from(sm.applied), node.hw)
+        if done:
+            trigger.committed(sum(statemachine.approx_size(b) for b in done), sm.applied, True)
+        self._schedule_snapshot(node)
+
+    def _schedule_snapshot(self, node: _Node) -> None:
+        trigger = node.trigger
+        assert trigger is not None
+        if trigger.due(node.local(self.now)) is not None:
+            if not node.snap_wanted:
+                node.snap_wanted = True
+                self._push(self.now, _SNAPSHOT, node.id, (node.incarnation, "take", None))
+            return
+        check = trigger.next_check_ms()
+        if check is not None:
+            at = max(node.global_time(check), self.now + 1)
+            if at != node.snap_timer_at:
+                node.snap_timer_at = at
+                self._push(at, _SNAPSHOT, node.id, (node.incarnation, "timer", at))
+
+    def _snapshot_event(self, node: _Node, payload: tuple[int, str, Any]) -> None:
+        incarnation, kind, extra = payload
+        if node.core is None or node.incarnation != incarnation:
+            return
+        if kind == "loaded":
+            sid, cluster_id = extra
+            self._step(node, SnapshotLoaded(sid, cluster_id))
+        elif kind == "take":
+            node.snap_wanted = False
+            self._take_snapshot(node)
+        elif kind == "timer" and node.snap_timer_at == extra:
+            node.snap_timer_at = None
+            self._take_snapshot(node)
+
+    def _take_snapshot(self, node: _Node) -> None:
+        """CreateSnapshot as the node shell does it: the state machine at a committed batch boundary, written and
+        frozen first, then ``SnapshotWritten`` to the core; then the log is cleaned when retention says so."""
+        core, sm, trigger = node.core, node.sm, node.trigger
+        assert core is not None and sm is not None and trigger is not None
+        local = node.local(self.now)
+        end = sm.applied
+        if trigger.due(local) is None:
+            self._schedule_snapshot(node)
+            return
+        if node.brokers is not None and node.brokers.applied_offset != end:
+            return  # the registry stands elsewhere (inside a batch): the next commit asks again
+        latest = core.latest_snapshot_id
+        if latest is not None and end <= latest.end_offset:
+            trigger.snapshotted(latest.end_offset, local)
+            return
+        try:
+            sid = core.snapshot_id_at(end)
+        except ValueError:
+            return
+        records: list[tuple[bytes | None, bytes]] = [sm.record()]
+        if node.brokers is not None:
+            records += node.brokers.snapshot_records()
+        elif core.cluster_id is not None:
+            records.append((CLUSTER_ID_KEY, core.cluster_id.encode()))
+        data = statemachine.encode(sid, records, local)
+        armed = node.armed
+        if armed is not None:
+            # SnapshotCrash: the process dies in the middle of the write (torn: before the rename).
+            node.armed = None
+            self.snap_counts["snapshot_crashes"] += 1
+            if armed.torn:
+                node.snaps.partial[sid] = bytearray(data[: self.snap_rng.randrange(1, len(data))])
+                self.snap_counts["torn_writes"] += 1
+            else:
+                node.snaps.frozen[sid] = data
+            self._crash(node)
+            self._push(self.now + armed.down_ms, _RESTART, node.id, node.incarnation)
+            return
+        node.snaps.frozen[sid] = data
+        hw = core.high_watermark
+        self._step(node, SnapshotWritten(sid))
+        # After its line (the core's CreateSnapshot): the trace shows the snapshot the offline checkers judge too.
+        self.checker.check_snapshot(node.id, sid, sm.digest, sm.count, core.epoch, self.seq - 1, self.now, hw=hw)
+        self.snap_counts["snapshots"] += 1
+        trigger.snapshotted(end, local)
+        if node.core is not None:
+            self._maybe_clean(node)
+
+    def _maybe_clean(self, node: _Node) -> None:
+        """Retention (a stand-in for metadata.max.retention.bytes): once more than ``retention_bytes`` of the log
+        lie below the latest snapshot, the log may start there."""
+        core = node.core
+        assert core is not None
+        latest = core.latest_snapshot_id
+        disk = node.disk
+        if latest is None or latest.end_offset <= disk.start:
+            return
+        below = 0
+        for batch in disk.batches:
+            if batch.last_offset >= latest.end_offset:
+                break
+            below += statemachine.approx_size(batch)
+        if below > self.retention_bytes:
+            self._step(node, CleanLogTo(latest.end_offset))
 
     # ------------------------------------------------------------------------------------ client
 
@@ -878,7 +1183,9 @@ class Simulation:
         self._push(self.now + self._next_foreign_gap(), _FOREIGN, None)
         targets = [n for n in self.nodes.values()
                    if n.core is not None and n.core.config.is_voter and n.core.cluster_id is not None]
-        api = rng.randrange(4)
+        # With snapshots, FetchSnapshot too (KIP-630: Kafka's handleFetchSnapshotRequest checks the cluster id
+        # first); without, the draws of a seed's foreign requests are what they were before snapshots.
+        api = rng.randrange(5 if self.snapshot_bytes else 4)
         bump = rng.randint(0, 3)
         if not targets:
             return
@@ -895,8 +1202,11 @@ class Simulation:
         elif api == 2:
             leader = status.leader_id if status.leader_id >= 0 else me
             req = EndQuorumEpochRequest(FOREIGN_CLUSTER_ID, leader, epoch + bump, (node.id,))
-        else:
+        elif api == 3:
             req = FetchRequest(FOREIGN_CLUSTER_ID, me, epoch, end + 100, epoch)
+        else:
+            latest = core.latest_snapshot_id or SnapshotId(end, epoch)
+            req = FetchSnapshotRequest(FOREIGN_CLUSTER_ID, me, epoch, latest, 0)
         self._foreign_corr += 1
         corr = self._foreign_corr
         self.foreign_requests += 1
@@ -951,7 +1261,9 @@ class Simulation:
 
     def _broker_event(self, node: _Node, change: BrokerChange) -> None:
         # KIP-631 "Register Flow": a broker comes online only once it has registered and caught up.
-        self.checker.check_broker_event(node.id, change, node.disk, self.seq, self.now)
+        latest = node.snaps.latest()
+        self.checker.check_broker_event(node.id, change, node.disk, self.seq, self.now,
+                                        latest.end_offset if latest is not None else 0)
         if self._lines is not None:
             data = encode_line(
                 {"ts": self.now, "node": node.id, "event": "BrokerEvent", "broker": change.to_json(),

@@ -56,13 +56,31 @@ class Lossy:
     loss: float
 
 
-Fault = Crash | Partition | OneWay | Lossy
+@dataclass(frozen=True, slots=True)
+class SnapshotCrash:
+    """KIP-630: ``node`` dies while it writes its next snapshot after ``at_ms`` and restarts ``down_ms`` later.
+
+    ``torn``: the file is cut short (a ``.checkpoint.part`` file, never renamed): the restart must delete it and
+    go on from the previous snapshot (Kafka's ``Snapshots.deleteIfExists`` of stray partial files). Otherwise the
+    file was frozen (fsync, rename) but the core never heard of it: the restart loads it as the latest snapshot.
+    A node that takes no snapshot after ``at_ms`` never dies of it.
+    """
+
+    at_ms: int
+    node: int
+    down_ms: int
+    torn: bool = True
+
+
+Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash
 
 #: How long a gracefully stopping node keeps running after ``Shutdown`` (to send EndQuorumEpoch).
 GRACE_MS = 200
 #: How long an isolated voter stays cut off (``FaultProfile.isolations_per_min``): [low, high) virtual ms,
 #: past the simulator's default fetch (2 s) and election (1-2 s) timeouts.
 ISOLATION_MS = (3000, 8000)
+#: How long a lagging voter stays cut off (``FaultProfile.lags_per_min``): [low, high) virtual ms.
+LAG_MS = (6000, 15000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +147,22 @@ class FaultProfile:
     # voters): ISOLATION_MS long, so the voter's fetch and election timers fire while it is away (KIP-996
     # "Motivation": without pre-vote it comes back with a higher epoch and forces an election).
     isolations_per_min: float = 0.0
+    # KIP-630. Snapshots: every node snapshots its state machine once this many committed bytes were applied
+    # since its latest one (Kafka's metadata.log.max.record.bytes.between.snapshots; 0: no snapshots at all),
+    # or this long after it with new records (metadata.log.max.snapshot.interval.ms; 0: no time rule); it
+    # cleans its log up to the latest snapshot once more than ``retention_bytes`` lie below it (a stand-in for
+    # metadata.max.retention.bytes: the log alone is counted); FetchSnapshot chunks are at most
+    # ``snapshot_chunk_bytes`` (so a download takes several round trips that faults can interrupt).
+    snapshot_bytes: int = 0
+    snapshot_interval_ms: int = 0
+    retention_bytes: int = 0
+    snapshot_chunk_bytes: int = 512
+    # Crashes in the middle of writing a snapshot (``SnapshotCrash``), per minute; ``torn_fraction`` of them torn.
+    snapshot_crashes_per_min: float = 0.0
+    torn_fraction: float = 0.7
+    # Voters cut off for ``LAG_MS`` (longer than ISOLATION_MS): the leader snapshots and cleans meanwhile, so they
+    # come back below its log start and catch up through its snapshot.
+    lags_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -143,11 +177,36 @@ PROFILES: dict[str, FaultProfile] = {
         lossy_per_min=1,
         broker_crashes_per_min=0.5,
         broker_shutdowns_per_min=0.5,
+        # KIP-630 on by default: a snapshot every ~4 KB of committed records (every few virtual seconds), logs
+        # cleaned at once; the crashes, partitions and loss above interrupt downloads and leave followers behind
+        # the log start. Crashes in the middle of a snapshot write and long lags: the "snapshots" profile.
+        snapshot_bytes=4096,
+        snapshot_interval_ms=10_000,
     ),
     # Only partitions that heal, each cutting one voter off: the leader changes pre-vote avoids
     # (``kraft-tck simulate --faults reconnect --compare-pre-vote``).
     "reconnect": FaultProfile(
         "reconnect", NetConfig(1, 10), ClockConfig(), 0, 0, 0, 0, isolations_per_min=4,
+    ),
+    # KIP-630 under faults: snapshots every ~2 KB of committed records (every few seconds at the default write
+    # rate), logs cleaned at once, small FetchSnapshot chunks; crashes while writing a snapshot, voters cut off
+    # long enough to fall below the leader's log start, message loss that interrupts downloads.
+    "snapshots": FaultProfile(
+        "snapshots",
+        NetConfig(1, 20, loss=0.01, duplicate=0.01),
+        ClockConfig(max_skew_ppm=20_000, tick_jitter_ms=5),
+        crashes_per_min=2,
+        partitions_per_min=1,
+        one_ways_per_min=1,
+        lossy_per_min=2,
+        broker_crashes_per_min=0.5,
+        broker_shutdowns_per_min=0.5,
+        snapshot_bytes=2048,
+        snapshot_interval_ms=5000,
+        retention_bytes=0,
+        snapshot_chunk_bytes=256,
+        snapshot_crashes_per_min=3,
+        lags_per_min=3,
     ),
     "heavy": FaultProfile(
         "heavy",
@@ -209,6 +268,15 @@ def random_schedule(
             cut_off = rng.choice(node_list)
             rest = tuple(n for n in node_list if n != cut_off)
             faults.append(Partition(when(), rng.randrange(*ISOLATION_MS), (rest,)))
+    if prof.lags_per_min > 0 and len(node_list) > 1:
+        for _ in range(count(prof.lags_per_min)):
+            cut_off = rng.choice(node_list)
+            rest = tuple(n for n in node_list if n != cut_off)
+            faults.append(Partition(when(), rng.randrange(*LAG_MS), (rest,)))
+    if prof.snapshot_crashes_per_min > 0:
+        for _ in range(count(prof.snapshot_crashes_per_min)):
+            faults.append(SnapshotCrash(when(), rng.choice(node_list), rng.randrange(100, 3000),
+                                        rng.random() < prof.torn_fraction))
     faults.sort(key=fault_sort_key)
     return faults
 
@@ -224,7 +292,7 @@ def validate_schedule(faults: Sequence[Fault], nodes: Sequence[int]) -> None:
     for f in faults:
         if f.at_ms < 0:
             raise ValueError(f"{f}: at_ms must be >= 0")
-        if isinstance(f, Crash):
+        if isinstance(f, Crash | SnapshotCrash):
             if f.node not in known:
                 raise ValueError(f"{f}: node {f.node} is not in the cluster {sorted(known)}")
             if f.down_ms < 0:

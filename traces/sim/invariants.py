@@ -15,14 +15,27 @@ checked across all nodes and all time.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerState, decode_broker_record
 from kraft_tck.spec.records import RecordBatch, batch_digest
-from kraft_tck.traces.checker import online_uncommitted, online_unregistered
+from kraft_tck.traces.checker import (
+    SNAPSHOT_INVARIANTS,
+    fetch_below_install,
+    install_not_reset,
+    log_below_install,
+    log_start_uncovered,
+    online_uncommitted,
+    online_unregistered,
+    snapshot_epochs_differ,
+    snapshot_uncommitted,
+)
 from kraft_tck.traces.sim.disk import DiskLog
+from kraft_tck.traces.sim.statemachine import EMPTY_DIGEST, commit_digest
 
 INVARIANTS: tuple[str, ...] = (
     "ElectionSafety",
@@ -33,6 +46,7 @@ INVARIANTS: tuple[str, ...] = (
     "HighWatermarkMonotonic",
     "EpochMonotonic",
     "OnlineRequiresRegistration",
+    *SNAPSHOT_INVARIANTS,
 )
 
 
@@ -100,6 +114,14 @@ class InvariantChecker:
     # (node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported for it
     registrations: dict[tuple[int, int, int], int] = field(default_factory=dict)
     _last_state: dict[int, tuple[int, str, int, int]] = field(default_factory=dict)  # check_state's fast path
+    # KIP-630. The committed log's running digest (``statemachine.commit_digest``) at each committed batch's end,
+    # the committed batches' base offsets in order (for lookups below a node's log start), and the first snapshot
+    # seen per end offset: (epoch, digest, count, node, seq).
+    commit_digests: dict[int, bytes] = field(default_factory=lambda: {0: EMPTY_DIGEST})
+    committed_bases: list[int] = field(default_factory=list)
+    _digest: bytes = EMPTY_DIGEST
+    _digest_end: int = 0
+    snapshots: dict[int, tuple[int, bytes, int, int, int]] = field(default_factory=dict)
 
     def fail(
         self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str
@@ -250,6 +272,11 @@ class InvariantChecker:
                         "but no committed batch starts there",
                     )
                 self.committed[base] = _BatchSeen(batch)
+                self.committed_bases.append(base)
+                if base == self._digest_end:
+                    self._digest = commit_digest(self._digest, batch)
+                    self._digest_end = batch.last_offset + 1
+                    self.commit_digests[self._digest_end] = self._digest
             elif not _same_batch(seen, batch):
                 raise self.fail(
                     "CommittedNeverTruncated",
@@ -262,13 +289,17 @@ class InvariantChecker:
                 )
         self.committed_end = max(self.committed_end, hw)
 
-    def check_leader_completeness(self, node: int, epoch: int, log: DiskLog, seq: int, ts: int) -> None:
+    def check_leader_completeness(
+        self, node: int, epoch: int, log: DiskLog, seq: int, ts: int, covered: int = 0
+    ) -> None:
         """KRaft.tla LeaderCompleteness, when ``node`` becomes leader of ``epoch`` (``log``: its log then):
         every batch some node counted committed while in an epoch <= ``epoch`` is in the new leader's log,
-        the same batch at the same offset. (Raft's election restriction is what guarantees it: a vote only
-        for a log at least as up to date as the voter's.)"""
+        the same batch at the same offset, or in its snapshot: ``covered`` is the end offset of its latest
+        snapshot (KIP-630; ``check_snapshot`` checks that a snapshot agrees with the committed log). (Raft's
+        election restriction is what guarantees it: a vote only for a log at least as up to date as the
+        voter's.)"""
         for base, seen in self.committed.items():
-            if self.committed_epoch.get(base, 0) > epoch:
+            if self.committed_epoch.get(base, 0) > epoch or seen.batch.last_offset < covered:
                 continue
             mine = log.batch_at(base)
             if mine is None or mine.base_offset != base or not _same_batch(seen, mine):
@@ -287,19 +318,26 @@ class InvariantChecker:
 
     # ------------------------------------------------------------------------------------- brokers
 
-    def check_broker_event(self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int) -> None:
-        """One ``BrokerEvent`` of ``node`` (``log``: its log now). Online is checked against the
-        registrations reported *before* this event, so a registration that itself says Online fails."""
+    def check_broker_event(
+        self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int, covered: int = 0
+    ) -> None:
+        """One ``BrokerEvent`` of ``node`` (``log``: its log now; ``covered``: the end offset of the snapshot its
+        registry was loaded from, KIP-630). Online is checked against the registrations reported *before* this
+        event, so a registration that itself says Online fails."""
         key = (node, change.broker_id, change.broker_epoch)
         if change.state == BrokerState.ONLINE:
-            self._check_online(node, change, log, seq, ts)
+            self._check_online(node, change, log, seq, ts, covered)
         if change.record == REGISTER:
             self.registrations.setdefault(key, change.offset)
 
-    def _check_online(self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int) -> None:
+    def _check_online(self, node: int, change: BrokerChange, log: DiskLog, seq: int, ts: int, covered: int) -> None:
         broker, epoch = change.broker_id, change.broker_epoch
         offset = self.registrations.get((node, broker, epoch))
         hw = self.max_hws.get(node, 0)
+        if offset is None and epoch < covered:
+            # KIP-630: the registration (broker epoch = its offset) lies below the node's log start, in the
+            # snapshot it loaded or installed: it is committed; the log's committed batch there must register it.
+            offset = epoch
         if offset is None:
             raise self.fail(
                 "OnlineRequiresRegistration", node, epoch, seq, ts, online_unregistered(broker, epoch, node)
@@ -309,7 +347,7 @@ class InvariantChecker:
                 "OnlineRequiresRegistration", node, epoch, seq, ts, online_uncommitted(broker, epoch, node, offset, hw)
             )
         # The node's own word is not enough: the committed log must hold that registration.
-        batch = log.batch_at(offset)
+        batch = log.batch_at(offset) or self.committed_batch_at(offset)
         seen = self.committed.get(batch.base_offset) if batch is not None else None
         if (
             batch is None
@@ -327,6 +365,79 @@ class InvariantChecker:
                 f"broker {broker} reported Online with broker epoch {epoch}, but the committed log holds no "
                 f"RegisterBrokerRecord for it at offset {offset}",
             )
+
+
+    def committed_batch_at(self, offset: int) -> RecordBatch | None:
+        """The committed batch holding ``offset`` (None: none known)."""
+        i = bisect.bisect_right(self.committed_bases, offset) - 1
+        if i < 0:
+            return None
+        batch = self.committed[self.committed_bases[i]].batch
+        return batch if batch.last_offset >= offset else None
+
+    # ------------------------------------------------------------------------------------- snapshots (KIP-630)
+
+    def check_snapshot(
+        self, node: int, sid: SnapshotId, digest: bytes, count: int, epoch: int, seq: int, ts: int,
+        hw: int | None = None,
+    ) -> None:
+        """A snapshot ``node`` took (``hw``: its high watermark then), installed or loaded, with its state
+        machine's ``digest`` and record ``count``. SnapshotAtCommittedOffset: taken at or below the high
+        watermark. SnapshotAgreement: the same epoch and content as every other snapshot with that end offset;
+        the committed batch holding its last offset has its epoch; its digest is the committed log's there."""
+        end = sid.end_offset
+        if hw is not None and end > hw and end > 0:
+            raise self.fail("SnapshotAtCommittedOffset", node, epoch, seq, ts,
+                            snapshot_uncommitted(end, sid.epoch, hw))
+        first = self.snapshots.setdefault(end, (sid.epoch, digest, count, node, seq))
+        detail = None
+        if first[0] != sid.epoch:
+            detail = snapshot_epochs_differ(end, sid.epoch, first[3], first[0], first[4])
+        elif first[1:3] != (digest, count):
+            detail = (f"snapshot with end offset {end} holds another state ({count} records) than node {first[3]}'s "
+                      f"snapshot with that end offset (seq {first[4]}, {first[2]} records)")
+        elif end == 0 and sid.epoch != 0:
+            detail = f"snapshot of the empty prefix (end offset 0) has epoch {sid.epoch}, not 0"
+        elif end > self.committed_end:
+            detail = f"snapshot with end offset {end} ends above every committed offset ({self.committed_end})"
+        elif end > 0:
+            batch = self.committed_batch_at(end - 1)
+            if batch is not None and batch.partition_leader_epoch != sid.epoch:
+                detail = (f"snapshot (end offset {end}, epoch {sid.epoch}) disagrees with the committed log: "
+                          f"offset {end - 1} is in the committed batch {batch.base_offset}..{batch.last_offset} "
+                          f"of epoch {batch.partition_leader_epoch}")
+            want = self.commit_digests.get(end)
+            if detail is None and want is not None and want != digest:
+                detail = (f"snapshot with end offset {end} holds a state ({count} records) other than the committed "
+                          f"log's up to {end}")
+        if detail is not None:
+            raise self.fail("SnapshotAgreement", node, epoch, seq, ts, detail)
+
+    def check_log_start(self, node: int, log: DiskLog, latest_end: int, epoch: int, seq: int, ts: int) -> None:
+        """LogStartCoveredBySnapshot: the log start is at most the end of the node's latest (frozen) snapshot."""
+        if log.start > latest_end:
+            raise self.fail("LogStartCoveredBySnapshot", node, epoch, seq, ts,
+                            log_start_uncovered(log.start, latest_end))
+
+    def check_install(self, node: int, sid: SnapshotId, log: DiskLog, core_start: int, core_end: int, epoch: int,
+                      seq: int, ts: int) -> None:
+        """SnapshotInstallResetsLog at the install: the durable log and the core's both start and end at the
+        snapshot's end offset."""
+        end = sid.end_offset
+        if not log.start == log.end_offset == core_start == core_end == end:
+            raise self.fail("SnapshotInstallResetsLog", node, epoch, seq, ts,
+                            install_not_reset(end, min(log.start, core_start), max(log.end_offset, core_end)))
+
+    def check_after_install(self, node: int, installed: int, start: int, end: int, epoch: int, seq: int,
+                            ts: int, fetch_offset: int | None = None) -> None:
+        """SnapshotInstallResetsLog afterwards: the log never starts or ends below the installed end offset, and
+        no Fetch asks below it."""
+        if fetch_offset is not None:
+            if fetch_offset < installed:
+                raise self.fail("SnapshotInstallResetsLog", node, epoch, seq, ts,
+                                fetch_below_install(fetch_offset, installed))
+        elif start < installed or end < installed:
+            raise self.fail("SnapshotInstallResetsLog", node, epoch, seq, ts, log_below_install(start, end, installed))
 
 
 def _registers(batch: RecordBatch, offset: int, broker: int, epoch: int) -> bool:
