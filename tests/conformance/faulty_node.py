@@ -193,8 +193,8 @@ class NoPreVote(KRaftCore):
     """Advertises Vote v2 (the node's pre-vote key is on) but elects as Kafka 3.9 and reads a pre-vote as a
     real vote: the PreVote field ignored on both sides."""
 
-    def __init__(self, config: CoreConfig, *args: Any) -> None:
-        super().__init__(dataclasses.replace(config, pre_vote=False), *args)
+    def __init__(self, config: CoreConfig, *args: Any, **kwargs: Any) -> None:
+        super().__init__(dataclasses.replace(config, pre_vote=False), *args, **kwargs)
 
     def handle_vote_request(self, req: VoteRequest) -> VoteResponse:
         return super().handle_vote_request(dataclasses.replace(req, pre_vote=False))

@@ -197,9 +197,11 @@ class MajorityMiscount(KRaftCore):
     """Majority computed as ``n // 2`` instead of ``n // 2 + 1``: a 3-voter candidate elects itself and a
     leader commits entries alone (KIP-595 "Vote Response Handling" 2; "Fetch Request Handling" 4)."""
 
-    def __init__(self, config: CoreConfig, durable: ElectionState, log: Log, rng: Any, now_ms: int) -> None:
+    def __init__(
+        self, config: CoreConfig, durable: ElectionState, log: Log, rng: Any, now_ms: int, **kwargs: Any
+    ) -> None:
         loose = _HalfMajority(**{f.name: getattr(config, f.name) for f in fields(config)})
-        super().__init__(loose, durable, log, rng, now_ms)
+        super().__init__(loose, durable, log, rng, now_ms, **kwargs)
 
 
 class NoElectionOnFetchTimeout(KRaftCore):
