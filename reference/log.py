@@ -412,8 +412,8 @@ class Log:
 # ---------------------------------------------------------------------------------------------- snapshots
 
 
-class _MemorySnapshot:
-    """One snapshot's bytes (``io.RawSnapshotReader``)."""
+class MemorySnapshot:
+    """One snapshot's bytes in memory (``io.RawSnapshotReader``; the simulator's store serves these too)."""
 
     __slots__ = ("data",)
 
@@ -433,14 +433,14 @@ class MemorySnapshots:
     bytes, ``AbortSnapshotDownload``, ``DeleteSnapshot``). A node keeps its snapshots in files instead."""
 
     def __init__(self) -> None:
-        self._frozen: dict[SnapshotId, _MemorySnapshot] = {}
+        self._frozen: dict[SnapshotId, MemorySnapshot] = {}
         self._partial: dict[SnapshotId, bytearray] = {}
 
     def put(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """A frozen snapshot (what a shell writes before ``SnapshotWritten``)."""
-        self._frozen[snapshot_id] = _MemorySnapshot(bytes(data))
+        self._frozen[snapshot_id] = MemorySnapshot(bytes(data))
 
-    def read_snapshot(self, snapshot_id: SnapshotId) -> _MemorySnapshot | None:
+    def read_snapshot(self, snapshot_id: SnapshotId) -> MemorySnapshot | None:
         return self._frozen.get(snapshot_id)
 
     def data(self, snapshot_id: SnapshotId) -> bytes | None:
@@ -473,6 +473,6 @@ class MemorySnapshots:
             sid = op.snapshot_id
             part = self._partial.pop(sid, None)
             if part is not None:
-                self._frozen[sid] = _MemorySnapshot(bytes(part))
+                self._frozen[sid] = MemorySnapshot(bytes(part))
             elif sid not in self._frozen:
                 raise LogError(f"install of {sid}: no such snapshot or download")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 
+from kraft_tck.reference.log import MemorySnapshot
 from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.spec.records import RecordBatch
 
@@ -74,21 +75,6 @@ class DiskLog:
         return self.batches[bisect.bisect_right(self._bases, offset) - 1]
 
 
-class _Reader:
-    """One frozen snapshot's bytes (the core's ``RawSnapshotReader``)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def size_in_bytes(self) -> int:
-        return len(self.data)
-
-    def slice(self, position: int, max_bytes: int) -> bytes:
-        return self.data[position : position + max_bytes]
-
-
 class SnapshotFiles:
     """A node's snapshots in memory: ``frozen`` (complete, renamed into place) and ``partial`` (being written or
     downloaded). Durable: a crash keeps both; ``recover`` (at restart) drops the partial ones."""
@@ -99,9 +85,9 @@ class SnapshotFiles:
         self.frozen: dict[SnapshotId, bytes] = {}
         self.partial: dict[SnapshotId, bytearray] = {}
 
-    def read_snapshot(self, snapshot_id: SnapshotId) -> _Reader | None:
+    def read_snapshot(self, snapshot_id: SnapshotId) -> MemorySnapshot | None:
         data = self.frozen.get(snapshot_id)
-        return None if data is None else _Reader(data)
+        return None if data is None else MemorySnapshot(data)
 
     def ids(self) -> list[SnapshotId]:
         return sorted(self.frozen)
