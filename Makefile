@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants
+.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants faults
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -56,6 +56,10 @@ conformance-runs: setup
 # survivors); a table of mutants and the cases that caught them; fails if one survives (a sample runs in make test).
 mutants: setup
 	$(BIN)/python bench/mutants.py --tlc $(MUTANTS_ARGS)
+
+# Every fault node against the cases of the rule it breaks (make test runs a sample of the snapshot faults).
+faults: setup
+	KRAFT_TCK_ALL_FAULTS=1 $(BIN)/pytest -q tests/conformance/test_faults.py $(PYTEST_ARGS)
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim

@@ -208,7 +208,17 @@ SNAPSHOT_FAULTS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("fault", "expected", "clause"), SNAPSHOT_FAULTS, ids=[f[0] for f in SNAPSHOT_FAULTS])
+#: Each run above costs about a minute (every snapshot case relaunches the target twice). ``make test`` runs one
+#: fault per kind of rule — the leader's SnapshotId answer, FetchSnapshot serving, the follower's install — and
+#: ``make faults`` (KRAFT_TCK_ALL_FAULTS=1) runs all of them.
+SNAPSHOT_FAULTS_SAMPLE = ("no-snapshot-id-below-log-start", "snapshot-ignores-position", "snapshot-not-installed")
+_SNAPSHOT_FAULTS_RUN = [f for f in SNAPSHOT_FAULTS
+                        if os.environ.get("KRAFT_TCK_ALL_FAULTS") == "1" or f[0] in SNAPSHOT_FAULTS_SAMPLE]
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected", "clause"), _SNAPSHOT_FAULTS_RUN, ids=[f[0] for f in _SNAPSHOT_FAULTS_RUN]
+)
 def test_snapshot_fault_fails_its_cases(tmp_path: Path, fault: str, expected: set[str], clause: str) -> None:
     cases, proc = run_catalog(tmp_path, fault, "conformance/test_snapshots.py")
     failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
