@@ -220,6 +220,10 @@ class OutboundRequest:
     dest_id: int
     request: Request
     request_id: int = 0  # hand it back in the ResponseReceived / RequestFailed for this request
+    # KIP-853: where to send it when the shell may not know ``dest_id``'s address (a voter known only from a
+    # VotersRecord, a joining voter's ApiVersions probe, a bootstrap server with id -2, -3, ...). None: the
+    # shell's own address book.
+    address: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,47 @@ class SnapshotId:
     epoch: int
 
 
+# ------------------------------------------------------------------------------ KIP-853 keys and endpoints
+
+#: Kafka's ``Uuid.ZERO_UUID`` as a string; the core and the wire use None for it ("no directory id").
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ReplicaKey:
+    """A replica as KIP-853 names it: node id and metadata-log directory id (Kafka's ``ReplicaKey``;
+    ``directory_id`` None = Kafka's ZERO_UUID, "not known", which matches any directory id of that node)."""
+
+    id: int
+    directory_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener of a node: ``Listeners``/``LeaderEndpoints``/``Endpoints`` entries (Name, Host, Port)."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """A response's tagged ``NodeEndpoints`` entry: where node ``node_id`` listens on the request's listener."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeListeners:
+    """DescribeQuorum v2 ``Nodes`` entry: a voter and its listeners."""
+
+    node_id: int
+    listeners: tuple[Endpoint, ...] = ()
+
+
 # ---------------------------------------------------------------------------------------------- Vote
 
 
@@ -61,6 +102,9 @@ class VoteRequest:
     valid_partition: bool = True
     # v2+ (KIP-996, Kafka 4.0): a Prospective's pre-vote, in its current epoch; nothing is persisted for it.
     pre_vote: bool = False
+    # v1+ (KIP-853): the candidate's directory id and the receiver's (as the candidate's voter set names it).
+    candidate_directory_id: str | None = None
+    voter_directory_id: str | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -70,6 +114,7 @@ class VoteResponse:
     vote_granted: bool
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v1+ tagged: the known leader's endpoint
 
 
 # ------------------------------------------------------------------------------ BeginQuorumEpoch
@@ -82,6 +127,8 @@ class BeginQuorumEpochRequest:
     leader_epoch: int
     voter_id: int = -1
     valid_partition: bool = True
+    voter_directory_id: str | None = None  # v1+ (KIP-853): the receiver's directory id as the leader knows it
+    leader_endpoints: tuple[Endpoint, ...] = ()  # v1+: where the leader listens
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -90,6 +137,7 @@ class BeginQuorumEpochResponse:
     leader_epoch: int
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v1+ tagged
 
 
 # ------------------------------------------------------------------------------ EndQuorumEpoch
@@ -102,6 +150,10 @@ class EndQuorumEpochRequest:
     leader_epoch: int
     preferred_successors: tuple[int, ...] = ()
     valid_partition: bool = True
+    # v1+ (KIP-853) ``PreferredCandidates``: the directory id of each of ``preferred_successors``, same order
+    # (None where unknown). v0 carries ids only.
+    preferred_directory_ids: tuple[str | None, ...] = ()
+    leader_endpoints: tuple[Endpoint, ...] = ()  # v1+
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -110,6 +162,7 @@ class EndQuorumEpochResponse:
     leader_epoch: int
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v1+ tagged
 
 
 # ---------------------------------------------------------------------------------------------- Fetch
@@ -126,6 +179,7 @@ class FetchRequest:
     max_bytes: int = 0x7FFFFFFF
     replica_epoch: int = -1
     valid_partition: bool = True
+    replica_directory_id: str | None = None  # v17+ tagged (KIP-853): the fetcher's directory id
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -143,6 +197,7 @@ class FetchResponse:
     # KIP-630: the leader's answer to a fetch below its log start (or diverging below it): fetch this snapshot
     # (Kafka's tagged ``SnapshotId``; set on the wire when either field differs from -1).
     snapshot_id: SnapshotId | None = None
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v17+ tagged (KIP-853): the named leader's endpoint
 
 
 # ------------------------------------------------------------------------------ FetchSnapshot (KIP-630)
@@ -162,6 +217,7 @@ class FetchSnapshotRequest:
     # on the partition after the cluster id check (KafkaRaftClient.handleFetchSnapshotRequest).
     valid_partition: bool = True
     partition_name: tuple[str, int] | None = None  # (topic, partition) it named, when not valid
+    replica_directory_id: str | None = None  # v1+ tagged (KIP-853)
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -177,6 +233,7 @@ class FetchSnapshotResponse:
     partition_error: Errors = Errors.NONE
     error: Errors = Errors.NONE
     partition_name: tuple[str, int] | None = None  # echoed with UNKNOWN_TOPIC_OR_PARTITION (None: ours)
+    node_endpoints: tuple[NodeEndpoint, ...] = ()  # v1+ tagged (KIP-853)
 
 
 # ------------------------------------------------------------------------------ DescribeQuorum
@@ -199,6 +256,7 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_timestamp: int = -1
     last_caught_up_timestamp: int = -1
+    replica_directory_id: str | None = None  # v2+ (KIP-853); None is ZERO_UUID on the wire
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -212,15 +270,89 @@ class DescribeQuorumResponse:
     error: Errors = Errors.NONE
     # Set when answering a request for other partitions: each is echoed with ``partition_error``.
     unknown: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    nodes: tuple[NodeListeners, ...] = ()  # v2+ (KIP-853): the voters and their listeners
+    error_message: str | None = None  # v2+
+
+
+# ------------------------------------------------------------------------------ KIP-853 voter changes
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class AddRaftVoterRequest:
+    """API 80 v0. ``timeout_ms`` is carried but, as in Kafka, the leader's own request timeout bounds the change."""
+
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: str | None
+    listeners: tuple[Endpoint, ...] = ()
+    timeout_ms: int = 30000
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class AddRaftVoterResponse:
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class RemoveRaftVoterRequest:
+    """API 81 v0."""
+
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: str | None
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class RemoveRaftVoterResponse:
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class UpdateRaftVoterRequest:
+    """API 82 v0: a voter tells the leader its current listeners and supported ``kraft.version`` range."""
+
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: str | None
+    listeners: tuple[Endpoint, ...] = ()
+    kraft_version_min: int = 0
+    kraft_version_max: int = 1
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class UpdateRaftVoterResponse:
+    error: Errors = Errors.NONE
+    current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    leader_endpoint: NodeEndpoint | None = None  # tagged CurrentLeader Host/Port (node_id = leader id)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class ApiVersionsRequest:
+    """The leader's probe of a joining voter (AddRaftVoter step "send ApiVersions"); the core sends it like any
+    request. The shell answers inbound ApiVersions itself (net.py); the core never receives one."""
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class ApiVersionsResponse:
+    """What the core needs of an ApiVersions answer: the error and the responder's supported ``kraft.version``
+    range (SupportedFeatures, v3+; None when absent)."""
+
+    error: Errors = Errors.NONE
+    kraft_version_range: tuple[int, int] | None = None
 
 
 Request = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
-    | DescribeQuorumRequest
+    | DescribeQuorumRequest | AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
+    | ApiVersionsRequest
 )
 Response = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
-    | DescribeQuorumResponse
+    | DescribeQuorumResponse | AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateRaftVoterResponse
+    | ApiVersionsResponse
 )
 
 API_NAMES: dict[type, str] = {
@@ -236,6 +368,14 @@ API_NAMES: dict[type, str] = {
     FetchSnapshotResponse: "FetchSnapshot",
     DescribeQuorumRequest: "DescribeQuorum",
     DescribeQuorumResponse: "DescribeQuorum",
+    AddRaftVoterRequest: "AddRaftVoter",
+    AddRaftVoterResponse: "AddRaftVoter",
+    RemoveRaftVoterRequest: "RemoveRaftVoter",
+    RemoveRaftVoterResponse: "RemoveRaftVoter",
+    UpdateRaftVoterRequest: "UpdateRaftVoter",
+    UpdateRaftVoterResponse: "UpdateRaftVoter",
+    ApiVersionsRequest: "ApiVersions",
+    ApiVersionsResponse: "ApiVersions",
 }
 
 
