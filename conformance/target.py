@@ -63,6 +63,9 @@ CAPABILITIES: dict[str, str] = {
     "controller.quorum.voters, the same listener (KIP-595 observers)",
     "snapshots": "the target writes snapshots of its committed log and cleans the log below them (KIP-630), sooner "
     "when launched with the profile's snapshot_properties",
+    "dynamic-quorum": "the target runs a KIP-853 dynamic quorum: formatted with --initial-controllers "
+    "(kafka-storage format), it finds the quorum through controller.quorum.bootstrap.servers and serves "
+    "AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter (api keys 80-82; Kafka 3.9+)",
 }
 #: The shipped profiles (``--target-profile NAME``); any other value is a YAML file path.
 PROFILE_NAMES = ("kafka", "reference")
@@ -194,21 +197,46 @@ class QuorumLayout:
         return dict(sorted(out.items()))
 
 
+@dataclass(frozen=True)
+class DynamicQuorum:
+    """A KIP-853 dynamic quorum to format the target with: ``kafka-storage format --initial-controllers`` with
+    these voters (id -> (host, port, directory id as Kafka's Uuid string)); the target then finds the quorum
+    through ``controller.quorum.bootstrap.servers`` (every voter's endpoint), not controller.quorum.voters."""
+
+    voters: tuple[tuple[int, str, int, str], ...]
+
+    @property
+    def initial_controllers(self) -> str:
+        """Kafka's --initial-controllers value: ``id@host:port:directoryId,...`` (DynamicVoters.parse)."""
+        return ",".join(f"{vid}@{host}:{port}:{dir_id}" for vid, host, port, dir_id in self.voters)
+
+    def bootstrap_servers_except(self, node_id: int) -> str:
+        """controller.quorum.bootstrap.servers: every voter's endpoint but ``node_id``'s (all when it is none)."""
+        others = [(h, p) for vid, h, p, _d in self.voters if vid != node_id] or [(h, p) for _v, h, p, _d in self.voters]
+        return ",".join(f"{host}:{port}" for host, port in others)
+
+
 def target_properties(
-    layout: QuorumLayout, timeouts: Timeouts, data_dir: str | Path, observer: bool = False
+    layout: QuorumLayout, timeouts: Timeouts, data_dir: str | Path, observer: bool = False,
+    dynamic: DynamicQuorum | None = None,
 ) -> dict[str, str]:
     """The Kafka controller properties the target needs to join the harness's quorum (``observer``: as an
-    observer, its id left out of controller.quorum.voters and process.roles=broker)."""
+    observer, its id left out of controller.quorum.voters and process.roles=broker; ``dynamic``: a KIP-853
+    dynamic quorum, controller.quorum.bootstrap.servers in place of controller.quorum.voters)."""
     voters = ",".join(
         f"{vid}@{host}:{port}" for vid, (host, port) in layout.voters().items()
         if not (observer and vid == layout.target_id)
+    )
+    quorum = (  # the bootstrap servers are the other voters (the harness's), as a joining controller is told
+        {"controller.quorum.bootstrap.servers": dynamic.bootstrap_servers_except(layout.target_id)}
+        if dynamic is not None else {"controller.quorum.voters": voters}
     )
     return {
         "node.id": str(layout.target_id),
         "process.roles": "broker" if observer else "controller",
         "listeners": f"CONTROLLER://{layout.target_host}:{layout.target_port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": voters,
+        **quorum,
         "log.dirs": str(data_dir),
         "controller.quorum.election.timeout.ms": str(timeouts.election_ms),
         "controller.quorum.fetch.timeout.ms": str(timeouts.fetch_ms),
@@ -440,6 +468,13 @@ class Target:
     #: Life -> index into the session log where traffic the black-box model has no steps for begins, in a life
     #: shared with other cases (a target the harness cannot relaunch): that life is checked up to there.
     blackbox_cut_at: dict[int, int] = field(default_factory=dict)
+    #: KIP-853: format the next fresh launches as this dynamic quorum (None: a static controller.quorum.voters); a
+    #: case sets it around a relaunch on a wiped directory, and the reconfiguration module clears it when done
+    dynamic: DynamicQuorum | None = None
+    #: the quorum the current life was formatted with (None: static) and whether no case has changed its voter set
+    #: yet (a fresh launch sets both): cases that leave the set as it was share one life
+    life_dynamic: DynamicQuorum | None = None
+    life_clean: bool = True
     _ssl: SSLContext | None = field(default=None, init=False, repr=False)
 
     def capability_missing(self, capability: str) -> str | None:
@@ -567,7 +602,7 @@ class CommandTarget(Target):
 
     def write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = target_properties(self.layout, self.timeouts, self.data_dir, self.observer)
+        props = target_properties(self.layout, self.timeouts, self.data_dir, self.observer, self.dynamic)
         props.update(self.extra_properties)
         self.config_path.write_text(render_properties(props, header="kraft-tck conformance target"), "utf-8")
 
@@ -579,6 +614,7 @@ class CommandTarget(Target):
         self.trace_files.append(trace)
         if self._fresh or not self.trace_lives:
             self.trace_lives.append([])
+            self.life_dynamic, self.life_clean = self.dynamic, True
         self.trace_lives[-1].append(trace)
         self._fresh = False
         cmd = self.template.format(
@@ -586,6 +622,8 @@ class CommandTarget(Target):
             data_dir=shlex.quote(str(self.data_dir)),
             trace_file=shlex.quote(str(trace)),
             cluster_id=shlex.quote(self.cluster_id or "") if formatted else "''",
+            # KIP-853: kafka-storage format's --initial-controllers value; empty for a static quorum
+            initial_controllers=shlex.quote(self.dynamic.initial_controllers if self.dynamic else ""),
         )
         self._out = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()/stop()
         self.proc = subprocess.Popen(
@@ -669,6 +707,8 @@ class EmbeddedTarget(CommandTarget):
             return
         cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "format",
                "--config", str(self.config_path), "--cluster-id", self.cluster_id, "--ignore-formatted"]  # fmt: skip
+        if self.dynamic is not None:  # KIP-853: a dynamic quorum, as kafka-storage format --initial-controllers
+            cmd += ["--initial-controllers", self.dynamic.initial_controllers]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             raise TargetError(
@@ -706,7 +746,7 @@ class ContainerTarget(Target):
 
         data = self.workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
-        props = target_properties(self.layout, self.timeouts, "/var/lib/kraft", self.observer)
+        props = target_properties(self.layout, self.timeouts, "/var/lib/kraft", self.observer, self.dynamic)
         props.update(self.extra_properties)
         (self.workdir / "server.properties").write_text(render_properties(props), "utf-8")
         c = DockerContainer(self.image)
@@ -715,6 +755,8 @@ class ContainerTarget(Target):
         c.with_volume_mapping(str(data), "/var/lib/kraft", "rw")
         if self.cluster_id is not None and formatted:
             c.with_env("KRAFT_CLUSTER_ID", self.cluster_id)
+            if self.dynamic is not None:  # KIP-853: the image formats with --initial-controllers "$KRAFT_INITIAL_..."
+                c.with_env("KRAFT_INITIAL_CONTROLLERS", self.dynamic.initial_controllers)
         c.start()
         self.container = c
         wait_listening(self.host, self.port, 60)

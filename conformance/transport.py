@@ -73,13 +73,22 @@ class ServerRequest:
 Handler = Callable[[ServerRequest], "Body | Awaitable[Body | None] | None"]
 
 
-def api_versions_response(ranges: Mapping[int, tuple[int, int]], error: int = Errors.NONE) -> Body:
-    """An ApiVersions response body advertising ``ranges`` (api key -> (min, max))."""
-    return {
+def api_versions_response(
+    ranges: Mapping[int, tuple[int, int]], error: int = Errors.NONE,
+    features: Mapping[str, tuple[int, int]] | None = None,
+) -> Body:
+    """An ApiVersions response body advertising ``ranges`` (api key -> (min, max)) and, from v3 on, the
+    ``features`` the server supports (name -> (min, max), e.g. KIP-853's ``kraft.version``)."""
+    body: Body = {
         "ErrorCode": int(error),
         "ApiKeys": [{"ApiKey": k, "MinVersion": lo, "MaxVersion": hi} for k, (lo, hi) in sorted(ranges.items())],
         "ThrottleTimeMs": 0,
     }
+    if features:
+        body["SupportedFeatures"] = [
+            {"Name": n, "MinVersion": lo, "MaxVersion": hi} for n, (lo, hi) in sorted(features.items())
+        ]
+    return body
 
 
 # ------------------------------------------------------------------------------------------------ client
@@ -284,6 +293,8 @@ class KafkaServer:
         self.api_ranges = {API_VERSIONS: codec.supported_versions(API_VERSIONS), **api_ranges}
         if sasl is not None:
             self.api_ranges.update(SASL_RANGES)
+        #: the features its ApiVersions v3+ answers list as SupportedFeatures (name -> (min, max))
+        self.supported_features: dict[str, tuple[int, int]] = {}
         self._host = host
         self._port = port
         self._observer = observer
@@ -399,7 +410,8 @@ class KafkaServer:
         if self._observer:
             self._observer("recv", req.api_key, req.api_version, req.correlation_id, body, peer)
         if req.api_key == API_VERSIONS:
-            done.set_result(self._frame(req, api_versions_response(self.api_ranges)))
+            features = self.supported_features if req.api_version >= 3 else None
+            done.set_result(self._frame(req, api_versions_response(self.api_ranges, features=features)))
             return done
         lo_hi = self.api_ranges.get(req.api_key)
         if lo_hi is None or not lo_hi[0] <= req.api_version <= lo_hi[1]:

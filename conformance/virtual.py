@@ -20,10 +20,12 @@ suffixes on the target that a later virtual leader makes it truncate, which is t
 from __future__ import annotations
 
 import asyncio
+import base64
 import bisect
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from ssl import SSLContext
@@ -64,6 +66,30 @@ METADATA_VERSION_VALUE = metadata_value(
 
 class HarnessError(RuntimeError):
     """The harness itself was asked to do something impossible (a bug in a scenario, not the target)."""
+
+
+# ---------------------------------------------------------------------------------------------- KIP-853 ids
+
+#: Kafka's Uuid.ZERO_UUID: "no directory id" (ReplicaKey.of(id, ZERO_UUID) has none).
+ZERO_UUID = uuid.UUID(int=0)
+#: The listener name of every endpoint the harness announces (the target's controller.listener.names).
+LISTENER = "CONTROLLER"
+#: The kraft.version range the virtual voters support (KIP-853: 0 static, 1 dynamic quorum).
+KRAFT_VERSION_RANGE = (0, 1)
+
+
+def kafka_uuid(u: uuid.UUID | None) -> str:
+    """Kafka's string form of a Uuid: URL-safe base64 of its 16 bytes, no padding (Uuid.toString)."""
+    return base64.urlsafe_b64encode((u or ZERO_UUID).bytes).rstrip(b"=").decode("ascii")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def directory_id_of(node_id: int, salt: str = "") -> uuid.UUID:
+    """A fixed, valid directory id for a harness node (never one of Kafka's reserved low Uuids)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kraft-tck/virtual-voter/{node_id}{salt}")
 
 
 # ---------------------------------------------------------------------------------------------- frames
@@ -352,6 +378,35 @@ class VLog:
         now = int(time.time() * 1000)
         self.batches.append(control_batch(self.end, epoch, ControlType.LEADER_CHANGE, body, timestamp=now))
 
+    def append_control(self, epoch: int, ctype: ControlType, body: dict[str, Any], commit: bool = True) -> int:
+        """One control record (KIP-853's KRaftVersionRecord or VotersRecord) in a batch of its own, as a virtual
+        leader writes it (the epoch's LeaderChange first, as ``append_metadata``); returns its offset."""
+        if epoch < self.last_epoch:
+            raise HarnessError(f"append in epoch {epoch} after epoch {self.last_epoch}")
+        if epoch > self.last_epoch:
+            self.append_leader_change(epoch, self.writer_id, self.voters, self.granting)
+        offset = self.end
+        self.batches.append(control_batch(offset, epoch, ctype, body, timestamp=int(time.time() * 1000)))
+        if commit:
+            self.committed = self.end
+        return offset
+
+    def control_records(self, ctype: ControlType, start: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """(offset, body) of every control record of ``ctype`` in the log from ``start`` on (KIP-853: the
+        voter set in force is the last VotersRecord, committed or not)."""
+        from kraft_tck.spec.records import decode_control
+
+        out: list[tuple[int, dict[str, Any]]] = []
+        for b in self.batches:
+            if not b.is_control or b.last_offset < start:
+                continue
+            for k, r in enumerate(b.records):
+                with contextlib.suppress(Exception):
+                    t, body = decode_control(r)
+                    if t == ctype and b.base_offset + k >= start:
+                        out.append((b.base_offset + k, body))
+        return out
+
     def append_batches(self, batches: list[RecordBatch]) -> int:
         """Append fetched batches that continue the log; returns how many were taken."""
         taken = 0
@@ -434,11 +489,24 @@ class VirtualVoter:
     fetch_snapshot_hook: FetchHook | None = None
     #: the epoch this voter resigned with EndQuorumEpoch (-1: none): a resigned leader is no live leader
     resigned_epoch: int = -1
+    #: KIP-853: this replica's directory id (its ReplicaKey is (node_id, directory_id)); fixed per node id
+    directory_id: uuid.UUID = ZERO_UUID
+    #: the features its ApiVersions answers advertise (KIP-853: kraft.version; None: none, a pre-3.9 node)
+    features: dict[str, tuple[int, int]] | None = field(default_factory=lambda: {"kraft.version": KRAFT_VERSION_RANGE})
     votes: dict[int, int] = field(default_factory=dict)  # epoch -> candidate: a virtual voter votes once
     server: KafkaServer | None = None
     client: KafkaClient | None = None
     #: correlation id -> observer id of the fetches sent for an observer through this voter's connection
     _observer_fetches: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.directory_id == ZERO_UUID:
+            self.directory_id = directory_id_of(self.node_id)
+
+    @property
+    def endpoint(self) -> dict[str, Any]:
+        """This voter's listener as KIP-853 messages carry it (VotersRecord Endpoints, AddRaftVoter Listeners)."""
+        return {"Name": LISTENER, "Host": self.host, "Port": self.port}
 
     async def start(self) -> None:
         ranges = {k: codec.supported_versions(k) for k in B.KRAFT_APIS.values()}
@@ -447,6 +515,7 @@ class VirtualVoter:
         ranges[S.FETCH_SNAPSHOT] = codec.supported_versions(S.FETCH_SNAPSHOT)  # KIP-630: a leader serves snapshots
         self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server,
                                   ssl=self.quorum.server_ssl, sasl=self.quorum.server_sasl)
+        self.server.supported_features = dict(self.features or {})
         try:
             await self.server.start()
         except OSError as exc:
@@ -652,16 +721,23 @@ class VirtualVoter:
 
     async def vote(
         self, epoch: int, last_epoch: int, last_offset: int, cluster_id: Any = "default", candidate: int | None = None,
-        pre_vote: bool = False,
+        pre_vote: bool = False, voter_id: int | None = None, voter_directory_id: uuid.UUID | None = None,
     ) -> dict[str, Any]:
         """A Vote to the target; ``pre_vote``: KIP-996's (Vote v2 PreVote=true; ``epoch`` is then the voter's
-        current epoch). A pre-vote needs a target that advertises Vote v2 (a HarnessError otherwise)."""
+        current epoch). A pre-vote needs a target that advertises Vote v2 (a HarnessError otherwise).
+        From v1 (KIP-853) it names the candidate's directory id and the recipient's voter key: ``voter_id`` /
+        ``voter_directory_id`` (default: the target's id and the directory id the harness knows for it)."""
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         cand = self.node_id if candidate is None else candidate
-        t = self.quorum.target.node_id
+        t = self.quorum.target.node_id if voter_id is None else voter_id
+        vdir = self.quorum.target_directory_id if voter_directory_id is None else voter_directory_id
 
         def build(version: int) -> dict[str, Any]:
             body = B.vote_request(cid, epoch, cand, last_epoch, last_offset, t)
+            if version >= 1:
+                p = body["Topics"][0]["Partitions"][0]
+                p["CandidateDirectoryId"] = self.directory_id
+                p["VoterDirectoryId"] = vdir or ZERO_UUID
             if pre_vote:
                 if version < 2:
                     raise HarnessError(f"a pre-vote needs Vote v2; the target speaks v{version}")
@@ -671,20 +747,44 @@ class VirtualVoter:
         _, resp = await self.request(B.VOTE, build)
         return resp
 
-    async def begin_quorum_epoch(self, epoch: int, cluster_id: Any = "default") -> dict[str, Any]:
+    async def begin_quorum_epoch(
+        self, epoch: int, cluster_id: Any = "default", voter_id: int | None = None,
+        voter_directory_id: uuid.UUID | None = None,
+    ) -> dict[str, Any]:
+        """BeginQuorumEpoch to the target; from v1 (KIP-853) with the recipient's voter key (``voter_id`` /
+        ``voter_directory_id``, default: the target's) and, in a dynamic quorum, this leader's endpoint."""
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
-        t = self.quorum.target.node_id
-        _, resp = await self.request(
-            B.BEGIN_QUORUM_EPOCH, lambda _v: B.begin_quorum_epoch_request(cid, self.node_id, epoch, t)
-        )
+        t = self.quorum.target.node_id if voter_id is None else voter_id
+        vdir = self.quorum.target_directory_id if voter_directory_id is None else voter_directory_id
+
+        def build(version: int) -> dict[str, Any]:
+            body = B.begin_quorum_epoch_request(cid, self.node_id, epoch, t)
+            if version >= 1:
+                body["Topics"][0]["Partitions"][0]["VoterDirectoryId"] = vdir or ZERO_UUID
+                if self.quorum.dynamic:
+                    body["LeaderEndpoints"] = [self.endpoint]
+            return body
+
+        _, resp = await self.request(B.BEGIN_QUORUM_EPOCH, build)
         return resp
 
     async def end_quorum_epoch(self, epoch: int, successors: list[int], cluster_id: Any = "default") -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         self.resigned_epoch = epoch  # before the target can act on it: its pre-votes may come at once
-        _, resp = await self.request(
-            B.END_QUORUM_EPOCH, lambda v: B.end_quorum_epoch_request(cid, self.node_id, epoch, successors, v)
-        )
+        q = self.quorum
+
+        def build(v: int) -> dict[str, Any]:
+            body = B.end_quorum_epoch_request(cid, self.node_id, epoch, successors, v)
+            if v >= 1 and q.dynamic:  # KIP-853: each preferred candidate by its ReplicaKey, this leader's endpoint
+                for c in body["Topics"][0]["Partitions"][0].get("PreferredCandidates", []):
+                    cand = int(c["CandidateId"])
+                    voter = q.voters.get(cand) or q.joiners.get(cand)
+                    key = q.target_directory_id if cand == q.target.node_id else voter.directory_id if voter else None
+                    c["CandidateDirectoryId"] = key or ZERO_UUID
+                body["LeaderEndpoints"] = [self.endpoint]
+            return body
+
+        _, resp = await self.request(B.END_QUORUM_EPOCH, build)
         return resp
 
     async def fetch(
@@ -697,6 +797,7 @@ class VirtualVoter:
         replica_id: int | None = None,
         cluster_id: Any = "default",
         timeout_s: float | None = None,
+        replica_directory_id: uuid.UUID | None = None,
     ) -> dict[str, Any]:
         cid = self.quorum.cluster_id if cluster_id == "default" else cluster_id
         rid = self.node_id if replica_id is None else replica_id
@@ -704,10 +805,20 @@ class VirtualVoter:
             # Claiming records the harness does not hold would let the target commit what no virtual
             # voter can later serve back.
             raise HarnessError(f"fetch claims offset {offset} beyond the harness log end {self.quorum.log.end}")
+        # KIP-853 (Fetch v17): in a dynamic quorum a replica fetches under its ReplicaKey (id, directory id); a
+        # voter fetching without its directory id does not count as that voter (Kafka's ReplicaState.matchesKey)
+        dir_id = replica_directory_id
+        if dir_id is None and self.quorum.dynamic:
+            dir_id = self.directory_id if rid == self.node_id else ZERO_UUID
+
+        def build(v: int) -> dict[str, Any]:
+            body = B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms)
+            if v >= 17 and dir_id is not None:
+                body["Topics"][0]["Partitions"][0]["ReplicaDirectoryId"] = dir_id
+            return body
+
         _, resp = await self.request(
-            B.FETCH,
-            lambda v: B.fetch_request(v, cid, rid, epoch, offset, last_fetched_epoch, max_wait_ms),
-            timeout_s=timeout_s or (self.quorum.request_timeout_s + max_wait_ms / 1000),
+            B.FETCH, build, timeout_s=timeout_s or (self.quorum.request_timeout_s + max_wait_ms / 1000),
         )
         return resp
 
@@ -780,6 +891,13 @@ class Quorum:
         self.frames = FrameLog()
         self.session = SessionLog()
         self.known_epoch = 0  # the highest epoch seen anywhere: new harness epochs go above it
+        #: KIP-853: the target's directory id as the harness formatted it (None: unknown, a static quorum)
+        self.target_directory_id: uuid.UUID | None = None
+        #: KIP-853: the target runs a dynamic quorum (kraft.version 1): virtual voters fetch with their
+        #: directory ids and announce their endpoints
+        self.dynamic = False
+        #: KIP-853: harness replicas that are not voters of the initial set (a voter to add), started by a case
+        self.joiners: dict[int, VirtualVoter] = {}
         self.leader_id = -1  # the virtual voter leading, or -1
         self.leader_epoch = -1
         self._change = asyncio.Event()
@@ -796,8 +914,29 @@ class Quorum:
 
     async def close(self) -> None:
         await self.stop_tasks()
+        await self.close_joiners()
         for v in self.voters.values():
             await v.close()
+
+    async def add_joiner(
+        self, node_id: int, features: dict[str, tuple[int, int]] | None = None, port: int = 0
+    ) -> VirtualVoter:
+        """A harness replica outside the voter set (KIP-853: the voter an AddRaftVoter adds), listening on its own
+        port for the target's ApiVersions probe (``features``: what that answer advertises; default kraft.version
+        0-1) and, once added, its BeginQuorumEpoch. It fetches from the target with ``fetch(replica_id=...)``."""
+        if node_id in self.joiners:
+            return self.joiners[node_id]
+        host = next(iter(self.voters.values())).host if self.voters else "127.0.0.1"
+        j = VirtualVoter(node_id, self, host, port)
+        j.features = {"kraft.version": KRAFT_VERSION_RANGE} if features is None else features
+        await j.start()
+        self.joiners[node_id] = j
+        return j
+
+    async def close_joiners(self) -> None:
+        for j in list(self.joiners.values()):
+            await j.close()
+        self.joiners.clear()
 
     def record(
         self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]
@@ -879,6 +1018,7 @@ class Quorum:
             if v.partitioned:
                 self.partition(v.node_id, False)
             v.silent_votes = False
+        await self.close_joiners()
         if self.leader_id != -1:
             self.set_leader(-1, -1)
         self.log.forget_snapshot()

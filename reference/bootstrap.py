@@ -28,6 +28,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import DecodeError
@@ -40,6 +41,9 @@ from kraft_tck.spec.records import (
     decode_control,
     encode_batches,
 )
+
+if TYPE_CHECKING:
+    from kraft_tck.reference.voters import VoterSet
 
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 #: metadata.version written by format: Kafka 3.9's latest production level, 3.9-IV0 (Kafka's
@@ -281,3 +285,214 @@ def metadata_dir_of(props: dict[str, str] | None = None, *, metadata_log_dir: st
             if first:
                 return Path(first)
     return None
+
+
+# ============================================================================================ KIP-853 bootstrap
+
+
+#: The metadata log's partition directory, below the metadata log directory (Kafka's ``__cluster_metadata-0``).
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+#: Kafka's ``Snapshots.BOOTSTRAP_SNAPSHOT_ID`` (0, 0) as a file name: the bootstrap checkpoint.
+BOOTSTRAP_CHECKPOINT = "00000000000000000000-0000000000.checkpoint"
+KRAFT_VERSION_FEATURE = "kraft.version"
+#: The kraft.version levels this node supports (Kafka's KRaftVersion: 0 static, 1 KIP-853) and the
+#: metadata.version kraft.version 1 needs (``KRaftVersion.KRAFT_VERSION_1``: 3.9-IV0, level 21).
+KRAFT_VERSIONS = (0, 1)
+KRAFT_VERSION_1_MIN_METADATA_VERSION = 21
+
+
+@dataclass(frozen=True)
+class DynamicVoter:
+    """One ``id@host:port:directoryId`` of ``--initial-controllers`` (Kafka's ``DynamicVoter``)."""
+
+    node_id: int
+    host: str
+    port: int
+    directory_id: str  # Kafka's Uuid string
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.node_id}@{host}:{self.port}:{self.directory_id}"
+
+
+def _java_int(text: str) -> int | None:
+    """``Integer.parseInt``: an optional sign and decimal digits within int32; None otherwise."""
+    if not re.fullmatch(r"[+-]?\d+", text):
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None
+
+
+def parse_kafka_uuid(text: str) -> str | None:
+    """``Uuid.fromString``: URL-safe base64 of 16 bytes (22 characters, no padding); the text, else None."""
+    if len(text) != 22 or not re.fullmatch(r"[A-Za-z0-9_-]{22}", text):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (binascii.Error, ValueError):
+        return None
+    return text if len(raw) == 16 else None
+
+
+def parse_dynamic_voter(text: str) -> DynamicVoter:
+    """One voter as Kafka's ``DynamicVoter.parse`` reads it, with its messages (BootstrapError)."""
+    rest = text.strip()
+    at = rest.find("@")
+    if at < 0:
+        raise BootstrapError("No @ found in dynamic voter string.")
+    if at == 0:
+        raise BootstrapError("Invalid @ at beginning of dynamic voter string.")
+    node_id = _java_int(rest[:at])
+    if node_id is None:
+        raise BootstrapError("Failed to parse node id in dynamic voter string.")
+    if node_id < 0:
+        raise BootstrapError(f"Invalid negative node id {node_id} in dynamic voter string.")
+    rest = rest[at + 1:]
+    if not rest:
+        raise BootstrapError("No hostname found after node id.")
+    if rest.startswith("["):
+        end = rest.find("]")
+        if end < 0:
+            raise BootstrapError("Hostname began with left bracket, but no right bracket was found.")
+        host, rest = rest[1:end], rest[end + 1:]
+    else:
+        colon = rest.find(":")
+        if colon < 0:
+            raise BootstrapError("No colon following hostname could be found.")
+        host, rest = rest[:colon], rest[colon:]
+    if not rest.startswith(":"):
+        raise BootstrapError("Port section must start with a colon.")
+    rest = rest[1:]
+    colon = rest.find(":")
+    if colon < 0:
+        raise BootstrapError("No colon following port could be found.")
+    port = _java_int(rest[:colon])
+    if port is None:
+        raise BootstrapError("Failed to parse port in dynamic voter string.")
+    if not 0 <= port <= 65535:
+        raise BootstrapError(f"Invalid port {port} in dynamic voter string.")
+    directory_id = parse_kafka_uuid(rest[colon + 1:])
+    if directory_id is None:
+        raise BootstrapError("Failed to parse directory ID in dynamic voter string.")
+    return DynamicVoter(node_id, host, port, directory_id)
+
+
+def parse_dynamic_voters(text: str) -> tuple[DynamicVoter, ...]:
+    """``--initial-controllers`` as Kafka's ``DynamicVoters.parse``: comma-separated voters (empty items
+    skipped), at least one, each node id once; sorted by node id (Kafka keeps them in a TreeMap)."""
+    voters = [parse_dynamic_voter(item) for item in text.strip().split(",") if item]
+    if not voters:
+        raise BootstrapError("No voters given.")
+    seen: set[int] = set()
+    for v in voters:
+        if v.node_id in seen:
+            raise BootstrapError(f"Node id {v.node_id} was specified more than once.")
+        seen.add(v.node_id)
+    return tuple(sorted(voters, key=lambda v: v.node_id))
+
+
+def voters_record_body(voters: tuple[DynamicVoter, ...] | list[DynamicVoter], listener_name: str
+                       ) -> dict[str, object]:
+    """The VotersRecord of the initial voters (``DynamicVoters.toVoterSet`` + ``VoterSet.toVotersRecord``): each
+    voter's key, one endpoint on the controller listener name, supported kraft.version 0..1, in id order."""
+    import uuid
+
+    return {"Version": 0, "Voters": [
+        {"VoterId": v.node_id,
+         "VoterDirectoryId": uuid.UUID(bytes=base64.urlsafe_b64decode(v.directory_id + "==")),
+         "Endpoints": [{"Name": listener_name, "Host": v.host, "Port": v.port}],
+         "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1}}
+        for v in sorted(voters, key=lambda v: v.node_id)]}
+
+
+def initial_voter_set(voters: tuple[DynamicVoter, ...] | list[DynamicVoter], listener_name: str) -> VoterSet:
+    """``DynamicVoters.toVoterSet``: the initial voters as a ``voters.VoterSet`` (what the checkpoint holds)."""
+    from kraft_tck.reference.voters import voter_set_from_record
+
+    return voter_set_from_record(voters_record_body(voters, listener_name))
+
+
+def dynamic_quorum_snapshot(voters: tuple[DynamicVoter, ...] | list[DynamicVoter], listener_name: str,
+                            kraft_version: int = 1, timestamp_ms: int | None = None) -> bytes:
+    """The bytes of the bootstrap checkpoint (Kafka's ``Formatter.writeDynamicQuorumSnapshot``): one control
+    batch at offset 0, epoch 0, of SnapshotHeaderRecord (LastContainedLogTimestamp = now), KRaftVersionRecord
+    and VotersRecord, then the SnapshotFooterRecord batch."""
+    from kraft_tck.reference.snapshot import BOOTSTRAP_SNAPSHOT_ID, encode_snapshot
+
+    now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    return encode_snapshot(BOOTSTRAP_SNAPSHOT_ID, [], last_contained_log_timestamp=now, timestamp_ms=now,
+                           kraft_version=kraft_version, voters=voters_record_body(voters, listener_name))
+
+
+def write_dynamic_quorum_snapshot(metadata_dir: Path, voters: tuple[DynamicVoter, ...] | list[DynamicVoter],
+                                  listener_name: str, kraft_version: int = 1) -> Path:
+    """``<metadata_dir>/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``, written to
+    ``.checkpoint.part``, fsynced and renamed (Kafka's ``FileRawSnapshotWriter.freeze``)."""
+    partition = metadata_dir / METADATA_PARTITION_DIR
+    partition.mkdir(parents=True, exist_ok=True)
+    path = partition / BOOTSTRAP_CHECKPOINT
+    tmp = partition / (BOOTSTRAP_CHECKPOINT + ".part")
+    tmp.unlink(missing_ok=True)
+    try:
+        with open(tmp, "xb") as f:
+            f.write(dynamic_quorum_snapshot(voters, listener_name, kraft_version))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(partition, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+@dataclass(frozen=True)
+class BootstrapVoters:
+    """What the bootstrap checkpoint holds: kraft.version and the initial voter set (``voters.VoterSet``)."""
+
+    kraft_version: int
+    voters: VoterSet
+
+
+def read_bootstrap_checkpoint(log_dir: Path) -> BootstrapVoters | None:
+    """The bootstrap checkpoint of the metadata log directory ``log_dir`` (None when there is none: a static
+    quorum, or ``--no-initial-controllers``). A file that is not a whole snapshot (CRC, header first, footer
+    last, epoch 0), holds data records, or lacks the KRaftVersionRecord (level 1) or the VotersRecord is
+    refused with BootstrapError naming the file."""
+    from kraft_tck.reference.snapshot import BOOTSTRAP_SNAPSHOT_ID, decode_snapshot
+    from kraft_tck.reference.storage import CorruptFileError
+
+    path = Path(log_dir) / METADATA_PARTITION_DIR / BOOTSTRAP_CHECKPOINT
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BootstrapError(f"{path}: cannot read the bootstrap checkpoint: {exc.strerror or exc}") from None
+    try:
+        snap = decode_snapshot(path, data, BOOTSTRAP_SNAPSHOT_ID)
+    except CorruptFileError as exc:
+        raise BootstrapError(f"{path}: not a valid bootstrap checkpoint: {exc.problem}; format the directory "
+                             "again (kraft-tck format --standalone or --initial-controllers)") from None
+    if snap.batches:
+        raise BootstrapError(f"{path}: the bootstrap checkpoint holds {snap.record_count} data record(s) besides "
+                             "its control records; Kafka's format writes none")
+    if snap.kraft_version not in KRAFT_VERSIONS or snap.kraft_version == 0:
+        raise BootstrapError(f"{path}: the bootstrap checkpoint has no KRaftVersionRecord with kraft.version 1 "
+                             f"(found {snap.kraft_version}): this node supports kraft.version 0 and 1, and "
+                             "a dynamic quorum is 1")
+    if snap.voters is None or not snap.voters.nodes:
+        raise BootstrapError(f"{path}: the bootstrap checkpoint has no VotersRecord with at least one voter")
+    return BootstrapVoters(snap.kraft_version, snap.voters)
+
+
+def read_bootstrap_voters(log_dir: Path) -> VoterSet | None:
+    """The initial voter set (``voters.VoterSet``) of the bootstrap checkpoint in the metadata log directory
+    ``log_dir``, or None when there is none (KIP-853 "Bootstrapping"; Kafka's ``KafkaRaftClient`` reads it as the
+    snapshot at (0, 0), ``testFollowerReadsKRaftBootstrapRecords``). Validation errors name the file
+    (BootstrapError)."""
+    found = read_bootstrap_checkpoint(log_dir)
+    return None if found is None else found.voters

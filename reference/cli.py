@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, ClassVar, TypeVar
 
 import click
 from kraft_tck.reference.config import ConfigError, NodeConfig, load_properties
@@ -93,6 +93,82 @@ def environment_problem(exc: BaseException, what: str, fix: str) -> click.ClickE
 # ---------------------------------------------------------------------------------------------- format
 
 
+class _ExclusiveOption(click.Option):
+    """One of argparse4j's mutually exclusive options (kafka-storage's --standalone, --no-initial-controllers and
+    --initial-controllers): a second one given is refused with argparse4j's words."""
+
+    GROUP: ClassVar[tuple[str, ...]] = ("standalone", "no_initial_controllers", "initial_controllers")
+    SHOWN: ClassVar[dict[str, str]] = {"standalone": "--standalone/-s",
+                                       "no_initial_controllers": "--no-initial-controllers/-N",
+                                       "initial_controllers": "--initial-controllers/-I"}
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> tuple[Any, list[str]]:
+        name = self.name or ""
+        if opts.get(name) not in (None, False):
+            others = [o for o in self.GROUP if o != name and opts.get(o) not in (None, False)]
+            if others:
+                first, second = sorted([name, others[0]], key=self.GROUP.index)
+                raise TerseError(f"argument {self.SHOWN[second]}: not allowed with argument {self.SHOWN[first]}")
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def _parse_features(features: tuple[str, ...]) -> dict[str, int]:
+    """kafka-storage's --feature NAME=LEVEL (``StorageTool.parseNameAndLevel``, its messages); this node knows
+    the feature kraft.version only (Kafka's Formatter: "Unsupported feature")."""
+    from kraft_tck.reference.bootstrap import KRAFT_VERSION_FEATURE
+
+    levels: dict[str, int] = {}
+    for item in features:
+        name, eq, level_text = item.partition("=")
+        if not eq:
+            raise TerseError(f"Can't parse feature=level string {item}: equals sign not found.")
+        name, level_text = name.strip(), level_text.strip()
+        if not re.fullmatch(r"[+-]?\d+", level_text) or not -(2**15) <= int(level_text) < 2**15:
+            raise TerseError(f"Can't parse feature=level string {item}: unable to parse {level_text} as a short.")
+        if name != KRAFT_VERSION_FEATURE:
+            raise TerseError(f"Unsupported feature: {name}. Supported features are: {KRAFT_VERSION_FEATURE}")
+        levels[name] = int(level_text)
+    return levels
+
+
+def _kraft_version(levels: dict[str, int], dynamic: bool, metadata_version: int) -> int:
+    """Kafka's ``Formatter.effectiveKRaftFeatureLevel`` (with its messages) and the level checks of
+    ``Features.validateVersion``: 1 with initial controllers, 0 without; a --feature kraft.version that
+    contradicts them is refused."""
+    from kraft_tck.reference.bootstrap import KRAFT_VERSION_1_MIN_METADATA_VERSION, KRAFT_VERSIONS
+
+    level = levels.get("kraft.version")
+    if level is None:
+        return 1 if dynamic else 0
+    if level == 0 and dynamic:
+        raise TerseError(f"Cannot set kraft.version to {level} if KIP-853 configuration is present. "
+                         "Try removing the --feature flag for kraft.version.")
+    if level != 0 and not dynamic:
+        raise TerseError(f"Cannot set kraft.version to {level} unless KIP-853 configuration is present. "
+                         "Try removing the --feature flag for kraft.version.")
+    if level not in KRAFT_VERSIONS:
+        raise TerseError(f"No feature:kraft.version with feature level {level}")
+    if level >= 1 and metadata_version < KRAFT_VERSION_1_MIN_METADATA_VERSION:
+        raise TerseError(f"kraft.version could not be set to {level} because it depends on metadata.version "
+                         f"level {KRAFT_VERSION_1_MIN_METADATA_VERSION}")
+    return level
+
+
+def _standalone_voter(cfg: NodeConfig, directory_id: str) -> str:
+    """``StorageTool.createStandaloneDynamicVoters``: node.id@host:port:dirId of the first advertised controller
+    listener (advertised.listeners over listeners; an empty host is localhost)."""
+    if "controller" not in cfg.process_roles:
+        raise TerseError("You can only use --standalone on a controller.")
+    host, port = cfg.listener.endpoint.host, cfg.listener.endpoint.port
+    advertised = cfg.extra.get("advertised.listeners", "")
+    for item in filter(None, (x.strip() for x in advertised.split(","))):
+        m = re.fullmatch(r"([^:/]+)://\[?([^\]]*?)\]?:(\d+)", item)
+        if m and m.group(1).upper() == cfg.listener.name:
+            host, port = m.group(2), int(m.group(3))
+    host = host or "localhost"
+    return f"{cfg.node_id}@{f'[{host}]' if ':' in host else host}:{port}:{directory_id}"
+
+
 @main.command("format")
 @click.option("-c", "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The node's configuration file (server.properties): node.id and log.dirs.")
@@ -104,11 +180,33 @@ def environment_problem(exc: BaseException, what: str, fix: str) -> click.ClickE
               help="A SCRAM credential for the bootstrap metadata, as kafka-storage's: "
                    "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (also iterations=, or salt= with "
                    "saltedpassword=, base64). Repeatable. The node accepts SCRAM logins from them.")
+@click.option("-f", "--feature", "features", multiple=True, metavar="NAME=LEVEL",
+              help="A feature level, as kafka-storage's (this node knows kraft.version: 0 static quorum, 1 "
+                   "dynamic; the default follows the options below).")
+@click.option("-s", "--standalone", is_flag=True, cls=_ExclusiveOption,
+              help="KIP-853: initialize this controller as a single-node dynamic quorum (its first controller "
+                   "listener, a new directory id).")
+@click.option("-N", "--no-initial-controllers", is_flag=True, cls=_ExclusiveOption,
+              help="KIP-853: initialize a controller without a dynamic quorum topology (it learns the voters from "
+                   "the leader's log; add it with quorum add-controller).")
+@click.option("-I", "--initial-controllers", metavar="ID@HOST:PORT:DIRID,...", cls=_ExclusiveOption,
+              help="KIP-853: the initial dynamic quorum, id@host:port:directoryId,... (IPv6 hosts in brackets); the "
+                   "same value on every node.")
 def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool, ignore_formatted: bool,
-               add_scram: tuple[str, ...]) -> None:
+               add_scram: tuple[str, ...], features: tuple[str, ...], standalone: bool, no_initial_controllers: bool,
+               initial_controllers: str | None) -> None:
     """Format the node's data directory with a cluster id (meta.properties) and its bootstrap metadata
-    (bootstrap.checkpoint: metadata.version and any --add-scram credentials), like kafka-storage format."""
-    from kraft_tck.reference.bootstrap import BootstrapError, parse_add_scram, write_bootstrap
+    (bootstrap.checkpoint: metadata.version and any --add-scram credentials), like kafka-storage format.
+    With --standalone or --initial-controllers (KIP-853) also the bootstrap checkpoint
+    __cluster_metadata-0/00000000000000000000-0000000000.checkpoint holding kraft.version 1 and the voters."""
+    from kraft_tck.reference.bootstrap import (
+        METADATA_VERSION_LEVEL,
+        BootstrapError,
+        parse_add_scram,
+        parse_dynamic_voters,
+        write_bootstrap,
+        write_dynamic_quorum_snapshot,
+    )
     from kraft_tck.reference.security import FORMATTING
     from kraft_tck.reference.storage import StorageError, format_dir, new_uuid, read_meta_file
 
@@ -119,12 +217,29 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
         FORMATTING.reset(token)
     if random_cluster_id == (cluster_id is not None):
         raise click.UsageError("give exactly one of -t/--cluster-id ID or --random-cluster-id")
+    # StorageTool.runFormatCommand's order: --initial-controllers, --standalone, the KIP-853 safeguard, then
+    # the Formatter (feature levels, bootstrap records).
+    try:
+        voters = None
+        if initial_controllers is not None:
+            voters = parse_dynamic_voters(initial_controllers)
+        if standalone:
+            voters = parse_dynamic_voters(_standalone_voter(cfg, new_uuid()))
+    except BootstrapError as exc:
+        raise TerseError(str(exc)) from exc
+    if not no_initial_controllers and "controller" in cfg.process_roles and not cfg.voters and voters is None:
+        raise TerseError("Because controller.quorum.voters is not set on this controller, you must specify one of "
+                         "the following: --standalone, --initial-controllers, or --no-initial-controllers.")
+    kraft_version = _kraft_version(_parse_features(features), voters is not None, METADATA_VERSION_LEVEL)
     try:  # Kafka's Formatter computes the bootstrap records before it writes anything
         credentials = [parse_add_scram(arg) for arg in add_scram]
     except BootstrapError as exc:
         raise TerseError(f"--add-scram: {exc}") from exc
     cid = cluster_id or new_uuid()
     data_dir = Path(cfg.log_dir)
+    # Formatter.DirectoryType: the metadata directory of a node named in the initial controllers takes the
+    # directory id given there; any other directory gets a random one.
+    mine = next((v for v in voters or () if v.node_id == cfg.node_id), None)
     try:
         existing = read_meta_file(data_dir / "meta.properties")
         if existing is not None and not ignore_formatted:
@@ -132,10 +247,13 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
             raise TerseError(f"Log directory {data_dir} is already formatted. "
                              f"Use --ignore-formatted to ignore this directory and format the others.")
         if existing is None:
-            # Kafka writes bootstrap.checkpoint before meta.properties (the Copier's pre-write handler).
+            # Kafka writes bootstrap.checkpoint (and, for a dynamic quorum, the bootstrap snapshot) before
+            # meta.properties (the Copier's pre-write handler).
             data_dir.mkdir(parents=True, exist_ok=True)
             write_bootstrap(data_dir, credentials)
-        format_dir(data_dir, cfg.node_id, cid)  # refuses another cluster or node id, -g or not
+            if voters is not None:
+                write_dynamic_quorum_snapshot(data_dir, voters, cfg.listener.name, kraft_version)
+        format_dir(data_dir, cfg.node_id, cid, mine.directory_id if mine is not None else None)
     except StorageError as exc:
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:
@@ -146,6 +264,10 @@ def format_cmd(config_path: str, cluster_id: str | None, random_cluster_id: bool
         return
     scram = f" and {len(credentials)} SCRAM credential(s)" if credentials else ""
     click.echo(f"Formatted {data_dir} for node {cfg.node_id} with cluster id {cid}{scram}")
+    if voters is not None:
+        kind = "voter" if mine is not None else "non-voter"
+        click.echo(f"Formatted a dynamic quorum (kraft.version {kraft_version}) {kind} directory: initial "
+                   f"controllers {','.join(str(v) for v in voters)}")
 
 
 @main.command("random-uuid")
@@ -410,7 +532,7 @@ def _command_config(path: str) -> dict[str, str]:
 @click.pass_context
 def quorum_cmd(ctx: click.Context, bootstrap_controller: str | None, bootstrap_server: str | None,
                command_config: str | None, timeout_ms: int) -> None:
-    """Describe a quorum (like kafka-metadata-quorum)."""
+    """Describe a quorum, add or remove a controller (KIP-853), like kafka-metadata-quorum."""
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
         # What goes wrong is said in one line (QuorumError); the connection's own warnings only with -v.
         logging.getLogger("kraft_tck.reference.net").setLevel(logging.ERROR)
@@ -495,38 +617,19 @@ def describe_cmd(obj: _QuorumOptions, status: bool, replication: bool, human_rea
         raise click.ClickException(str(exc)) from exc
 
 
-# KIP-853's voter changes, with kafka-metadata-quorum's options, checks and --dry-run output. The reference
-# node's quorum is static (controller.quorum.voters, kraft.version 0) and this kit's codec has no
-# AddRaftVoter / RemoveRaftVoter definitions: without --dry-run the command says so in one line.
-
-ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+# KIP-853's voter changes, with kafka-metadata-quorum's options, checks, printouts and --dry-run: AddRaftVoter /
+# RemoveRaftVoter (api keys 80, 81) sent to the leader once (quorum_client.change_voters). A static quorum's leader
+# (controller.quorum.voters, kraft.version 0) does not serve them: the command says so in one line.
 
 
-def _voter_change_unavailable(obj: _QuorumOptions, api_key: int, name: str) -> click.ClickException:
-    """Why the change cannot be made: the leader does not serve the RPC, or this kit cannot send it."""
-    from kraft_tck.reference.net import RequestError
-    from kraft_tck.reference.quorum_client import QuorumError, find_leader, new_client
+def _voter_change(obj: _QuorumOptions, send: Callable[[list[tuple[str, int]], float], object]) -> None:
+    from kraft_tck.reference.quorum_client import QuorumError
 
     endpoints, timeout_s = obj.connection()
-
-    async def advertised() -> tuple[str, bool]:
-        (host, port), _ = await find_leader(endpoints, timeout_s)
-        client = new_client(host, port, "kraft-tck-quorum")
-        try:
-            await client.connect(timeout_s)
-            return f"{host}:{port}", api_key in client.versions
-        finally:
-            await client.close()
-
     try:
-        where, served = asyncio.run(advertised())
-    except (QuorumError, RequestError) as exc:
-        return click.ClickException(str(exc))
-    if not served:
-        return click.ClickException(f"the leader at {where} does not serve {name} (api key {api_key}): its voters "
-                                    f"are fixed by controller.quorum.voters (a static quorum)")
-    return click.ClickException(f"the leader at {where} serves {name}, but kraft-tck cannot send it yet: use "
-                                f"Kafka's kafka-metadata-quorum (or --dry-run)")
+        send(endpoints, timeout_s)
+    except QuorumError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _controller_endpoints(props: dict[str, str]) -> list[tuple[str, str, int]]:
@@ -584,11 +687,15 @@ def add_controller_cmd(obj: _QuorumOptions, dry_run: bool) -> None:
         raise TerseError(f"Unable to read meta.properties from {metadata_dir}")
     if not meta.directory_id:
         raise TerseError(f"No directory id found in {metadata_dir}")
-    endpoints = ", ".join(f"{n}://{f'[{h}]' if ':' in h else h}:{p}" for n, h, p in _controller_endpoints(props))
+    listeners = _controller_endpoints(props)
+    endpoints = ", ".join(f"{n}://{f'[{h}]' if ':' in h else h}:{p}" for n, h, p in listeners)
+    directory_id = meta.directory_id
     if not dry_run:
-        raise _voter_change_unavailable(obj, ADD_RAFT_VOTER, "AddRaftVoter")
-    click.echo(f"DRY RUN of adding controller {node_id} with directory id {meta.directory_id} "
-               f"and endpoints: {endpoints}")
+        from kraft_tck.reference.quorum_client import add_raft_voter_sync
+
+        _voter_change(obj, lambda eps, t: add_raft_voter_sync(eps, t, node_id, directory_id, listeners))
+    click.echo(f"{'DRY RUN of adding' if dry_run else 'Added'} controller {node_id} with directory id "
+               f"{directory_id} and endpoints: {endpoints}")
 
 
 @quorum_cmd.command("remove-controller")
@@ -599,23 +706,22 @@ def add_controller_cmd(obj: _QuorumOptions, dry_run: bool) -> None:
 def remove_controller_cmd(obj: _QuorumOptions, controller_id: int, controller_directory_id: str,
                           dry_run: bool) -> None:
     """Remove a controller from the quorum (KIP-853)."""
-    import base64
-    import binascii
+    from kraft_tck.reference.quorum_client import kafka_uuid_value
 
     obj.connection()
     if controller_id < 0:
         raise TerseError(f"Invalid negative --controller-id: {controller_id}")
     try:
-        raw = base64.urlsafe_b64decode(controller_directory_id + "=" * (-len(controller_directory_id) % 4))
-    except (binascii.Error, ValueError) as exc:
+        kafka_uuid_value(controller_directory_id)  # Kafka's Uuid.fromString
+    except ValueError as exc:
         raise TerseError(f"Failed to parse --controller-directory-id: {exc}") from exc
-    if len(raw) != 16:
-        raise TerseError(f"Failed to parse --controller-directory-id: {controller_directory_id} decoded as "
-                         f"{len(raw)} bytes, which is not the expected 16 bytes")
     if not dry_run:
-        raise _voter_change_unavailable(obj, REMOVE_RAFT_VOTER, "RemoveRaftVoter")
-    # Kafka's printf puts "DRY RUN of removing " before " KRaft controller": two spaces, kept.
-    click.echo(f"DRY RUN of removing  KRaft controller {controller_id} with directory id {controller_directory_id}")
+        from kraft_tck.reference.quorum_client import remove_raft_voter_sync
+
+        _voter_change(obj, lambda eps, t: remove_raft_voter_sync(eps, t, controller_id, controller_directory_id))
+    # Kafka's printf puts "DRY RUN of removing " / "Removed " before " KRaft controller": two spaces, kept.
+    done = "DRY RUN of removing" if dry_run else "Removed"
+    click.echo(f"{done}  KRaft controller {controller_id} with directory id {controller_directory_id}")
 
 
 # ---------------------------------------------------------------------------------------------- other areas

@@ -135,6 +135,9 @@ class Voter:
         return f"{self.node_id}@{self.endpoint}"
 
 
+#: KIP-853's bootstrap controllers (Kafka's QuorumConfig.QUORUM_BOOTSTRAP_SERVERS_CONFIG): ``host:port,...``; a node
+#: that knows no voter set (no controller.quorum.voters) asks them where the leader is.
+BOOTSTRAP_SERVERS_KEY = "controller.quorum.bootstrap.servers"
 _VOTERS_FORM = "id@host:port[,id@host:port...]"
 _HOSTPORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:\[\]@,]*)):(?P<port>\d{1,5})$")
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<hp>\S+)$")
@@ -174,6 +177,27 @@ def parse_listeners(value: str, key: str = "listeners") -> tuple[Listener, ...]:
             raise ConfigError(f"{key}: expected NAME://host:port[,NAME://host:port...], got {value!r}")
         listeners.append(Listener(m.group("name").upper(), endpoint))
     return tuple(listeners)
+
+
+def parse_bootstrap_servers(value: str, key: str = BOOTSTRAP_SERVERS_KEY) -> tuple[Endpoint, ...]:
+    """``host:port[,host:port...]`` (an IPv6 host in brackets), as Kafka's ``QuorumConfig.parseBootstrapServers``
+    reads ``controller.quorum.bootstrap.servers``: a list split at commas, each entry's host and port
+    (``Utils.getHost``/``getPort``), Kafka's messages after the key. An empty value is an empty list."""
+    text = value.strip()
+    if not text:
+        return ()
+    servers: list[Endpoint] = []
+    for entry in re.split(r"\s*,\s*", text):
+        m = re.fullmatch(r".*?\[?([0-9a-zA-Z\-%._:]*)\]?:([0-9]+)", entry)  # Kafka's Utils.HOST_PORT_PATTERN
+        if m is None or not m.group(1) or not re.fullmatch(r"[0-9a-zA-Z\-%._:]+", m.group(1)):
+            raise ConfigError(f"{key}: Failed to parse host name from {entry} for the configuration {key}. "
+                              f'Each entry should be in the form "{{host}}:{{port}}"')
+        port = int(m.group(2))
+        if port > 65535:
+            raise ConfigError(f"{key}: port out of range: {port} in {entry} (expected host:port with a port of "
+                              f"0-65535)")
+        servers.append(Endpoint(m.group(1), port))
+    return tuple(servers)
 
 
 # (key, attribute, default, minimum). Kafka's names and defaults (QuorumConfig, SocketServerConfigs),
@@ -237,6 +261,7 @@ _OTHER_KEYS = frozenset(
         "listeners",
         "controller.listener.names",
         "controller.quorum.voters",
+        BOOTSTRAP_SERVERS_KEY,
         "log.dirs",
         "log.dir",
         "metadata.log.dir",
@@ -317,6 +342,10 @@ class NodeConfig:
     log_cache_bytes: int = 8 * 1024 * 1024
     #: reference.quorum.pre.vote (this node's own key): KIP-996 pre-vote as Kafka 4.x, or Kafka 3.9's elections.
     pre_vote: bool = PRE_VOTE_DEFAULT
+    #: controller.quorum.bootstrap.servers (KIP-853), in the order given; () when not set. ``voters`` is () when
+    #: controller.quorum.voters is not set (a dynamic quorum: the voter set comes from the bootstrap checkpoint
+    #: written by ``format --standalone/--initial-controllers``, or from the log).
+    bootstrap_servers: tuple[Endpoint, ...] = ()
     #: metadata.log.max.record.bytes.between.snapshots, metadata.log.max.snapshot.interval.ms (0: off),
     #: metadata.log.segment.bytes, metadata.max.retention.bytes (< 0: none), metadata.max.retention.ms (< 0: none).
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024
@@ -376,9 +405,18 @@ class NodeConfig:
                 )
             listener = chosen[0]
 
-        if not props.get("controller.quorum.voters", "").strip():
-            raise ConfigError(f"controller.quorum.voters: missing (expected {_VOTERS_FORM})")
-        voters = parse_voters(props["controller.quorum.voters"])
+        bootstrap_servers = parse_bootstrap_servers(props.get(BOOTSTRAP_SERVERS_KEY, ""))
+        if props.get("controller.quorum.voters", "").strip():
+            voters = parse_voters(props["controller.quorum.voters"])
+        elif bootstrap_servers:
+            voters = ()  # KIP-853: a dynamic quorum, found through the bootstrap servers
+        else:
+            # Kafka's KafkaConfig.validateQuorumVotersAndQuorumBootstrapServerForKRaft, its words after ours.
+            raise ConfigError(
+                f"controller.quorum.voters: missing (expected {_VOTERS_FORM}), and so is {BOOTSTRAP_SERVERS_KEY} "
+                f"(host:port[,...]): either {BOOTSTRAP_SERVERS_KEY} must contain the set of bootstrap controllers "
+                "or controller.quorum.voters must contain a parseable set of controllers"
+            )
 
         # Kafka's order: metadata.log.dir, else the first of log.dirs, else log.dir.
         for key in ("metadata.log.dir", "log.dirs", "log.dir"):
@@ -394,7 +432,7 @@ class NodeConfig:
             raise ConfigError(
                 f"process.roles: expected a subset of broker,controller, got {props['process.roles']!r}"
             )
-        if "controller" in roles and node_id not in {v.node_id for v in voters}:
+        if "controller" in roles and voters and node_id not in {v.node_id for v in voters}:
             raise ConfigError(
                 f"controller.quorum.voters: node.id {node_id} has process.roles=controller but is not "
                 f"among the voters {props['controller.quorum.voters']!r}"
@@ -463,6 +501,7 @@ class NodeConfig:
             sasl=sasl,
             authorizer=authorizer,
             pre_vote=pre_vote,
+            bootstrap_servers=bootstrap_servers,
             extra={k: v for k, v in props.items() if k in extra or k in kept},
             **ints,
         )
@@ -478,7 +517,10 @@ class NodeConfig:
             props["process.roles"] = ",".join(self.process_roles)
         props["listeners"] = str(self.listener)
         props["controller.listener.names"] = self.listener.name
-        props["controller.quorum.voters"] = ",".join(str(v) for v in self.voters)
+        if self.voters:
+            props["controller.quorum.voters"] = ",".join(str(v) for v in self.voters)
+        if self.bootstrap_servers:
+            props[BOOTSTRAP_SERVERS_KEY] = ",".join(str(e) for e in self.bootstrap_servers)
         props["log.dirs"] = str(self.log_dir)
         for key, attr, _default, _lo in _INT_SETTINGS:
             props[key] = str(getattr(self, attr))

@@ -13,10 +13,12 @@ this table lists all of them, one line each, with the handler that makes it.
     Candidate  --learns the leader of its epoch----------------> Follower    _maybe_transition
     Leader     --no fetches from a majority (check quorum)-----> Resigned    leader_progress_timeout
     Leader     --graceful shutdown-----------------------------> Resigned    resign
+    Leader     --its removal committed (KIP-853)---------------> Resigned    _resign_removed (cause RemovedFromVoters)
     Follower   --fetch timeout (voter)-------------------------> Candidate   start_election         [no pre-vote]
     Follower   --fetch timeout (observer)----------------------> Unattached  _become_unattached
     Follower   --EndQuorumEpoch from its leader, then backoff--> Candidate   start_election         [no pre-vote]
     Resigned   --election timeout------------------------------> Candidate   start_election         [no pre-vote]
+    Resigned   --election timeout, not a voter (KIP-853)-------> Unattached  _become_unattached (epoch + 1)
 
     With pre-vote (KIP-996, ``CoreConfig.pre_vote``; Kafka 4.x QuorumState's table) every timer above that
     starts an election goes to Prospective instead, and only a Prospective becomes a Candidate:
@@ -53,7 +55,15 @@ the same inputs and seed give the same outputs.
 Fault injection: the conformance tests need broken nodes. Rather than flags in the product, a few rules
 are small named methods a test-only subclass can override: ``_cluster_id_ok``, ``_persist_vote``,
 ``_truncation_point``, ``_guard_truncation``, ``_should_resign``, ``_counts_toward_hw``; for snapshots
-``_snapshot_allowed``, ``_fetch_needs_snapshot``, ``_clean_limit``, ``_snapshot_chunk_bytes``.
+``_snapshot_allowed``, ``_fetch_needs_snapshot``, ``_clean_limit``, ``_snapshot_chunk_bytes``; for KIP-853
+``_voter_change_blocked``, ``_replica_caught_up``, ``_voter_key_ok``, ``_voter_set_for_quorum``,
+``_should_resign_after_removal``, ``_add_completes_at_append``.
+
+Dynamic quorum (KIP-853, Kafka 3.9/4.0): "voter" means a member of the voter set in force, the latest VotersRecord
+of the log, committed or not (``voters.VoterHistory``, fed by every append, truncation, snapshot and the bootstrap
+checkpoint; with static controller.quorum.voters, kraft.version 0, it is that set and nothing changes). A node
+outside it is an observer: it never campaigns. A leader changes the set one voter at a time
+(``handle_add_raft_voter_request``, ``handle_remove_raft_voter_request``, ``handle_update_raft_voter_request``).
 """
 
 from __future__ import annotations
@@ -94,10 +104,15 @@ from kraft_tck.reference.io import (
 from kraft_tck.reference.log import Log, records_digest
 from kraft_tck.reference.messages import (
     EPOCH_LIMIT,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    Endpoint,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -105,9 +120,16 @@ from kraft_tck.reference.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
+    NodeEndpoint,
+    NodeListeners,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    ReplicaKey,
     ReplicaState,
     Request,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -121,9 +143,29 @@ from kraft_tck.reference.roles import (
     Role,
     Unattached,
     Voted,
+    VoterChange,
 )
+from kraft_tck.reference.voters import (
+    VoterHistory,
+    VoterNode,
+    VoterSet,
+    kraft_version_record,
+    voter_set_from_record,
+    voters_record,
+)
+from kraft_tck.spec.codec import encode_data
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import HEADER_SIZE, ControlType, Record, RecordBatch, control_batch, data_batch
+from kraft_tck.spec.records import (
+    CONTROL_SCHEMAS,
+    HEADER_SIZE,
+    ControlType,
+    DecodeError,
+    Record,
+    RecordBatch,
+    control_batch,
+    data_batch,
+    decode_control,
+)
 
 # KIP-595 "Cluster Bootstrapping" leaves the cluster-id record to the state machine above Raft. This
 # project's choice: one plain data record with this key and the id (Kafka's base64 uuid form) as value.
@@ -139,6 +181,16 @@ CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 # A data record's bytes besides its value: length, attributes, timestamp and offset deltas, null key,
 # value length, header count — at most 3+1+1+3+1+3+1 for offsets and values below 2**20.
 RECORD_SIZE_BOUND = 13
+
+# KIP-853: the control record types the voter history reads (KRaftVersionRecord, VotersRecord).
+_KRAFT_CONTROL_TYPES = (int(ControlType.KRAFT_VERSION), int(ControlType.KRAFT_VOTERS))
+
+# Responses with a tagged NodeEndpoints (KIP-853): the leader's endpoint, filled when known.
+_ENDPOINT_RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
+                       FetchSnapshotResponse)
+
+# ``LeaderState.isReplicaCaughtUp``: the joining replica must have fetched within the last hour.
+_CAUGHT_UP_WINDOW_MS = 3_600_000
 
 
 class SafetyViolation(RuntimeError):
@@ -156,7 +208,7 @@ class CoreConfig:
     """
 
     node_id: int
-    voters: frozenset[int]
+    voters: frozenset[int] = frozenset()
     cluster_id: str | None = None
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
@@ -174,12 +226,31 @@ class CoreConfig:
     # KIP-630: MaxBytes of a follower's FetchSnapshot (Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTES, 8 MiB): the
     # largest chunk it asks for. Smaller values download a snapshot in more chunks.
     fetch_snapshot_max_bytes: int = 8 * 1024 * 1024
+    # KIP-853 (dynamic quorum). ``directory_id``: this node's metadata-log directory id (meta.properties
+    # ``directory.id``; None = Kafka's ZERO_UUID). ``listeners``: its own controller endpoints, the first being
+    # the default listener (controller.listener.names[0]) used for VotersRecord entries, LeaderEndpoints and
+    # the listener an AddRaftVoter must name. ``kraft_version_range``: the kraft.version levels it supports.
+    # ``bootstrap_voters``: the voter set of the bootstrap checkpoint (format --standalone/--initial-controllers),
+    # in force at offset -1 and making the node kraft.version 1. ``bootstrap_servers``:
+    # controller.quorum.bootstrap.servers (ids -2, -3, ...). ``voters`` (controller.quorum.voters, kraft.version 0)
+    # may be empty only when one of the last two is given.
+    directory_id: str | None = None
+    listeners: tuple[Endpoint, ...] = ()
+    kraft_version_range: tuple[int, int] = (0, 1)
+    bootstrap_voters: VoterSet | None = None
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {self.node_id}")
-        if not self.voters or any(v < 0 for v in self.voters):
-            raise ValueError(f"voters must be a non-empty set of ids >= 0, got {sorted(self.voters)}")
+        if any(v < 0 for v in self.voters):
+            raise ValueError(f"voters must be ids >= 0, got {sorted(self.voters)}")
+        if not self.voters and self.bootstrap_voters is None and not self.bootstrap_servers:
+            raise ValueError("voters must be a non-empty set of ids >= 0 unless bootstrap_voters or "
+                             f"bootstrap_servers is given, got {sorted(self.voters)}")
+        lo, hi = self.kraft_version_range
+        if lo < 0 or hi < lo:
+            raise ValueError(f"kraft_version_range must be 0 <= min <= max, got {self.kraft_version_range}")
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -198,12 +269,20 @@ class CoreConfig:
             )
 
     @property
+    def initial_voters(self) -> frozenset[int]:
+        """The configured voter ids: controller.quorum.voters, else the bootstrap checkpoint's (KIP-853). The set in
+        force may differ once the log holds VotersRecords: ask ``KRaftCore.voter_set()`` for that."""
+        if self.voters or self.bootstrap_voters is None:
+            return self.voters
+        return self.bootstrap_voters.ids()
+
+    @property
     def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+        return len(self.initial_voters) // 2 + 1
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        return self.node_id in self.initial_voters
 
 
 @dataclass(slots=True)
@@ -243,6 +322,7 @@ class KRaftCore:
     def __init__(
         self, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
         snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
+        start_snapshot: SnapshotLoaded | None = None,
     ) -> None:
         self.config = config
         self.log = log
@@ -285,17 +365,23 @@ class KRaftCore:
         self._snap_fields: tuple[str, int, int, int] = ("", -1, -1, -1)
         self._leader_role: Role | None = None  # the role ``_leader_and_epoch`` was made for
         self._leader_and_epoch = LeaderIdAndEpoch(-1, -1)
+        self._init_voters(start_snapshot)
         self.role: Role = self._initial_role(durable)
 
     @classmethod
     def restart(
         cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
         snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
+        start_snapshot: SnapshotLoaded | None = None,
     ) -> tuple[KRaftCore, Ready]:
         """KIP-595 "Persistence": a node comes back with its quorum-state, log and meta.properties only; with
         KIP-630, also its snapshots: ``snapshot_ids`` are the valid ones on disk, and ``log`` starts at the
-        snapshot its ``start`` names. A latest snapshot past the log end empties the log (``InstallSnapshot``)."""
-        core = cls(config, durable, log, rng, now_ms, snapshots=snapshots, snapshot_ids=snapshot_ids)
+        snapshot its ``start`` names. A latest snapshot past the log end empties the log (``InstallSnapshot``).
+        KIP-853: ``start_snapshot`` is what the shell read from the snapshot at the log start (its kraft.version
+        and voter set, Kafka's ``KRaftControlRecordStateMachine.maybeLoadSnapshot``); the voter set in force is
+        then the latest of bootstrap checkpoint, that snapshot and the log's VotersRecords."""
+        core = cls(config, durable, log, rng, now_ms, snapshots=snapshots, snapshot_ids=snapshot_ids,
+                   start_snapshot=start_snapshot)
         core._begin(now_ms)
         if core._restart_install is not None:
             core._out.log_ops.append(InstallSnapshot(core._restart_install))
@@ -317,6 +403,8 @@ class KRaftCore:
         elif isinstance(inp, RequestFailed):
             if self._answers_inflight(inp.dest_id, inp.request_id):
                 self._request_failed(inp.dest_id)
+                if inp.api == "ApiVersions":  # the joining voter did not answer: the add is aborted
+                    self.handle_api_versions_response(inp.dest_id, ApiVersionsResponse(Errors.NETWORK_EXCEPTION))
         elif isinstance(inp, ClientWrite):
             self._out.client_append = self.client_append(inp.values)
         elif isinstance(inp, Shutdown):
@@ -329,6 +417,7 @@ class KRaftCore:
             self.clean_log(inp.offset)
         elif isinstance(inp, SnapshotLoaded):
             self._snapshot_loaded(inp.snapshot_id, inp.cluster_id)
+            self._load_snapshot_voters(inp)
         else:
             raise TypeError(f"KRaftCore.step: unknown input {inp!r}")
         self._poll()
@@ -360,6 +449,10 @@ class KRaftCore:
         start = log.start_offset
         if start:
             state["logStartOffset"] = start  # KIP-630; absent means 0, so traces without snapshots are as before
+        kraft_version = self._vh.kraft_version()
+        if kraft_version >= 1:  # KIP-853; absent with static voters, so kraft.version 0 traces are as before
+            state["voters"] = list(self._vh.last().sorted_ids())
+            state["kraftVersion"] = kraft_version
         return state
 
     @property
@@ -437,9 +530,19 @@ class KRaftCore:
             resp = self.handle_describe_quorum_request(req)
         elif isinstance(req, FetchSnapshotRequest):
             resp = self.handle_fetch_snapshot_request(req)
+        elif isinstance(req, AddRaftVoterRequest):
+            resp = self.handle_add_raft_voter_request(req, inp.reply_to)
+            if resp is None:
+                return  # waits for the new voter's ApiVersions and the commit
+        elif isinstance(req, RemoveRaftVoterRequest):
+            resp = self.handle_remove_raft_voter_request(req, inp.reply_to)
+            if resp is None:
+                return  # answered at the commit
+        elif isinstance(req, UpdateRaftVoterRequest):
+            resp = self.handle_update_raft_voter_request(req)
         else:
             raise TypeError(f"KRaftCore: unknown request {req!r}")
-        self._out.replies.append(Reply(inp.reply_to, resp))
+        self._out.replies.append(Reply(inp.reply_to, self._with_node_endpoints(resp)))
 
     def _answers_inflight(self, dest: int, request_id: int | None) -> bool:
         """Is this the answer to the one request in flight to ``dest``? Anything else is stale: acting on
@@ -454,6 +557,8 @@ class KRaftCore:
             return
         self._ready_at[inp.sender_id] = self._now  # that destination is free for the next request
         resp = inp.response
+        if isinstance(resp, _ENDPOINT_RESPONSES) and resp.node_endpoints:
+            self._learn_endpoints(resp.node_endpoints)
         if isinstance(resp, VoteResponse):
             self.handle_vote_response(inp.sender_id, resp)
         elif isinstance(resp, BeginQuorumEpochResponse):
@@ -464,6 +569,10 @@ class KRaftCore:
             self.handle_fetch_response(inp.sender_id, resp)
         elif isinstance(resp, FetchSnapshotResponse):
             self.handle_fetch_snapshot_response(inp.sender_id, resp)
+        elif isinstance(resp, ApiVersionsResponse):
+            self.handle_api_versions_response(inp.sender_id, resp)
+        elif isinstance(resp, UpdateRaftVoterResponse):
+            self.handle_update_raft_voter_response(inp.sender_id, resp)
         else:
             raise TypeError(f"KRaftCore: unexpected response {resp!r} (the core never sends that request)")
 
@@ -495,7 +604,7 @@ class KRaftCore:
         )
         self._persist()  # the self-vote is on disk before any VoteRequest leaves (sent by _poll)
         self._emit("StartElection", cause=cause)
-        if len(self.config.voters) == 1:
+        if len(self._voters()) == 1:
             self.become_leader()  # a one-voter quorum: its own vote is the majority
 
     def _elect(self, cause: str) -> None:
@@ -530,10 +639,12 @@ class KRaftCore:
                 rejected=frozenset(),
                 retries=retries,
                 election_deadline_ms=self._random_election_deadline(),
+                voted_directory_id=(self.config.directory_id if isinstance(role, Candidate)
+                                    else role.voted_directory_id if isinstance(role, (Voted, Follower)) else None),
             )
         )
         self._emit("BecomeProspective", cause=cause)
-        if len(self.config.voters) == 1:
+        if len(self._voters()) == 1:
             self.start_election(cause)  # ``onBecomeProspective``: a majority of one already
 
     def abandon_prospective(self, cause: str) -> None:
@@ -546,13 +657,14 @@ class KRaftCore:
         assert isinstance(role, Prospective), f"abandon_prospective from {role.name}"
         if role.leader_id >= 0:
             self._transition(
-                Follower(role.epoch, role.leader_id, self._now + self.config.fetch_timeout_ms, voted_id=role.voted_id)
+                Follower(role.epoch, role.leader_id, self._now + self.config.fetch_timeout_ms, voted_id=role.voted_id,
+                         voted_directory_id=role.voted_directory_id)
             )
         else:
             lost = self._election_lost(role)
             deadline = self._random_election_deadline() if lost else role.election_deadline_ms
             if role.voted_id >= 0:
-                self._transition(Voted(role.epoch, role.voted_id, deadline))
+                self._transition(Voted(role.epoch, role.voted_id, deadline, role.voted_directory_id))
             else:
                 self._transition(Unattached(role.epoch, deadline))
         self._persist()
@@ -590,21 +702,26 @@ class KRaftCore:
         # does this for a pre-vote too (``handleVoteRequest`` before ``canGrantVote``).
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch)
-        # v1: the candidate meant another replica (Kafka's isValidVoterKey, after the epoch step).
-        if req.voter_id >= 0 and req.voter_id != self.config.node_id:
+        # v1: the candidate meant another replica (Kafka's isValidVoterKey, after the epoch step; KIP-853: the
+        # directory id too).
+        if not self._voter_key_ok(req.voter_id, req.voter_directory_id):
             return self._refuse_vote(Errors.INVALID_VOTER_KEY, f"meant for {req.voter_id}")
         granted = self._can_grant_vote(req.candidate_id, req.last_offset_epoch, req.last_offset, pre_vote)
         role = self.role
+        if (granted and not pre_vote and isinstance(role, (Voted, Prospective)) and role.voted_id == req.candidate_id
+                and role.voted_directory_id != req.candidate_directory_id):
+            granted = False  # Kafka compares the whole ReplicaKey voted for (UnattachedState.canGrantVote)
         if granted and not pre_vote and isinstance(role, Unattached):
-            deadline = self._random_election_deadline() if self.config.is_voter else None
-            self._transition(Voted(self.epoch, req.candidate_id, deadline))
+            deadline = self._random_election_deadline() if self._is_voter() else None
+            self._transition(Voted(self.epoch, req.candidate_id, deadline, req.candidate_directory_id))
             self._persist_vote()  # persisted before the response leaves (the shell's ordering)
         elif granted and not pre_vote and isinstance(role, Prospective) and role.voted_id < 0:
             # Kafka 4.x ``QuorumState.prospectiveAddVotedState``: still Prospective, now with a vote (durable),
             # a fresh election timer and a fresh tally.
             self._transition(
                 Prospective(role.epoch, role.leader_id, req.candidate_id, frozenset({self.config.node_id}),
-                            frozenset(), role.retries, self._random_election_deadline())
+                            frozenset(), role.retries, self._random_election_deadline(),
+                            voted_directory_id=req.candidate_directory_id)
             )
             self._persist_vote()
         # A granted pre-vote changes nothing and persists nothing (KIP-996).
@@ -673,7 +790,7 @@ class KRaftCore:
                 self._request_failed(sender_id)
             self._emit("HandleVoteResponse", note=f"ignored ({resp.partition_error.name}, {role.name})")
             return
-        if sender_id not in self.config.voters:
+        if sender_id not in self._voter_ids():
             self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter")
             return
         if resp.vote_granted:  # same role and epoch: a tally, not a transition
@@ -682,7 +799,7 @@ class KRaftCore:
             role.rejected = role.rejected | {sender_id}
         verdict = "granted" if resp.vote_granted else "rejected"
         self._emit("HandleVoteResponse", note=f"{verdict} by {sender_id}")
-        if len(role.granted) >= self.config.majority:
+        if len(role.granted) >= self._majority():
             self.become_leader()
         elif self._election_lost(role) and role.backoff_until_ms is None:
             role.backoff_until_ms = self._now + self._election_backoff_ms(role.retries)
@@ -690,7 +807,7 @@ class KRaftCore:
     def _handle_pre_vote_response(self, sender_id: int, role: Prospective, resp: VoteResponse) -> None:
         """KIP-996 (Kafka 4.x ``handleVoteResponse`` for a ``ProspectiveState``, ``EpochElection``): a majority
         of grants makes a Candidate (epoch + 1); a majority of refusals ends the pre-vote."""
-        if sender_id not in self.config.voters:
+        if sender_id not in self._voter_ids():
             self._emit("HandleVoteResponse", note=f"ignored: {sender_id} is not a voter", pre_vote=True)
             return
         if resp.vote_granted:
@@ -699,13 +816,13 @@ class KRaftCore:
             role.rejected = role.rejected | {sender_id}
         verdict = "granted" if resp.vote_granted else "rejected"
         self._emit("HandleVoteResponse", note=f"pre-vote {verdict} by {sender_id}", pre_vote=True)
-        if len(role.granted) >= self.config.majority:
+        if len(role.granted) >= self._majority():
             self.start_election("PreVoteGranted")
         elif self._election_lost(role):
             self.abandon_prospective("PreVoteRejected")
 
     def _election_lost(self, role: Candidate | Prospective) -> bool:
-        return len(self.config.voters) - len(role.rejected) < self.config.majority
+        return len(self._voters()) - len(role.rejected) < self._majority()
 
     def become_leader(self) -> None:
         """KIP-595 "Vote Response Handling" 2: with a majority, lead; start the epoch with LeaderChange.
@@ -718,14 +835,15 @@ class KRaftCore:
         cand = self.role
         assert isinstance(cand, Candidate), f"become_leader from {cand.name}"
         me = self.config.node_id
-        voters = self.config.voters
+        vs = self._voters()
+        voters = vs.ids()
         start = self.log.end_offset
         self._transition(
             Leader(
                 epoch=cand.epoch,
                 epoch_start_offset=start,
                 granting_voters=cand.granted,
-                replicas={v: ReplicaProgress(v) for v in sorted(voters)},
+                replicas={n.id: ReplicaProgress(n.id, directory_id=n.key.directory_id) for n in vs.nodes},
                 begin_epoch_deadline_ms=self._now,  # Kafka's timer starts at 0: the first round goes now
                 progress_deadline_ms=self._now + self.check_quorum_timeout_ms,
             )
@@ -737,12 +855,34 @@ class KRaftCore:
             "Voters": [{"VoterId": v} for v in sorted(voters)],
             "GrantingVoters": [{"VoterId": v} for v in sorted(cand.granted)],
         }
-        batches = [control_batch(start, cand.epoch, ControlType.LEADER_CHANGE, body, timestamp=self._now)]
+        batches = [self._epoch_start_batch(start, cand.epoch, body)]
         if self._cluster_id is None and self._pending_cluster_id is None:
             # KIP-595 "Cluster Bootstrapping": the first elected leader generates the cluster id.
-            batches.append(self._cluster_id_batch(start + 1, cand.epoch))
+            batches.append(self._cluster_id_batch(batches[0].last_offset + 1, cand.epoch))
         self._append_as_leader(batches)
         self._emit("BecomeLeader")
+
+    def _epoch_start_batch(self, start: int, epoch: int, leader_change: dict[str, Any]) -> RecordBatch:
+        """The first batch of an epoch (``LeaderState.appendStartOfEpochControlRecords``): LeaderChange and, with
+        kraft.version >= 1 when the set came only from the bootstrap checkpoint (offset -1) or the leader's own
+        entry differs from itself, KRaftVersionRecord and VotersRecord (the set with the leader's node updated),
+        all in this one control batch (``KafkaRaftClientReconfigTest.testLeaderWritesBootstrapRecords``)."""
+        vs, kv = self._vh.last(), self._vh.kraft_version()
+        records = [(ControlType.LEADER_CHANGE, leader_change)]
+        if kv >= 1:
+            local = self._local_node()
+            if self._vh.last_offset() == -1 or vs.needs_update(local):
+                updated = vs.update(local)
+                if updated is not None:
+                    records.append((ControlType.KRAFT_VERSION, kraft_version_record(kv)))
+                    records.append((ControlType.KRAFT_VOTERS, voters_record(updated)))
+        if len(records) == 1:
+            return control_batch(start, epoch, ControlType.LEADER_CHANGE, leader_change, timestamp=self._now)
+        out = tuple(
+            Record(i, encode_data(CONTROL_SCHEMAS[ctype], 0, body), int(ctype).to_bytes(4, "big"))
+            for i, (ctype, body) in enumerate(records)
+        )
+        return RecordBatch(start, epoch, out, is_control=True, base_timestamp=self._now, max_timestamp=self._now)
 
     # ============================================================================ BeginQuorumEpoch
 
@@ -761,8 +901,10 @@ class KRaftCore:
         if error is not None:
             self._emit("HandleBeginQuorumEpochRequest", note=f"refused: {error.name}")
             return BeginQuorumEpochResponse(self.leader_id, self.epoch, partition_error=error)
+        if req.leader_endpoints:
+            self._learn_leader_endpoints(req.leader_id, req.leader_endpoints)
         self._maybe_transition(req.leader_id, req.leader_epoch)
-        if req.voter_id >= 0 and req.voter_id != self.config.node_id:
+        if not self._voter_key_ok(req.voter_id, req.voter_directory_id):
             self._emit("HandleBeginQuorumEpochRequest", note=f"INVALID_VOTER_KEY: meant for {req.voter_id}")
             return BeginQuorumEpochResponse(
                 self.leader_id, self.epoch, partition_error=Errors.INVALID_VOTER_KEY
@@ -797,6 +939,7 @@ class KRaftCore:
             return early
         leader = self.role
         assert isinstance(leader, Leader)
+        self._fetch_directory_id = req.replica_directory_id  # KIP-853: progress is per ReplicaKey
         start = self.log.start_offset
         if self._snapshot_ids:
             # KIP-630: a fetch the log can no longer answer is told to fetch the latest snapshot (Kafka's
@@ -882,9 +1025,9 @@ class KRaftCore:
         leader = self.role
         if replica_id < 0 or not isinstance(leader, Leader):
             return
-        progress = leader.replicas.get(replica_id)
+        progress = self._progress_for_fetch(leader, replica_id, self._fetch_directory_id)
         if progress is None:
-            progress = leader.replicas[replica_id] = ReplicaProgress(replica_id)
+            return
         leader_end, now = self.log.end_offset, self._now
         if fetch_offset >= leader_end:
             # Has everything we have right now.
@@ -897,19 +1040,38 @@ class KRaftCore:
         progress.last_fetch_leader_end_offset = leader_end
         self._maybe_advance_high_watermark()
 
+    def _progress_for_fetch(self, leader: Leader, replica_id: int, directory_id: str | None) -> ReplicaProgress | None:
+        """The replica state a fetch by (``replica_id``, ``directory_id``) updates (KIP-853: Kafka keys replicas by
+        ReplicaKey). A voter's state is kept from a fetch under its id with another directory id (Kafka makes
+        that another observer, ``ReplicaState.matchesKey``): None, no progress."""
+        progress = leader.replicas.get(replica_id)
+        if progress is None:
+            progress = leader.replicas[replica_id] = ReplicaProgress(replica_id, directory_id=directory_id)
+        elif progress.directory_id != directory_id:
+            vs = self._voters()
+            if vs.is_voter(progress.key):
+                if not vs.is_voter(ReplicaKey(replica_id, directory_id)):
+                    return None
+                progress.directory_id = directory_id  # a voter without a directory id (static set) matches any
+            else:
+                progress = leader.replicas[replica_id] = ReplicaProgress(replica_id, directory_id=directory_id)
+        return progress
+
     def _note_fetch_from(self, replica_id: int) -> None:
         """A valid fetch from a voter keeps the leader in office (Kafka's
         ``LeaderState.updateCheckQuorumForFollowingVoter``; KIP-595 "Leader Progress Timeout"): once voters
         that fetched and the leader make a majority, the check-quorum timer restarts. Observers never count."""
         leader = self.role
-        if not isinstance(leader, Leader) or replica_id not in self.config.voters:
+        if not isinstance(leader, Leader) or replica_id == self.config.node_id:
             return
-        if replica_id == self.config.node_id:
-            return
+        vs = self._voters()
+        if not vs.is_voter(ReplicaKey(replica_id, self._fetch_directory_id)):
+            return  # KIP-853: an observer, a removed voter, or another directory id under a voter's id
         fetched = leader.fetched_voters
         if replica_id not in fetched:
             fetched = fetched | {replica_id}
-        if len(fetched) + 1 >= self.config.majority:  # +1: the leader itself
+        # The leader counts itself only while it is a voter (``updateCheckQuorumForFollowingVoter``).
+        if len(fetched) + vs.is_voter(self._local_key) >= vs.majority():
             fetched, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
         leader.fetched_voters = fetched
 
@@ -927,7 +1089,7 @@ class KRaftCore:
         counts = self._counts_toward_hw
         offsets = [p.end_offset for rid, p in leader.replicas.items() if counts(rid)]
         offsets.sort(reverse=True)
-        majority = self.config.majority
+        majority = self._majority()
         if len(offsets) < majority:
             return
         candidate = offsets[majority - 1]
@@ -948,8 +1110,10 @@ class KRaftCore:
                 return FetchResponse(self._published_hw(), (), None, self._current_leader(),
                                      log_start_offset=start, snapshot_id=snapshot)
         batches, encoded = self.log.read_encoded(request.fetch_offset, request.max_bytes)
-        return FetchResponse(self._published_hw(), batches, None, self._current_leader(), log_start_offset=start,
-                             encoded=encoded)
+        return self._with_node_endpoints(
+            FetchResponse(self._published_hw(), batches, None, self._current_leader(), log_start_offset=start,
+                          encoded=encoded)
+        )
 
     def _complete_parked_fetches(self) -> None:
         """New data, a new high watermark or a lost leadership: every parked fetch has an answer now.
@@ -979,6 +1143,7 @@ class KRaftCore:
             last_fetched_epoch=self.last_epoch,
             max_wait_ms=self.config.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms,
             max_bytes=self.config.fetch_max_bytes,
+            replica_directory_id=self.config.directory_id,
         )
         self._send(dest_id, req)
         self._emit("SendFetchRequest", note=f"to {dest_id} at {req.fetch_offset}/{req.last_fetched_epoch}")
@@ -1045,6 +1210,10 @@ class KRaftCore:
             return
         self.log.truncate_to(offset)
         self._out.log_ops.append(TruncateTo(offset))
+        last = self._vh.last_offset()
+        self._vh.truncate_new(offset)  # KIP-853 ``truncateNewEntries``: the previous voter set is in force again
+        if last is not None and last >= offset:
+            self._voter_set_changed()
         self._pending_log["truncatedTo"] = offset
         if self._pending_cluster_id is not None and self._pending_cluster_id[0] >= offset:
             self._pending_cluster_id = None
@@ -1133,7 +1302,7 @@ class KRaftCore:
         assert isinstance(leader, Leader), f"resign from {leader.name}"
         me = self.config.node_id
         # The most caught-up voters first: they are the ones that can win the next election.
-        others = [leader.replicas.get(v, ReplicaProgress(v)) for v in self.config.voters if v != me]
+        others = [leader.replicas.get(v, ReplicaProgress(v)) for v in self._voter_ids() if v != me]
         successors = tuple(p.replica_id for p in sorted(others, key=lambda p: (-p.end_offset, p.replica_id)))
         self._transition(
             Resigned(
@@ -1163,6 +1332,8 @@ class KRaftCore:
         if error is not None:
             self._emit("HandleEndQuorumEpochRequest", note=f"refused: {error.name}")
             return EndQuorumEpochResponse(self.leader_id, self.epoch, partition_error=error)
+        if req.leader_endpoints:
+            self._learn_leader_endpoints(req.leader_id, req.leader_endpoints)
         self._maybe_transition(req.leader_id, req.leader_epoch)
         resp = EndQuorumEpochResponse(self.leader_id, self.epoch)  # answered in the resigned epoch
         role = self.role
@@ -1217,18 +1388,27 @@ class KRaftCore:
             self._emit("HandleDescribeQuorumRequest", note="not leader")
             return DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER)
         me = self.config.node_id
+        vs = self._voters()
         voters: list[ReplicaState] = []
         observers: list[ReplicaState] = []
-        for rid in sorted(set(leader.replicas) | self.config.voters):
-            p = leader.replicas.get(rid, ReplicaProgress(rid))
+        # KIP-853 (``LeaderState.voterStates/observerStates``): the voters of the set in force, committed or not;
+        # every other replica that fetched is an observer (a removed voter, the leader itself after its removal).
+        for rid in sorted(set(leader.replicas) | vs.ids()):
+            node = vs.node(rid)
+            p = leader.replicas.get(rid)
+            if p is None:
+                p = ReplicaProgress(rid, directory_id=node.key.directory_id if node is not None else None)
+            is_voter = node is not None and node.is_voter(p.key)
             if rid == me:
                 # KIP-836: the leader is always caught up with itself; its table shows "now" for both.
-                row = ReplicaState(rid, self.log.end_offset, self._now, self._now)
+                row = ReplicaState(rid, self.log.end_offset, self._now, self._now, self.config.directory_id)
             else:
-                row = ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
-            (voters if rid in self.config.voters else observers).append(row)
+                row = ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms, p.directory_id)
+            (voters if is_voter else observers).append(row)
+        nodes = tuple(NodeListeners(n.id, n.endpoints) for n in vs.nodes if n.endpoints)
         self._emit("HandleDescribeQuorumRequest")
-        return DescribeQuorumResponse(me, self.epoch, self._published_hw(), tuple(voters), tuple(observers))
+        return DescribeQuorumResponse(me, self.epoch, self._published_hw(), tuple(voters), tuple(observers),
+                                      nodes=nodes)
 
     # ============================================================================ Snapshots (KIP-630)
 
@@ -1287,6 +1467,7 @@ class KRaftCore:
             return
         log.advance_start(target)
         self._out.log_ops.append(AdvanceLogStart(offset))
+        self._vh.truncate_old(offset - 1)  # KIP-853 ``truncateOldEntries``: keep the set in force at the start
         self._forget_snapshots_before(target)
         self._emit("CleanLog", note=f"log start {offset}")
 
@@ -1351,6 +1532,7 @@ class KRaftCore:
         assert reader is not None
         # (A negative MaxBytes reads nothing: Kafka's slice would throw, and the store need not handle it.)
         data = reader.slice(req.position, max(0, self._snapshot_chunk_bytes(min(req.max_bytes, size))))
+        self._fetch_directory_id = req.replica_directory_id
         self._note_fetch_from(req.replica_id)
         self._emit("HandleFetchSnapshotRequest",
                    note=f"{req.replica_id}: {sid.end_offset}-{sid.epoch} [{req.position}, +{len(data)}) of {size}")
@@ -1383,7 +1565,8 @@ class KRaftCore:
         role = self.role
         assert isinstance(role, Follower) and role.fetching_snapshot is not None
         req = FetchSnapshotRequest(self._cluster_id, self.config.node_id, self.epoch, role.fetching_snapshot,
-                                   role.snapshot_position, self.config.fetch_snapshot_max_bytes)
+                                   role.snapshot_position, self.config.fetch_snapshot_max_bytes,
+                                   replica_directory_id=self.config.directory_id)
         self._send(dest_id, req)
         sid = role.fetching_snapshot
         self._emit("SendFetchSnapshotRequest",
@@ -1445,6 +1628,10 @@ class KRaftCore:
         self._guard_truncation(end)
         self.log.reset_to_snapshot(snapshot_id)
         self._out.log_ops.append(InstallSnapshot(snapshot_id))
+        # KIP-853: the replaced log's records from ``end`` on are gone; the snapshot's own voter set arrives with
+        # SnapshotLoaded (``_load_snapshot_voters``).
+        self._vh.truncate_new(end)
+        self._voter_set_changed()
         if snapshot_id not in self._snapshot_ids:
             bisect.insort(self._snapshot_ids, snapshot_id)
         self._forget_snapshots_before(snapshot_id)
@@ -1505,6 +1692,492 @@ class KRaftCore:
         in a snapshot), never past the high watermark."""
         latest = self.latest_snapshot_id
         return -1 if latest is None else min(latest.end_offset, self._hw)
+
+    # ============================================================================ KIP-853 voter sets
+
+    def _init_voters(self, start_snapshot: SnapshotLoaded | None) -> None:
+        """The voter history at start-up (Kafka's ``KRaftControlRecordStateMachine`` + ``VoterSetHistory``): the
+        static set of controller.quorum.voters (kraft.version 0) as fallback, the bootstrap checkpoint's set at
+        offset -1, the snapshot at the log start at its end offset - 1, then every KRaftVersion/Voters record
+        of the log."""
+        config = self.config
+        self._local_key = ReplicaKey(config.node_id, config.directory_id)
+        self._vh = VoterHistory(VoterSet.static(config.voters))
+        # Endpoints learnt from LeaderEndpoints / NodeEndpoints (node id -> (host, port)), and the bootstrap
+        # servers by Kafka's ids -2, -3, ... (KafkaRaftClient constructor).
+        self._learned_endpoints: dict[int, tuple[str, int]] = {}
+        self._bootstrap_addresses = {-2 - i: addr for i, addr in enumerate(config.bootstrap_servers)}
+        self._completion_note: str | None = None
+        self._fetch_directory_id = None  # the ReplicaDirectoryId of the Fetch being handled
+        if config.bootstrap_voters is not None:
+            self._vh.add_kraft_version_at(-1, 1)
+            self._vh.add_voters_at(-1, config.bootstrap_voters)
+        if start_snapshot is not None and start_snapshot.snapshot_id == self.log.start_snapshot:
+            self._load_snapshot_voters(start_snapshot)
+        else:
+            self._read_kraft_records(self.log.control_batches())
+
+    def voter_set(self) -> VoterSet:
+        """KIP-853 "Voter changes": the voter set in force, the latest VotersRecord of the log (committed or not),
+        else the snapshot's or bootstrap checkpoint's, else controller.quorum.voters (``lastVoterSet``)."""
+        return self._voter_set_for_quorum()
+
+    def kraft_version(self) -> int:
+        """The latest KRaftVersionRecord's kraft.version (0 without one: static voters)."""
+        return self._vh.kraft_version()
+
+    def voters_at(self, offset: int) -> tuple[int, VoterSet | None]:
+        """For the snapshot writer (Kafka's ``kraftVersionAtOffset`` / ``voterSetAtOffset``): kraft.version and the
+        voter set read from the log in force at ``offset`` (None when no VotersRecord precedes it)."""
+        return self._vh.kraft_version_at(offset), self._vh.voters_at(offset)
+
+    def _voters(self) -> VoterSet:
+        return self._voter_set_for_quorum()
+
+    def _voter_ids(self) -> frozenset[int]:
+        return self._voter_set_for_quorum().ids()
+
+    def _majority(self) -> int:
+        return self._voter_set_for_quorum().majority()
+
+    def _is_voter(self) -> bool:
+        """``QuorumState.isVoter``: is this node's key in the voter set in force? Otherwise it is an observer."""
+        return self._voter_set_for_quorum().is_voter(self._local_key)
+
+    def _local_node(self) -> VoterNode:
+        """This node as a voter (Kafka's ``QuorumState.localVoterNodeOrThrow``): key, own listeners (the entry it
+        has when the shell names none), supported kraft.version range."""
+        endpoints = self.config.listeners
+        if not endpoints:
+            node = self._vh.last().node(self.config.node_id)
+            endpoints = node.endpoints if node is not None else ()
+        lo, hi = self.config.kraft_version_range
+        return VoterNode(self._local_key, endpoints, lo, hi)
+
+    def _listener_name(self) -> str | None:
+        """The default controller listener (controller.listener.names[0]); None: take a node's first endpoint."""
+        return self.config.listeners[0].name if self.config.listeners else None
+
+    def _read_kraft_records(self, batches: Any) -> bool:
+        """Enter every KRaftVersionRecord / VotersRecord of these batches into the history at its offset
+        (``KRaftControlRecordStateMachine.handleBatch``). True when one was found. A record that does not
+        decode is skipped (Kafka would stop the node)."""
+        found = False
+        history = self._vh
+        for batch in batches:
+            if not batch.is_control:
+                continue
+            for rec in batch.records:
+                key = rec.key
+                if key is None or len(key) != 4 or key[:3] != b"\0\0\0" or key[3] not in _KRAFT_CONTROL_TYPES:
+                    continue
+                offset = batch.base_offset + rec.offset_delta
+                try:
+                    ctype, body = decode_control(rec)
+                    if ctype is ControlType.KRAFT_VERSION:
+                        history.add_kraft_version_at(offset, int(body["KRaftVersion"]))
+                    else:
+                        # Kafka 3.9.0 refuses a set without an overlapping majority here; 3.9.1 (KAFKA-17973)
+                        # relaxed that: the leader's one-change-at-a-time rule is what keeps majorities overlapping.
+                        history.add_voters_at(offset, voter_set_from_record(body), strict=False)
+                except (DecodeError, ValueError, KeyError, TypeError):
+                    continue
+                found = True
+        return found
+
+    def _load_snapshot_voters(self, loaded: SnapshotLoaded) -> None:
+        """``KRaftControlRecordStateMachine.maybeLoadSnapshot``: the snapshot at the log start replaces the history;
+        its records count at its end offset - 1, the log's after it. A snapshot that names neither (a shell that
+        reads no KIP-853 header) leaves the history alone."""
+        sid = loaded.snapshot_id
+        if sid != self.log.start_snapshot or (loaded.voters is None and loaded.kraft_version == 0):
+            return
+        history = self._vh
+        history.clear()
+        at = sid.end_offset - 1
+        if loaded.kraft_version:
+            history.add_kraft_version_at(at, loaded.kraft_version)
+        if loaded.voters is not None:
+            history.add_voters_at(at, loaded.voters)
+        self._read_kraft_records(self.log.control_batches())
+        if hasattr(self, "role"):
+            self._voter_set_changed()
+
+    def _voter_set_changed(self) -> None:
+        """After an append, truncation or snapshot changed the set in force. A leader's replica states follow it
+        (``LeaderState.updateVoterAndObserverStates``): a new voter gets a state (its observer progress kept when
+        the key matches), a removed one stays as an observer and stops counting at once (KIP-853: the set is
+        the latest in the log). A node that became a voter gets an election timer, one that stopped being one
+        loses it."""
+        role = self.role
+        vs = self._voters()
+        if isinstance(role, Leader):
+            for node in vs.nodes:
+                p = role.replicas.get(node.id)
+                if p is None or not node.is_voter(p.key):
+                    role.replicas[node.id] = ReplicaProgress(node.id, directory_id=node.key.directory_id)
+            role.fetched_voters = frozenset(v for v in role.fetched_voters if v in vs.ids())
+        elif isinstance(role, (Unattached, Voted)):
+            if self._is_voter() and role.election_deadline_ms is None:
+                role.election_deadline_ms = self._random_election_deadline()
+            elif not self._is_voter():
+                role.election_deadline_ms = None
+
+    def _voter_key_ok(self, voter_id: int, voter_directory_id: str | None) -> bool:
+        """Kafka's ``isValidVoterKey`` (Vote and BeginQuorumEpoch v1): a request naming a voter (VoterId >= 0) must
+        name this node, and its directory id, when given, must be ours."""
+        if voter_id < 0:
+            return True
+        if voter_id != self.config.node_id:
+            return False
+        return voter_directory_id is None or voter_directory_id == self.config.directory_id
+
+    def _address_of(self, dest: int) -> tuple[str, int] | None:
+        """Where ``dest`` listens, when the core knows: a bootstrap server (-2, -3, ...), a voter's endpoint on the
+        default listener in the set in force, or an endpoint learnt from a leader. None: the shell's address book."""
+        if dest < -1:
+            return self._bootstrap_addresses.get(dest)
+        node = self._vh.last().node(dest)
+        if node is not None:
+            ep = node.endpoint(self._listener_name()) or node.endpoint()
+            if ep is not None:
+                return ep.host, ep.port
+        return self._learned_endpoints.get(dest)
+
+    def _learn_endpoints(self, node_endpoints: tuple[NodeEndpoint, ...]) -> None:
+        for ne in node_endpoints:
+            if ne.node_id >= 0:
+                self._learned_endpoints[ne.node_id] = (ne.host, ne.port)
+
+    def _learn_leader_endpoints(self, leader_id: int, endpoints: tuple[Endpoint, ...]) -> None:
+        """BeginQuorumEpoch / EndQuorumEpoch v1 ``LeaderEndpoints`` (``handleBeginQuorumEpochRequest``)."""
+        name = self._listener_name()
+        ep = next((e for e in endpoints if e.name == name), endpoints[0] if endpoints else None)
+        if ep is not None and leader_id >= 0:
+            self._learned_endpoints[leader_id] = (ep.host, ep.port)
+
+    def _leader_node_endpoints(self) -> tuple[NodeEndpoint, ...]:
+        """A response's ``NodeEndpoints`` (Vote/BeginQuorumEpoch/EndQuorumEpoch v1, Fetch v17, FetchSnapshot v1): the
+        known leader's endpoint on the default listener (``RaftUtil.singletonVoteResponse`` and friends). The
+        wire drops it below those versions."""
+        leader = self.leader_id
+        if leader < 0:
+            return ()
+        if leader == self.config.node_id:
+            listeners = self.config.listeners
+            return (NodeEndpoint(leader, listeners[0].host, listeners[0].port),) if listeners else ()
+        addr = self._address_of(leader)
+        return () if addr is None else (NodeEndpoint(leader, addr[0], addr[1]),)
+
+    def _with_node_endpoints(self, resp: Any) -> Any:
+        if isinstance(resp, _ENDPOINT_RESPONSES) and not resp.node_endpoints:
+            eps = self._leader_node_endpoints()
+            if eps:
+                resp.node_endpoints = eps
+        return resp
+
+    def _observer_targets(self) -> list[int]:
+        """Whom an observer without a leader asks (Kafka's ``maybeSendAnyVoterFetch``): the bootstrap servers
+        when configured, else the voters."""
+        if self._bootstrap_addresses:
+            return sorted(self._bootstrap_addresses, reverse=True)  # -2, -3, ...
+        return sorted(self._voter_ids() - {self.config.node_id})
+
+    # ------------------------------------------------------------------ Add/Remove/UpdateRaftVoter
+
+    def handle_add_raft_voter_request(self, req: AddRaftVoterRequest, reply_to: object = None
+                                      ) -> AddRaftVoterResponse | None:
+        """KIP-853 "AddVoter" handling, Kafka's order (``KafkaRaftClient.handleAddVoterRequest``,
+        ``AddVoterHandler.handleAddVoterRequest``): cluster id, leadership, the key, the default-listener endpoint,
+        the one-change rule, an existing id; then the new voter's ApiVersions is asked (its supported kraft.version)
+        and the change waits (None: answered later, by ``handle_api_versions_response``, the commit, a timeout or
+        a lost leadership)."""
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        error, message = self._check_add_voter(req, key)
+        if error is None:
+            endpoint = self._endpoint_on_listener(req.listeners)
+            assert endpoint is not None and isinstance(self.role, Leader)
+            if self._ready_at.get(req.voter_id, 0) > self._now:
+                error, message = Errors.REQUEST_TIMED_OUT, f"New voter {req.voter_id} is not ready to receive requests"
+            else:
+                # The request's endpoint on the default listener (``AddVoterHandler``: ``requestSender.send``).
+                self._learned_endpoints[req.voter_id] = (endpoint.host, endpoint.port)
+                self._send(req.voter_id, ApiVersionsRequest())
+                self.role.voter_change = VoterChange("add", key, reply_to, self._now + self.config.request_timeout_ms,
+                                                     req.listeners)
+                self._emit("HandleAddRaftVoterRequest", note=f"asking {endpoint.host}:{endpoint.port} for ApiVersions",
+                           voter_key=key)
+                return None
+        self._emit("HandleAddRaftVoterRequest", note=f"refused: {error.name}", voter_key=key)
+        return AddRaftVoterResponse(error, message)
+
+    def _check_add_voter(self, req: AddRaftVoterRequest, key: ReplicaKey) -> tuple[Errors | None, str | None]:
+        error = self._check_change_request(req.cluster_id, self.epoch, key)
+        if error is not None:
+            return error
+        if self._endpoint_on_listener(req.listeners) is None:
+            return Errors.INVALID_REQUEST, f"Listeners do not contain the default listener {self._listener_name()}"
+        blocked = self._voter_change_blocked(self._now)
+        if blocked is not None:
+            return blocked, "Request timed out waiting for the previous voter change" if blocked is \
+                Errors.REQUEST_TIMED_OUT else "Cluster does not support adding voters (kraft.version 0)"
+        if req.voter_id in self._vh.last().ids():
+            return Errors.DUPLICATE_VOTER, f"The voter id for {key} is already part of the set of voters"
+        return None, None
+
+    def _check_change_request(self, cluster_id: str | None, request_epoch: int, key: ReplicaKey
+                              ) -> tuple[Errors, str | None] | None:
+        """The common first checks of the three RPCs: cluster id, ``validateLeaderOnlyRequest`` (with the
+        shutting-down case, BROKER_NOT_AVAILABLE), then the voter key (``RaftUtil.addVoterRequestVoterKey``: an id
+        >= 0 and a directory id)."""
+        if not self._cluster_id_ok(cluster_id):
+            return Errors.INCONSISTENT_CLUSTER_ID, f"The cluster id in the request ({cluster_id}) is not ours"
+        error = self._validate_leader_only_request(request_epoch)
+        if error is None and self._shutting_down:
+            error = Errors.BROKER_NOT_AVAILABLE
+        if error is not None:
+            return error, None
+        if key.id < 0 or key.directory_id is None:
+            return Errors.INVALID_REQUEST, f"Invalid voter key {key}"
+        return None
+
+    def _endpoint_on_listener(self, listeners: tuple[Endpoint, ...]) -> Endpoint | None:
+        name = self._listener_name()
+        if name is None:
+            return listeners[0] if listeners else None
+        return next((e for e in listeners if e.name == name), None)
+
+    def handle_api_versions_response(self, sender_id: int, resp: ApiVersionsResponse) -> None:
+        """``AddVoterHandler.handleApiVersionsResponse``: the joining voter's answer. Ignored without a pending add
+        from that node; an error aborts (REQUEST_TIMED_OUT); a kraft.version range that does not hold the
+        finalized one is INVALID_REQUEST; a replica not caught up (``_replica_caught_up``) REQUEST_TIMED_OUT;
+        else the VotersRecord with the new voter is appended: in force at once, answered at its commit."""
+        leader = self.role
+        change = leader.voter_change if isinstance(leader, Leader) else None
+        if change is None or change.kind != "add" or change.offset is not None or change.key.id != sender_id:
+            self._emit("HandleApiVersionsResponse", note=f"ignored: no add of {sender_id} waits for it")
+            return
+        assert isinstance(leader, Leader)
+        key, kv, supported = change.key, self.kraft_version(), resp.kraft_version_range
+        error: Errors | None = None
+        if resp.error != Errors.NONE:
+            error, message = Errors.REQUEST_TIMED_OUT, f"ApiVersions returned {resp.error.name}"
+        elif supported is None or not supported[0] <= kv <= supported[1]:
+            error, message = Errors.INVALID_REQUEST, f"kraft.version range {supported} does not hold {kv}"
+        elif not self._replica_caught_up(key, self._now):
+            error, message = Errors.REQUEST_TIMED_OUT, f"Replica {key} is not caught up to the leader"
+        if error is not None:
+            leader.voter_change = None
+            self._reply_voter_change(change, error, message)
+            self._emit("HandleApiVersionsResponse", note=f"add aborted: {error.name}", voter_key=key)
+            return
+        assert supported is not None
+        new = self._vh.last().add(VoterNode(key, change.endpoints, supported[0], supported[1]))
+        if new is None:
+            leader.voter_change = None
+            self._reply_voter_change(change, Errors.DUPLICATE_VOTER, f"{key.id} is already a voter")
+            self._emit("HandleApiVersionsResponse", note="add aborted: DUPLICATE_VOTER", voter_key=key)
+            return
+        self._append_voters_record(new, change)
+        self._emit("HandleApiVersionsResponse", note=f"VotersRecord at {change.offset} adds {key.id}", voter_key=key)
+        if self._add_completes_at_append() and leader.voter_change is change:
+            leader.voter_change = None
+            self._reply_voter_change(change, Errors.NONE)
+
+    def handle_remove_raft_voter_request(self, req: RemoveRaftVoterRequest, reply_to: object = None
+                                         ) -> RemoveRaftVoterResponse | None:
+        """KIP-853 "RemoveVoter" handling (``KafkaRaftClient.handleRemoveVoterRequest``, ``RemoveVoterHandler``):
+        cluster id, leadership, key, the one-change rule, ``VoterSet.removeVoter`` (exact key, never the last
+        voter: VOTER_NOT_FOUND); then the VotersRecord without it is appended at once (in force: the removed
+        voter stops counting now) and the answer waits for its commit (None)."""
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        failed = self._check_change_request(req.cluster_id, self.epoch, key)
+        new: VoterSet | None = None
+        if failed is None:
+            blocked = self._voter_change_blocked(self._now)
+            if blocked is not None:
+                failed = blocked, "Request timed out waiting for the previous voter change" \
+                    if blocked is Errors.REQUEST_TIMED_OUT else "Cluster does not support removing voters"
+            else:
+                new = self._vh.last().remove(key)
+                if new is None:
+                    failed = Errors.VOTER_NOT_FOUND, f"Cannot remove voter {key} from the set of voters"
+        if failed is not None or new is None:
+            error, message = failed if failed is not None else (Errors.UNKNOWN_SERVER_ERROR, None)
+            self._emit("HandleRemoveRaftVoterRequest", note=f"refused: {error.name}", voter_key=key)
+            return RemoveRaftVoterResponse(error, message)
+        leader = self.role
+        assert isinstance(leader, Leader)
+        change = VoterChange("remove", key, reply_to, self._now + self.config.request_timeout_ms)
+        leader.voter_change = change
+        self._append_voters_record(new, change)
+        self._emit("HandleRemoveRaftVoterRequest", note=f"VotersRecord at {change.offset} removes {key.id}",
+                   voter_key=key)
+        return None
+
+    def handle_update_raft_voter_request(self, req: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        """KIP-853 "UpdateVoter" handling (``KafkaRaftClient.handleUpdateVoterRequest``, ``UpdateVoterHandler``):
+        cluster id, ``validateLeaderOnlyRequest(CurrentLeaderEpoch)``, key, default-listener endpoint, the range,
+        the one-change rule, the range against the finalized kraft.version, ``VoterSet.updateVoter``; then the
+        VotersRecord with the voter's new endpoints and range is appended and answered NONE at once."""
+        key = ReplicaKey(req.voter_id, req.voter_directory_id)
+        error = self._check_update_voter(req, key)
+        if error is None:
+            node = VoterNode(key, req.listeners, req.kraft_version_min, req.kraft_version_max)
+            new = self._vh.last().update(node)
+            if new is None:
+                error = Errors.VOTER_NOT_FOUND
+            else:
+                self._append_voters_record(new, None)
+        note = f"VotersRecord updates {key.id}" if error is None else f"refused: {error.name}"
+        self._emit("HandleUpdateRaftVoterRequest", note=note, voter_key=key)
+        eps = self._leader_node_endpoints()
+        return UpdateRaftVoterResponse(error or Errors.NONE, self._current_leader(), eps[0] if eps else None)
+
+    def _check_update_voter(self, req: UpdateRaftVoterRequest, key: ReplicaKey) -> Errors | None:
+        failed = self._check_change_request(req.cluster_id, req.current_leader_epoch, key)
+        if failed is not None:
+            return failed[0]
+        if self._endpoint_on_listener(req.listeners) is None:
+            return Errors.INVALID_REQUEST
+        lo, hi = req.kraft_version_min, req.kraft_version_max
+        if lo < 0 or hi < 0 or hi < lo:
+            return Errors.INVALID_REQUEST
+        blocked = self._voter_change_blocked(self._now)
+        if blocked is not None:
+            return blocked
+        if not lo <= self.kraft_version() <= hi:
+            return Errors.INVALID_REQUEST
+        return None
+
+    def _append_voters_record(self, new: VoterSet, change: VoterChange | None) -> None:
+        """Append one VotersRecord as leader (``LeaderState.appendVotersRecord``), after any held-back client writes
+        (their offsets were promised). ``change.offset`` is its offset, set before the append so that a commit in
+        the same step (a sole remaining voter) completes it."""
+        self._drain_accumulator()
+        offset = self.log.end_offset
+        if change is not None:
+            change.offset = offset
+        batch = control_batch(offset, self.epoch, ControlType.KRAFT_VOTERS, voters_record(new), timestamp=self._now)
+        self._append_as_leader([batch])
+
+    def _reply_voter_change(self, change: VoterChange, error: Errors, message: str | None = None) -> None:
+        kind = AddRaftVoterResponse if change.kind == "add" else RemoveRaftVoterResponse
+        resp: AddRaftVoterResponse | RemoveRaftVoterResponse = kind(error, message)
+        self._out.replies.append(Reply(change.reply_to, resp))
+
+    def _maybe_complete_voter_change(self) -> None:
+        """``AddVoterHandler/RemoveVoterHandler.highWatermarkUpdated``: the high watermark passed the change's
+        VotersRecord: answer NONE. A leader whose removal committed resigns (``requestResign``)."""
+        leader = self.role
+        if not isinstance(leader, Leader) or leader.voter_change is None:
+            return
+        change = leader.voter_change
+        if change.offset is None or self._hw <= change.offset:
+            return
+        leader.voter_change = None
+        self._reply_voter_change(change, Errors.NONE)
+        # No action of its own: the step that moved the high watermark says so in its event's note.
+        self._completion_note = f"{'Add' if change.kind == 'add' else 'Remove'}RaftVoter committed"
+        if change.kind == "remove" and not self._is_voter() and self._should_resign_after_removal():
+            leader.resign_requested = True
+
+    def _expire_voter_change(self) -> None:
+        """``LeaderState.maybeExpirePendingOperation``: a change past its deadline is answered REQUEST_TIMED_OUT."""
+        leader = self.role
+        if isinstance(leader, Leader) and leader.voter_change is not None \
+                and self._now >= leader.voter_change.deadline_ms:
+            self.voter_change_timeout()
+
+    def voter_change_timeout(self) -> None:
+        """KIP-853 ``VoterChangeTimeout``: the pending Add/Remove is answered REQUEST_TIMED_OUT; the log is untouched
+        (a VotersRecord already appended stays, and stays in force: ``testAddVoterTimeout``)."""
+        leader = self.role
+        assert isinstance(leader, Leader) and leader.voter_change is not None
+        change, leader.voter_change = leader.voter_change, None
+        self._reply_voter_change(change, Errors.REQUEST_TIMED_OUT, f"{change.kind} of {change.key} timed out")
+        self._emit("VoterChangeTimeout", note=f"{change.kind} of {change.key.id}", voter_key=change.key)
+
+    def _resign_removed(self) -> None:
+        """KIP-853: the committed voter set no longer holds the leader: resign (``pollLeader`` after
+        ``requestResign``), telling the remaining voters with EndQuorumEpoch."""
+        self._become_resigned("RemovedFromVoters")
+        self._emit("Resign", cause="RemovedFromVoters")
+
+    def _update_voter_due(self, role: Follower) -> bool:
+        """``pollFollowerAsVoter``: every 3 x fetch timeout a voter whose entry in the set in force differs from
+        itself (endpoints, supported range) sends UpdateRaftVoter instead of that round's Fetch."""
+        if self._vh.kraft_version() < 1:
+            return False
+        now, period = self._now, 3 * self.config.fetch_timeout_ms
+        if role.update_voter_deadline_ms is None:
+            role.update_voter_deadline_ms = now + period
+            return False
+        if now < role.update_voter_deadline_ms:
+            return False
+        role.update_voter_deadline_ms = now + period
+        return bool(self.config.listeners) and self._is_voter() and self._voters().needs_update(self._local_node())
+
+    def send_update_raft_voter_request(self, dest_id: int) -> None:
+        """KIP-853 ``SendUpdateRaftVoterRequest`` (``buildUpdateVoterRequest``): own key, epoch, listeners and range."""
+        node = self._local_node()
+        req = UpdateRaftVoterRequest(self._cluster_id, self.epoch, node.key.id, node.key.directory_id,
+                                     node.endpoints, node.kraft_min, node.kraft_max)
+        self._send(dest_id, req)
+        self._emit("SendUpdateRaftVoterRequest", note=f"to {dest_id}", voter_key=node.key)
+
+    def handle_update_raft_voter_response(self, sender_id: int, resp: UpdateRaftVoterResponse) -> None:
+        """``handleUpdateVoterResponse``: only the common response handling (epochs, leaders)."""
+        if resp.leader_endpoint is not None:
+            self._learn_endpoints((resp.leader_endpoint,))
+        current = resp.current_leader
+        handled = self._handle_common_response(sender_id, resp.error, current.leader_id, current.leader_epoch)
+        if not handled and resp.error != Errors.NONE:
+            self._request_failed(sender_id)
+        self._emit("HandleUpdateRaftVoterResponse", note=resp.error.name, voter_key=self._local_key)
+
+    # ------------------------------------------------------------------ KIP-853 fault-injection points
+
+    def _voter_change_blocked(self, now_ms: int) -> Errors | None:
+        """The one-change-at-a-time rule, in Kafka's order (Add/Remove/UpdateVoterHandler): a pending change (after
+        expiring a timed-out one) or an unknown high watermark (no entry of this epoch committed) is
+        REQUEST_TIMED_OUT; kraft.version 0 is UNSUPPORTED_VERSION; an uncommitted VotersRecord (or none)
+        REQUEST_TIMED_OUT."""
+        self._expire_voter_change()
+        leader = self.role
+        if isinstance(leader, Leader) and leader.voter_change is not None:
+            return Errors.REQUEST_TIMED_OUT
+        hw = self._published_hw()
+        if hw < 0:
+            return Errors.REQUEST_TIMED_OUT
+        if self._vh.kraft_version() < 1:
+            return Errors.UNSUPPORTED_VERSION
+        offset = self._vh.last_offset()
+        if offset is None or offset >= hw:
+            return Errors.REQUEST_TIMED_OUT
+        return None
+
+    def _replica_caught_up(self, key: ReplicaKey, now_ms: int) -> bool:
+        """``LeaderState.isReplicaCaughtUp``: an observer under exactly this key that has fetched up to this leader's
+        end at least once (LastCaughtUpTimestamp known) and fetched within the last hour."""
+        leader = self.role
+        p = leader.replicas.get(key.id) if isinstance(leader, Leader) else None
+        return (p is not None and p.directory_id == key.directory_id and p.last_caught_up_ms >= 0
+                and p.last_fetch_ms > now_ms - _CAUGHT_UP_WINDOW_MS)
+
+    def _voter_set_for_quorum(self) -> VoterSet:
+        """The voter set elections, the high watermark and check quorum use: the latest in the log, committed or
+        not (KIP-853; Kafka's ``lastVoterSet``)."""
+        return self._vh.last()
+
+    def _should_resign_after_removal(self) -> bool:
+        """A leader removed by a committed VotersRecord resigns (KIP-853 RemoveVoter; ``requestResign``)."""
+        return True
+
+    def _add_completes_at_append(self) -> bool:
+        """False: AddRaftVoter is answered when its VotersRecord commits (Kafka 3.9/4.0; 4.2's AckWhenCommitted=false
+        answers at append)."""
+        return False
 
     # ============================================================================ shared rules
 
@@ -1576,6 +2249,10 @@ class KRaftCore:
         self.role = role
         if was_leader and not isinstance(role, Leader):
             self._accumulator = None  # like Kafka's: held-back writes of a lost epoch are never appended
+            assert isinstance(old, Leader)
+            if old.voter_change is not None:  # KIP-853 (``LeaderState.close``): the pending change fails
+                self._reply_voter_change(old.voter_change, Errors.NOT_LEADER_OR_FOLLOWER, "Leadership lost")
+                old.voter_change = None
         self._ready_at.clear()  # like Kafka: requests of the old role no longer matter
         if was_leader and not isinstance(role, Leader):
             self._complete_parked_fetches()  # they now get NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
@@ -1583,7 +2260,7 @@ class KRaftCore:
     def _become_unattached(self, epoch: int) -> None:
         role = self.role
         deadline: int | None
-        if not self.config.is_voter:
+        if not self._is_voter():
             deadline = None
         elif isinstance(role, (Unattached, Voted, Candidate, Prospective)) and role.election_deadline_ms is not None:
             # Kafka's QuorumState.transitionToUnattached: a voter that has no leader keeps its running
@@ -1597,12 +2274,15 @@ class KRaftCore:
 
     def _become_follower(self, epoch: int, leader_id: int) -> None:
         voted = self.voted_id if epoch == self.epoch else -1
-        self._transition(Follower(epoch, leader_id, self._now + self.config.fetch_timeout_ms, voted_id=voted))
+        role = self.role
+        voted_dir = role.voted_directory_id if voted >= 0 and isinstance(role, (Voted, Follower, Prospective)) else None
+        self._transition(Follower(epoch, leader_id, self._now + self.config.fetch_timeout_ms, voted_id=voted,
+                                  voted_directory_id=voted_dir))
         self._persist()
 
     def _initial_role(self, durable: ElectionState) -> Role:
         """Kafka's QuorumState.initialize: the role a restarted node resumes in."""
-        me, voters, is_voter = self.config.node_id, self.config.voters, self.config.is_voter
+        me, voters, is_voter = self.config.node_id, self._voter_ids(), self._is_voter()
         epoch = durable.leader_epoch
         election = self._random_election_deadline() if is_voter else None
         if self.log.last_fetched_epoch > epoch:
@@ -1617,10 +2297,12 @@ class KRaftCore:
             assert election is not None
             return Candidate(epoch, frozenset({me}), frozenset(), 1, election)
         if durable.leader_id < 0 and durable.voted_id >= 0 and durable.voted_id != me:
-            return Voted(epoch, durable.voted_id, election)  # an observer may have voted too (Kafka 3.9+)
+            # an observer may have voted too (Kafka 3.9+)
+            return Voted(epoch, durable.voted_id, election, durable.voted_directory_id)
         if durable.leader_id >= 0 and durable.leader_id in voters:
             deadline = self._now + self.config.fetch_timeout_ms
-            return Follower(epoch, durable.leader_id, deadline, durable.voted_id)
+            return Follower(epoch, durable.leader_id, deadline, durable.voted_id,
+                            voted_directory_id=durable.voted_directory_id)
         return Unattached(epoch, election)
 
     # ============================================================================ fault-injection points
@@ -1639,15 +2321,25 @@ class KRaftCore:
         (1.5 x the fetch timeout, as Kafka) without fetches from a majority? Never for the only voter: it
         is its own majority, and no voter will ever fetch from it (Kafka's
         ``LeaderState.timeUntilCheckQuorumExpires``: a quorum of one voter never expires)."""
-        return (isinstance(self.role, Leader) and self._now >= self.role.progress_deadline_ms
-                and not self._sole_voter())
+        role = self.role
+        if not isinstance(role, Leader):
+            return False
+        if self._sole_voter():
+            # Kafka's timeUntilCheckQuorumExpires restarts the timer while the leader is the only voter: a voter added
+            # later (KIP-853 AddVoter) gets a whole check-quorum timeout to fetch before the leader resigns.
+            role.progress_deadline_ms = self._now + self.check_quorum_timeout_ms
+            return False
+        return self._now >= role.progress_deadline_ms
 
     def _sole_voter(self) -> bool:
-        return len(self.config.voters) == 1 and self.config.is_voter
+        return self._voters().is_only_voter(self._local_key)
 
     def _counts_toward_hw(self, replica_id: int) -> bool:
-        """Only voters' offsets commit entries; observers fetch but never count."""
-        return replica_id in self.config.voters
+        """Only voters' offsets commit entries; observers fetch but never count. KIP-853: the voters of the set in
+        force, by key; the leader only while it is one (a removed voter stops counting at the append)."""
+        leader = self.role
+        p = leader.replicas.get(replica_id) if isinstance(leader, Leader) else None
+        return self._voters().is_voter(ReplicaKey(replica_id, p.directory_id if p is not None else None))
 
     # ============================================================================ timers and sending
 
@@ -1683,9 +2375,14 @@ class KRaftCore:
         the leader to send it until each voter acknowledged; Kafka before 3.9 did that.)"""
         now = self._now
         me = self.config.node_id
-        for dest in sorted(self.config.voters):
+        listeners = self.config.listeners
+        for node in self._voters().nodes:
+            dest = node.id
             if dest != me and self._ready_at.get(dest, 0) <= now:
-                self._send(dest, BeginQuorumEpochRequest(self._cluster_id, me, leader.epoch, dest))
+                # v1 (KIP-853): the recipient's key as the voter set names it, and where the leader listens.
+                self._send(dest, BeginQuorumEpochRequest(self._cluster_id, me, leader.epoch, dest,
+                                                         voter_directory_id=node.key.directory_id,
+                                                         leader_endpoints=listeners))
         leader.begin_epoch_deadline_ms = now + self.begin_quorum_epoch_timeout_ms
 
     def _fire_timers(self) -> None:
@@ -1693,22 +2390,30 @@ class KRaftCore:
         role, now = self.role, self._now
         if isinstance(role, Follower):
             if now >= role.fetch_deadline_ms:
-                if self.config.is_voter:
+                if self._is_voter():
                     if self._may_elect():
                         self._elect(role.deadline_cause)
                 else:
                     self._become_unattached(role.epoch)  # an observer looks for the leader again
         elif isinstance(role, Leader):
-            if self._should_resign():
+            if role.resign_requested:
+                self._resign_removed()  # KIP-853: its removal committed (``pollLeader`` after ``requestResign``)
+            elif self._should_resign():
                 self.leader_progress_timeout()
-            elif self._accumulator is not None and now >= self._accumulator.drain_at_ms:
-                self._drain_accumulator()  # linger over: the held-back writes become one batch
+            else:
+                if role.voter_change is not None and now >= role.voter_change.deadline_ms:
+                    self.voter_change_timeout()  # KIP-853 ``maybeExpirePendingOperation``
+                if self._accumulator is not None and now >= self._accumulator.drain_at_ms:
+                    self._drain_accumulator()  # linger over: the held-back writes become one batch
         elif isinstance(role, (Unattached, Voted)):
             deadline = role.election_deadline_ms
-            if deadline is not None and now >= deadline and self._may_elect():
-                self._elect("ElectionTimeout")
+            if deadline is not None and now >= deadline:
+                if self._may_elect():
+                    self._elect("ElectionTimeout")
+                elif not self._is_voter():
+                    role.election_deadline_ms = None  # KIP-853: no longer a voter, an observer has no election timer
         elif isinstance(role, Candidate):
-            if len(role.granted) >= self.config.majority:
+            if len(role.granted) >= self._majority():
                 self.become_leader()
             elif role.backoff_until_ms is not None:
                 if now >= role.backoff_until_ms and self._may_elect():
@@ -1719,16 +2424,20 @@ class KRaftCore:
                 else:
                     role.backoff_until_ms = now + self._election_backoff_ms(role.retries)
         elif isinstance(role, Prospective):
-            if len(role.granted) >= self.config.majority:
+            if len(role.granted) >= self._majority():
                 self.start_election("PreVoteGranted")
             elif now >= role.election_deadline_ms:
                 self.abandon_prospective("ElectionTimeout")  # Kafka 4.x ``pollProspective``
-        elif isinstance(role, Resigned) and now >= role.election_deadline_ms and self._may_elect():
-            self._elect("ElectionTimeout")
+        elif isinstance(role, Resigned) and now >= role.election_deadline_ms:
+            if self._may_elect():
+                self._elect("ElectionTimeout")
+            elif not self._is_voter() and not self._shutting_down:
+                # KIP-853 (``pollResigned``): a leader removed from the voters goes on as an observer.
+                self._become_unattached(role.epoch + 1)  # (no event: as an observer's fetch timeout)
 
     def _may_elect(self) -> bool:
         """Only voters start elections, and not while shutting down."""
-        return self.config.is_voter and not self._shutting_down
+        return self._is_voter() and not self._shutting_down
 
     def _due_destinations(self) -> list[int]:
         """Who the current role still has to ask something (sent as soon as that peer is free)."""
@@ -1738,37 +2447,49 @@ class KRaftCore:
         if isinstance(role, Leader):
             return []  # BeginQuorumEpoch goes out on its own timer (``_send_begin_quorum_epoch``)
         if isinstance(role, Candidate) and role.backoff_until_ms is None:
-            return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
+            return sorted(self._voter_ids() - role.granted - role.rejected - {self.config.node_id})
         if isinstance(role, Prospective):  # Kafka's maybeSendVoteRequests: the voters not heard from yet
-            return sorted(self.config.voters - role.granted - role.rejected - {self.config.node_id})
+            return sorted(self._voter_ids() - role.granted - role.rejected - {self.config.node_id})
         if isinstance(role, Resigned):
             return sorted(role.awaiting_end_epoch)
-        if isinstance(role, (Unattached, Voted)) and not self.config.is_voter:
-            voters = sorted(self.config.voters)
-            return [voters[self._probe_index % len(voters)]]
+        if isinstance(role, (Unattached, Voted)) and not self._is_voter():
+            targets = self._observer_targets()
+            return [targets[self._probe_index % len(targets)]] if targets else []
         return []
 
     def _send_role_request(self, dest: int) -> None:
         role = self.role
         if isinstance(role, (Candidate, Prospective)):
             # Kafka's ``buildVoteRequest``: the current epoch, the log end; ``PreVote`` while Prospective.
+            # v1 (KIP-853, ``RaftUtil.singletonVoteRequest``): the recipient's key and our directory id.
+            node = self._vh.last().node(dest)
             self._send(
                 dest,
                 VoteRequest(
                     self._cluster_id, role.epoch, self.config.node_id, self.last_epoch,
                     self.log.end_offset, voter_id=dest, pre_vote=isinstance(role, Prospective),
+                    candidate_directory_id=self.config.directory_id,
+                    voter_directory_id=node.key.directory_id if node is not None else None,
                 ),
             )
         elif isinstance(role, Resigned):
+            vs = self._vh.last()
+            dirs = tuple(n.key.directory_id if (n := vs.node(v)) is not None else None
+                         for v in role.preferred_successors)
+            if not any(dirs):
+                dirs = ()  # no directory ids known (static voters): as before KIP-853
             self._send(
                 dest,
                 EndQuorumEpochRequest(
-                    self._cluster_id, self.config.node_id, role.epoch, role.preferred_successors
+                    self._cluster_id, self.config.node_id, role.epoch, role.preferred_successors,
+                    preferred_directory_ids=dirs, leader_endpoints=self.config.listeners,
                 ),
             )
         elif isinstance(role, Follower):
             if role.fetching_snapshot is not None:
                 self.send_fetch_snapshot_request(dest)  # Kafka's maybeSendFetchOrFetchSnapshot
+            elif self._update_voter_due(role):
+                self.send_update_raft_voter_request(dest)  # KIP-853 ``pollFollowerAsVoter``
             else:
                 self.send_fetch_request(dest)
         elif isinstance(role, (Unattached, Voted)):
@@ -1778,12 +2499,13 @@ class KRaftCore:
         # One request in flight per destination: a newer one supersedes any the shell never answered.
         self._last_request_id += 1
         self._inflight[dest] = self._last_request_id
-        self._out.send.append(OutboundRequest(dest, req, self._last_request_id))
+        # KIP-853: where ``dest`` listens when the core knows (None: the shell's address book).
+        self._out.send.append(OutboundRequest(dest, req, self._last_request_id, self._address_of(dest)))
         self._ready_at[dest] = self._now + self.config.request_timeout_ms  # in flight until answered
 
     def _request_failed(self, dest: int) -> None:
         self._ready_at[dest] = self._now + self.config.retry_backoff_ms
-        if isinstance(self.role, (Unattached, Voted)) and not self.config.is_voter:
+        if isinstance(self.role, (Unattached, Voted)) and not self._is_voter():
             self._probe_index += 1  # an observer tries the next voter
 
     def _next_deadline(self) -> int | None:
@@ -1799,6 +2521,9 @@ class KRaftCore:
             if self._accumulator is not None:
                 drain = self._accumulator.drain_at_ms
                 deadline = drain if deadline is None else min(deadline, drain)
+            if role.voter_change is not None:
+                change_at = role.voter_change.deadline_ms
+                deadline = change_at if deadline is None else min(deadline, change_at)
         elif isinstance(role, Candidate):
             backoff = role.backoff_until_ms
             deadline = backoff if backoff is not None else role.election_deadline_ms
@@ -1873,6 +2598,8 @@ class KRaftCore:
                 ]
             )
         self._note_cluster_id_records(batches)
+        if self._read_kraft_records(batches):  # KIP-853: the set in force changes at the append
+            self._voter_set_changed()
 
     def _append_as_leader(self, batches: list[RecordBatch]) -> None:
         self._append(batches)
@@ -1896,6 +2623,7 @@ class KRaftCore:
             self._cluster_id = self._pending_cluster_id[1]  # committed: adopt it (KIP-595 bootstrap)
             self._out.cluster_id_adopted = self._cluster_id
             self._pending_cluster_id = None
+        self._maybe_complete_voter_change()  # KIP-853: Add/RemoveRaftVoter are answered at their commit
         # Followers waiting in a long-poll learn the new high watermark without waiting MaxWaitMs.
         self._complete_parked_fetches()
 
@@ -1928,8 +2656,12 @@ class KRaftCore:
         return self._leader_and_epoch
 
     def _persist(self) -> None:
+        role = self.role
+        voted_dir = role.voted_directory_id if isinstance(role, (Voted, Follower, Prospective)) else None
+        if isinstance(role, (Leader, Candidate, Resigned)):
+            voted_dir = self.config.directory_id  # it voted for itself
         self._out.persist = ElectionState(
-            self.epoch, self.leader_id, self.voted_id, tuple(sorted(self.config.voters))
+            self.epoch, self.leader_id, self.voted_id, self._vh.last().sorted_ids(), voted_dir
         )
         self._pending_log["persisted"] = True
 
@@ -1942,9 +2674,10 @@ class KRaftCore:
         # Every field given: cheaper than Ready()'s default factories, and this runs on every step.
         self._out = Ready(None, [], None, None, [], [], [], None, None)
         self._pending_log = {}
+        self._completion_note = None
 
     def _emit(self, event: str, cause: str | None = None, note: str | None = None, pre_vote: bool = False,
-              snapshot_id: SnapshotId | None = None) -> None:
+              snapshot_id: SnapshotId | None = None, voter_key: ReplicaKey | None = None) -> None:
         if not self.config.emit_trace:
             self._pending_log.clear()
             return
@@ -1961,8 +2694,13 @@ class KRaftCore:
             ev["preVote"] = True  # KIP-996: the Vote handled was a pre-vote (spec/README.md)
         if snapshot_id is not None:  # KIP-630 (spec/README.md): the snapshot created, installed or restored
             ev["snapshotId"] = {"endOffset": snapshot_id.end_offset, "epoch": snapshot_id.epoch}
+        if voter_key is not None:  # KIP-853: the voter an Add/Remove/UpdateRaftVoter step is about
+            ev["voterKey"] = {"id": voter_key.id, "directoryId": voter_key.directory_id}
         if self._pending_log:
             ev["log"], self._pending_log = self._pending_log, {}
+        if self._completion_note is not None:  # KIP-853: an Add/Remove completed in this step
+            note = self._completion_note if note is None else f"{note}; {self._completion_note}"
+            self._completion_note = None
         if note is not None:
             ev["note"] = note
         self._out.trace.append(ev)
@@ -1993,4 +2731,7 @@ class KRaftCore:
             self.log.start_offset,
             self.latest_snapshot_id,
             role.fetching_snapshot if isinstance(role, Follower) else None,
+            self._vh.last().sorted_ids(),
+            self._vh.kraft_version(),
+            self.config.directory_id,
         )

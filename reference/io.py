@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kraft_tck.reference.messages import Request, Response, SnapshotId
+from kraft_tck.reference.voters import VoterSet
 from kraft_tck.spec.records import RecordBatch
 
 # ---------------------------------------------------------------------------------------------- durable state
@@ -42,6 +43,8 @@ class ElectionState:
     leader_id: int = -1
     voted_id: int = -1
     voters: tuple[int, ...] = ()
+    # KIP-853: the directory id of the replica voted for (quorum-state v1 ``votedDirectoryId``; None = none/ZERO).
+    voted_directory_id: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -119,6 +122,10 @@ class SnapshotLoaded:
 
     snapshot_id: SnapshotId
     cluster_id: str | None
+    # KIP-853: the snapshot header batch's KRaftVersionRecord (0 when absent) and VotersRecord (None when absent),
+    # in force at the snapshot's end offset - 1 (KRaftControlRecordStateMachine.maybeLoadSnapshot).
+    kraft_version: int = 0
+    voters: VoterSet | None = None
 
 
 Input = (
@@ -286,6 +293,11 @@ class CoreStatus:
     log_start_offset: int = 0  # KIP-630: records below it are gone (in the latest snapshot)
     latest_snapshot_id: SnapshotId | None = None
     snapshot_download: SnapshotId | None = None  # a follower's download in progress
+    # KIP-853: the voter set in force (sorted ids; the latest VotersRecord, committed or not), kraft.version, and
+    # this node's metadata-log directory id.
+    voters: tuple[int, ...] = ()
+    kraft_version: int = 0
+    directory_id: str | None = None
 
     @property
     def is_leader(self) -> bool:

@@ -94,6 +94,9 @@ class Log:
         self._epoch_keys: list[int] = []  # each entry's epoch, for bisect (Fetch validation asks per fetch)
         self._epoch_starts: list[int] = []  # each entry's start offset, for bisect (``epoch_of``)
         self._end = 0  # the log end offset, kept because the core asks for it on every step
+        # KIP-853: the base offsets of the control batches, so that the core finds the KRaftVersion/Voters records
+        # at start-up without reading the whole log (Kafka's KRaftControlRecordStateMachine reads them all).
+        self._control_bases: list[int] = []
         # KIP-630: the log start and the snapshot there (None: the log starts at 0, no snapshot below it).
         self._start = 0
         self._start_snapshot: SnapshotId | None = None
@@ -153,6 +156,11 @@ class Log:
             batches = self.read(offset, chunk_bytes)
             yield from batches
             offset = batches[-1].last_offset + 1
+
+    def control_batches(self) -> Iterator[RecordBatch]:
+        """The control batches of the log, in offset order (KIP-853: where KRaftVersion/Voters records are)."""
+        for base in list(self._control_bases):
+            yield self.read(base, 1)[0]
 
     @property
     def epoch_cache(self) -> tuple[EpochStart, ...]:
@@ -280,6 +288,8 @@ class Log:
             if data is not None:
                 self._held_bytes += len(data)
             self._bases.append(base)
+            if batch.is_control:
+                self._control_bases.append(base)
             self._end = base + records[-1].offset_delta + 1  # the batch's last offset + 1
 
     def batch_start_at_or_below(self, offset: int) -> int:
@@ -315,6 +325,7 @@ class Log:
         del self._bases[i:]
         self._first_held = min(self._first_held, i)
         self._end = offset
+        del self._control_bases[bisect.bisect_left(self._control_bases, offset):]
         while self._epochs and self._epochs[-1].start_offset >= offset:
             self._epochs.pop()
             self._epoch_keys.pop()
@@ -342,6 +353,7 @@ class Log:
         del self._batches[:held]
         del self._encoded[:held]
         del self._bases[:i]
+        del self._control_bases[: bisect.bisect_left(self._control_bases, offset)]
         self._first_held = max(0, self._first_held - i)
         if offset == self._end:
             keep = len(self._epochs)  # no record left: the snapshot answers every epoch question
@@ -361,6 +373,7 @@ class Log:
         if snapshot_id.end_offset < 0 or snapshot_id.epoch < 0:
             raise LogError(f"invalid snapshot id {snapshot_id}")
         self._bases = array("q")
+        self._control_bases.clear()
         self._first_held = 0
         self._batches.clear()
         self._encoded.clear()

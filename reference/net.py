@@ -77,6 +77,11 @@ API_VERSIONS = 18
 #: ApiVersions v3+ names the client (KIP-511). Kafka answers INVALID_REQUEST to an empty or ill-formed name
 #: (``ApiVersionsRequest.isValid``: letters, digits, '.', '-', and a letter or digit at each end).
 CLIENT_SOFTWARE: dict[str, Any] = {"ClientSoftwareName": "kraft-tck-reference", "ClientSoftwareVersion": "0.1.0"}
+#: KIP-853's feature (Kafka's ``KRaftVersion.FEATURE_NAME``): 0 = static voters, 1 = dynamic quorum.
+KRAFT_VERSION_FEATURE = "kraft.version"
+#: What a server advertises in ApiVersions v3+ ``SupportedFeatures`` unless told otherwise: every Kafka node
+#: lists ``kraft.version`` 0-1 (server-common ``Features.KRAFT_VERSION``, Kafka 3.9+).
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {KRAFT_VERSION_FEATURE: (0, 1)}
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _CORRELATION = struct.Struct(">i")
 #: Kafka's ``connections.max.idle.ms`` default (``SocketServerConfigs.CONNECTIONS_MAX_IDLE_MS_DEFAULT``).
@@ -156,13 +161,29 @@ Handler = Callable[[ServerRequest], "Answer | PendingAnswer | Awaitable[Answer]"
 FrameObserver = Callable[[str, int, int, int, dict[str, Any], str], None]
 
 
-def api_versions_body(ranges: Mapping[int, tuple[int, int]], error: int = Errors.NONE) -> dict[str, Any]:
-    """ApiVersions response listing what *this server* serves (the codec knows more apis than a node serves)."""
-    return {
+def api_versions_body(ranges: Mapping[int, tuple[int, int]], error: int = Errors.NONE,
+                      features: Mapping[str, tuple[int, int]] | None = None, version: int = 0) -> dict[str, Any]:
+    """ApiVersions response listing what *this server* serves (the codec knows more apis than a node serves),
+    and from v3 the ``features`` it supports (filtered as :func:`supported_features_body` says)."""
+    body: dict[str, Any] = {
         "ErrorCode": int(error),
         "ApiKeys": [{"ApiKey": k, "MinVersion": lo, "MaxVersion": hi} for k, (lo, hi) in sorted(ranges.items())],
         "ThrottleTimeMs": 0,
     }
+    if features and version >= 3:
+        body["SupportedFeatures"] = supported_features_body(features, version)
+    return body
+
+
+def supported_features_body(features: Mapping[str, tuple[int, int]], version: int) -> list[dict[str, Any]]:
+    """ApiVersions v3+ ``SupportedFeatures``. Below v4 a feature whose minimum is 0 is left out, as Kafka's
+    ``ApiVersionsResponse.maybeFilterSupportedFeatureKeys`` does (``alterFeatureLevel0`` is set for requests
+    below v4 by ControllerApis.handleApiVersionsRequest; KAFKA-17492: older clients cannot read a 0 minimum).
+    So ``kraft.version`` (0-1) is seen only at v4+, which is why KIP-853's leader probes a new voter at v4."""
+    if version < 3:
+        return []
+    return [{"Name": name, "MinVersion": lo, "MaxVersion": hi} for name, (lo, hi) in sorted(features.items())
+            if version >= 4 or lo != 0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +250,11 @@ class KafkaServer:
         ssl: _ssl.SSLContext | None = None,
         sasl: SaslSettings | None = None,
         gate: Callable[[ServerRequest], Answer] | None = None,
+        supported_features: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         self._handler = handler
+        #: ApiVersions v3+ SupportedFeatures (default ``SUPPORTED_FEATURES``; ``{}`` advertises none).
+        self.supported_features = dict(SUPPORTED_FEATURES if supported_features is None else supported_features)
         # Asked before the frame observer and the handler: an answer (a refusal) goes back at once and the
         # request is not protocol the node received (the node's authorization, as Kafka's ControllerApis
         # refuses before the Raft client sees a request).
@@ -391,7 +415,7 @@ class KafkaServer:
                 return
         answer: Answer | PendingAnswer | Awaitable[Answer]
         if req.api_key == API_VERSIONS:
-            answer = api_versions_body(self.api_ranges)
+            answer = api_versions_body(self.api_ranges, features=self.supported_features, version=req.api_version)
         elif req.api_key not in self.api_ranges:
             log.warning("closing %s: api key %d is not served here", req.peer, req.api_key)
             answer = None
@@ -864,6 +888,8 @@ class KafkaClient:
     ssl: _ssl.SSLContext | None = None  # TLS to the server (its certificate checked as the context says)
     sasl: SaslLogin | None = None  # SASL login, right after ApiVersions (SaslHandshake v1, SaslAuthenticate)
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The server's ApiVersions v3+ SupportedFeatures (name -> (min, max)), from the negotiation at connect.
+    features: dict[str, tuple[int, int]] = field(default_factory=dict)
     _transport: asyncio.Transport | None = None
     _protocol: _ClientProtocol | None = None
     _next_correlation: int = 0
@@ -901,6 +927,7 @@ class KafkaClient:
             if body["ErrorCode"] != Errors.NONE:
                 raise RequestError(f"{self.peer}: ApiVersions failed with error {body['ErrorCode']}")
             self.versions = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}
+            self.features = {f["Name"]: (f["MinVersion"], f["MaxVersion"]) for f in body.get("SupportedFeatures") or ()}
         if self.sasl is not None:
             observer, self.observer = self.observer, None  # SASL frames are transport, not protocol
             try:

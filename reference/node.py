@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft_tck.reference import bootstrap as disk_bootstrap
 from kraft_tck.reference import controller as broker_controller
 from kraft_tck.reference import describe_cluster, wire
 from kraft_tck.reference import snapshot as disk_snapshot
@@ -49,6 +50,7 @@ from kraft_tck.reference.io import (
     ElectionState,
     Input,
     InstallSnapshot,
+    OutboundRequest,
     Ready,
     RequestFailed,
     RequestReceived,
@@ -60,7 +62,7 @@ from kraft_tck.reference.io import (
     WriteSnapshotChunk,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import FetchRequest, FetchResponse, SnapshotId, VoteRequest, VoteResponse
+from kraft_tck.reference.messages import Endpoint, FetchRequest, FetchResponse, SnapshotId, VoteRequest, VoteResponse
 from kraft_tck.reference.net import (
     Answer,
     EncodedAnswer,
@@ -222,6 +224,7 @@ class Node:
         self._replies: dict[int, tuple[PendingAnswer, int]] = {}  # token -> (answer, api version)
         self._reply_ids = itertools.count()
         self._peers: dict[int, _Peer] = {}
+        self._retired_peers: list[_Peer] = []  # replaced by a new address, closed at stop
         self._tasks: set[asyncio.Task[Any]] = set()
         self._outstanding = 0  # requests sent, awaiting their response (or failure)
         self._all_answered: asyncio.Future[None] | None = None  # graceful stop waits on it
@@ -255,14 +258,21 @@ class Node:
         # Fetch read into and written from the core's messages (typed_wire.py), set by ``start`` unless
         # frames are traced: a frame trace records bodies as the dict path reads them off the wire.
         self.typed: TypedCodec | None = None
-        # Where each voter listens (controller.quorum.voters, the controller listener's name): responses
-        # that redirect a client to the leader name its endpoint.
-        self._endpoints = {
-            v.node_id: wire.NodeEndpoint(config.listener.name, v.endpoint.host, v.endpoint.port) for v in config.voters
+        # Where each voter listens on the controller listener's name: controller.quorum.voters (kraft.version 0),
+        # then the voter set in force (KIP-853: VotersRecords and the bootstrap checkpoint; ``_learn_voters``).
+        # Responses that redirect a client to the leader name its endpoint (NodeEndpoints, KIP-951).
+        self._static_endpoints = {
+            v.node_id: wire.ListenerEndpoint(config.listener.name, v.endpoint.host, v.endpoint.port)
+            for v in config.voters
         }
+        self._endpoints = dict(self._static_endpoints)
+        self._voters_seen: object = None  # the core's voter set that ``_endpoints`` and ``_peers`` reflect
         # KIP-631: the broker registry every node applies from the committed log and the controller logic
         # of the active controller, driven by the pure broker driver (broker_driver.py); the shell only routes.
-        self.brokers = BrokerDriver(config.broker_session_timeout_ms, is_voter=config.node_id in config.voter_ids)
+        # A controller of a dynamic quorum (no controller.quorum.voters) counts as a voter here: any voter set may
+        # come to name it, and Kafka's controllers halt on a committed record they cannot apply.
+        controller = config.is_voter or (not config.voters and "controller" in config.process_roles)
+        self.brokers = BrokerDriver(config.broker_session_timeout_ms, is_voter=controller)
         self._broker_answers: dict[int, asyncio.Future[dict[str, Any]]] = {}  # token -> the request's answer
         self._broker_tokens = itertools.count()
         # KIP-630: when to snapshot (set up by ``start``), a follower's download in progress, and a pending
@@ -297,7 +307,10 @@ class Node:
             _probe_writable(self.storage.partition_dir)
             meta = self.storage.read_meta()
             qs = self.storage.read_quorum_state()
-        except StorageError as exc:
+            # KIP-853 "Bootstrapping": the voter set of the 0-0 checkpoint written by format --standalone or
+            # --initial-controllers (None: none, a static quorum or a node formatted --no-initial-controllers).
+            bootstrap_voters = disk_bootstrap.read_bootstrap_voters(Path(cfg.log_dir))
+        except (StorageError, disk_bootstrap.BootstrapError) as exc:
             raise StartupError(str(exc)) from exc
         except OSError as exc:  # a file where the directory should be, a read-only or full file system...
             raise StartupError(f"log.dirs: {cfg.log_dir}: cannot use it as the log directory: "
@@ -310,6 +323,7 @@ class Node:
             leader_epoch=qs.leader_epoch if qs else 0,
             leader_id=qs.leader_id if qs else -1,
             voted_id=qs.voted_id if qs else -1,
+            voted_directory_id=qs.voted_directory if qs else None,
             voters=tuple(sorted(cfg.voter_ids)),
         )
         # KIP-630 restart: the latest valid snapshot, then the log after it. The store checked every snapshot
@@ -325,9 +339,17 @@ class Node:
             core_log.append((batch,), (data,))
             core_log.release(cfg.log_cache_bytes)
         latest = store.latest()
+        start_loaded: SnapshotLoaded | None = None
         if latest is not None:
             try:
-                self._load_snapshot(latest)
+                snap = self._load_snapshot(latest)
+                if start_snapshot is not None:
+                    # KIP-853: the voter set and kraft.version at the log start come from the snapshot ending there
+                    # (its header batch; Kafka's KRaftControlRecordStateMachine.maybeLoadSnapshot).
+                    if start_snapshot != latest:
+                        snap = store.read(start_snapshot)
+                    start_loaded = SnapshotLoaded(start_snapshot, self.brokers.registry.cluster_id,
+                                                  kraft_version=snap.kraft_version, voters=snap.voters)
             except (StorageError, RegistryError) as exc:
                 self.storage.close()
                 raise StartupError(f"{store.path(latest)}: cannot load the snapshot: {exc}") from exc
@@ -348,6 +370,14 @@ class Node:
             append_linger_ms=cfg.append_linger_ms,
             emit_trace=self._trace_path is not None,
             pre_vote=cfg.pre_vote,
+            # KIP-853: this replica's key (meta.properties directory.id, Kafka's RaftManager metadataLogDirUuid), its
+            # controller listener (the VotersRecord entry and LeaderEndpoints), the bootstrap checkpoint's voters and
+            # controller.quorum.bootstrap.servers (ids -2, -3, ... in the core).
+            directory_id=meta.directory_id if meta else None,
+            listeners=(Endpoint(cfg.listener.name, cfg.listener.endpoint.host or "localhost",
+                                cfg.listener.endpoint.port),),
+            bootstrap_voters=bootstrap_voters,
+            bootstrap_servers=tuple((e.host or "localhost", e.port) for e in cfg.bootstrap_servers),
         )
         if self._trace_path is not None:
             self.trace = TraceWriter(
@@ -357,7 +387,8 @@ class Node:
                     "run": f"node-{cfg.node_id}-{int(time.time())}",
                     "implementation": IMPLEMENTATION,
                     "clusterId": core_cfg.cluster_id,
-                    "voters": sorted(cfg.voter_ids),
+                    # The voters the node starts with: controller.quorum.voters, else the bootstrap checkpoint's.
+                    "voters": sorted(cfg.voter_ids or (bootstrap_voters.ids() if bootstrap_voters else ())),
                     "config": {
                         "controller.quorum.election.timeout.ms": cfg.election_timeout_ms,
                         "controller.quorum.fetch.timeout.ms": cfg.fetch_timeout_ms,
@@ -371,11 +402,13 @@ class Node:
         now = self.clock.now_ms()
         # KIP-595 "Persistence": the core comes back from quorum-state and the log only.
         self.core, first = self._core_factory.restart(
-            core_cfg, durable, core_log, self._rng, now, snapshots=_StoreSnapshots(store), snapshot_ids=snapshot_ids)
+            core_cfg, durable, core_log, self._rng, now, snapshots=_StoreSnapshots(store), snapshot_ids=snapshot_ids,
+            start_snapshot=start_loaded)
         for voter in cfg.voters:
             if voter.node_id != cfg.node_id:
                 host = voter.endpoint.host or "127.0.0.1"
                 self._peers[voter.node_id] = _Peer(voter.node_id, host, voter.endpoint.port)
+        self._learn_voters()
         if not self._wants_frames():  # decided by the trace, opened above
             self.typed = TypedCodec()
             self.typed.precompile()
@@ -406,7 +439,7 @@ class Node:
             raise StartupError(f"listeners: cannot listen on {cfg.listener}: {exc.strerror or exc}") from exc
         self._apply(first)
         self._controller_task = asyncio.create_task(self._controller_loop())
-        log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(cfg.voter_ids))
+        log.info("node %d listening on %s, voters %s", cfg.node_id, cfg.listener, sorted(self.core.voter_set().ids()))
 
     async def stop(self, graceful: bool = True, grace_s: float = 1.0) -> None:
         """Graceful stop resigns leadership first (KIP-595 EndQuorumEpoch) and gives it a moment to leave."""
@@ -437,7 +470,7 @@ class Node:
             await self.server.close()
         for task in list(self._tasks):
             task.cancel()
-        for peer in self._peers.values():
+        for peer in [*self._peers.values(), *self._retired_peers]:
             if peer.client is not None:
                 await peer.client.close()
         for _, _, fut in self._commit_waiters:
@@ -517,10 +550,9 @@ class Node:
             self.trace.flush()  # in the kernel before the disk changes: kill -9 then loses no traced effect
         if ready.persist is not None:
             p = ready.persist
-            self.storage.write_quorum_state(
-                QuorumStateData(leader_epoch=p.leader_epoch, leader_id=p.leader_id, voted_id=p.voted_id,
-                            current_voters=tuple(sorted(self.config.voter_ids)))
-            )
+            # Kafka's FileQuorumStateStore: data_version = kraft.version (1 carries votedDirectoryId).
+            self.storage.write_quorum_state(QuorumStateData.from_election(
+                p, self.core.kraft_version(), tuple(sorted(self.config.voter_ids))))
         for op in ready.log_ops:
             if isinstance(op, AppendBatches):
                 self.storage.append(op.batches, op.encoded)
@@ -533,9 +565,11 @@ class Node:
             assert self.metadata_log is not None
             self.metadata_log.release(self.config.log_cache_bytes)  # all of it is in the segment files now
         if ready.cluster_id_adopted is not None:
-            self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted))
+            self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted,
+                                                   directory_id=self.core.config.directory_id))
+        self._learn_voters()
         for out in ready.send:
-            self._send(out.dest_id, out.request, out.request_id)
+            self._send(out)
         # The last answer given, as (response, version, answer): every parked Fetch answered with the same
         # new batch in this bundle, or the next follower to ask from the same offset in a later one, gets
         # the same encoded bytes.
@@ -614,10 +648,12 @@ class Node:
                 raise StorageError(f"the snapshot {disk_snapshot.snapshot_filename(sid)} downloaded from the leader "
                                    f"is not valid: {exc}") from exc
         self.storage.reset_to_snapshot(sid)  # idempotent: at restart the log may be emptied already
-        self._load_snapshot(sid)
+        snap = self._load_snapshot(sid)
         now = self.clock.now_ms()
         self.snapshot_trigger.snapshotted(sid.end_offset, now)
-        loaded = SnapshotLoaded(sid, self.brokers.registry.cluster_id)
+        # KIP-853: the header's KRaftVersionRecord/VotersRecord are the voter set at the snapshot's last offset.
+        loaded = SnapshotLoaded(sid, self.brokers.registry.cluster_id, kraft_version=snap.kraft_version,
+                                voters=snap.voters)
         log.info("node %d installed snapshot %s (%d brokers)", self.config.node_id,
                  disk_snapshot.snapshot_filename(sid), len(self.brokers.registry))
         assert self._loop is not None
@@ -627,11 +663,12 @@ class Node:
         if not self._stopping and self.failure is None:
             self._step(loaded)
 
-    def _load_snapshot(self, sid: SnapshotId) -> None:
+    def _load_snapshot(self, sid: SnapshotId) -> disk_snapshot.Snapshot:
         """The state machine from a snapshot file (its data records; header and footer are not content)."""
         assert self.storage is not None
         snap = self.storage.snapshots.read(sid)
         self.brokers.load_snapshot(sid.end_offset, (rec for batch in snap.batches for rec in batch.records))
+        return snap
 
     def _note_commit(self, nbytes: int) -> None:
         """After a commit was applied: feed the trigger and check it from the loop (not inside this step)."""
@@ -659,12 +696,15 @@ class Node:
         except ValueError as exc:
             log.debug("no snapshot at %d yet: %s", end, exc)
             return
+        # KIP-853: the header batch carries kraft.version and the voter set in force at the snapshot's last
+        # offset (Kafka's KafkaRaftClient.createSnapshot: kraftVersionAtOffset, voterSetAtOffset).
+        kraft_version, voters = core.voters_at(sid.end_offset - 1)
         started = time.perf_counter()
         try:
             if sid not in storage.snapshots:  # a crash after the write and before the core heard of it
                 storage.create_snapshot(sid, [self.brokers.snapshot_records()],
                                         last_contained_log_timestamp=self.brokers.applied_timestamp,
-                                        timestamp_ms=now)
+                                        timestamp_ms=now, kraft_version=kraft_version, voters=voters)
         except (StorageError, OSError) as exc:
             self._halt(exc)
             return
@@ -840,11 +880,56 @@ class Node:
             peer.client = client
             return client
 
-    def _send(self, dest: int, request: Any, request_id: int) -> None:
-        """Send at once on an open connection; otherwise connect first, in a task."""
+    def _learn_voters(self) -> None:
+        """KIP-853: the address book follows the voter set in force (``core.voter_set()``: the bootstrap
+        checkpoint's, then each VotersRecord appended or truncated away). A voter's endpoint on this node's
+        controller listener name is where requests to it go and what NodeEndpoints name; controller.quorum.voters
+        (kraft.version 0, no endpoints in the set) stays as configured."""
+        core = self.core
+        if core is None:
+            return
+        voters = core.voter_set()
+        if voters is self._voters_seen or voters == self._voters_seen:
+            return
+        self._voters_seen = voters
+        name, me = self.config.listener.name, self.config.node_id
+        endpoints = dict(self._static_endpoints)
+        for node in voters.nodes:
+            ep = next((e for e in node.endpoints if e.name == name), None)
+            if ep is None:
+                continue
+            endpoints[node.key.id] = wire.ListenerEndpoint(name, ep.host, ep.port)
+            if node.key.id != me:
+                self._peer(node.key.id, (ep.host, ep.port))
+        self._endpoints = endpoints
+
+    def _peer(self, dest: int, address: tuple[str, int] | None) -> _Peer | None:
+        """The connection to ``dest``: at ``address`` when given (the core's ``OutboundRequest.address``: a node
+        known from a VotersRecord or a response's NodeEndpoints, a joining voter, a bootstrap server), else
+        the address book's. A node whose address changed gets a new connection; the old one closes."""
         peer = self._peers.get(dest)
+        if address is None or (peer is not None and (peer.host, peer.port) == address):
+            return peer
+        if peer is not None:
+            if peer.client is not None:
+                self._spawn(peer.client.close())
+                peer.client = None
+            # A connection still being opened to the old address is closed at stop (the others are closed already).
+            self._retired_peers = [p for p in self._retired_peers if p.client is not None]
+            self._retired_peers.append(peer)
+        peer = self._peers[dest] = _Peer(dest, address[0], address[1])
+        return peer
+
+    def _send(self, out: OutboundRequest) -> None:
+        """Send at once on an open connection; otherwise connect first, in a task."""
+        dest, request, request_id = out.dest_id, out.request, out.request_id
+        peer = self._peer(dest, out.address)
         if peer is None:
-            log.error("core asked to send %s to unknown node %d", codec.api_name(wire.api_key(request)), dest)
+            log.error("core asked to send %s to node %d, whose address is unknown",
+                      codec.api_name(wire.api_key(request)), dest)
+            # Reported from the loop (this runs inside _apply; steps never nest): the core stops waiting for it.
+            asyncio.get_running_loop().call_soon(
+                self._request_failed, dest, request, request_id, RequestError(f"node {dest}: no address"))
             return
         if peer.client is not None and peer.client.connected:
             self._send_on(peer.client, dest, request, request_id)
@@ -920,8 +1005,8 @@ class Node:
             return
         api = codec.api_name(wire.api_key(request))
         log.debug("%s to node %d failed: %s", api, dest, exc)
-        peer = self._peers[dest]
-        if peer.client is not None and not peer.client.connected:
+        peer = self._peers.get(dest)
+        if peer is not None and peer.client is not None and not peer.client.connected:
             self._spawn(peer.client.close())
             peer.client = None
         self._step(RequestFailed(dest_id=dest, api=api, request_id=request_id))

@@ -74,6 +74,13 @@ class LocalCluster:
     incarnations: dict[int, int] = field(default_factory=dict)
     #: How ``describe`` reaches a secured quorum (TLS, SASL: ``security.client_security``); plaintext when None.
     client_security: ClientSecurity | None = None
+    #: KIP-853: ``"static"`` (controller.quorum.voters, kraft.version 0, every node a voter) or ``"dynamic"``:
+    #: node 1 formatted ``kraft-tck format --standalone`` (the only voter), the others ``--no-initial-controllers``
+    #: (observers until ``add_controller``); every node gets ``controller.quorum.bootstrap.servers`` instead of
+    #: controller.quorum.voters (see ``bootstrap_servers``).
+    quorum: str = "static"
+    #: Nodes restarted on another port than ``base_port + id - 1`` (node id -> port): ``port`` answers it.
+    moved_ports: dict[int, int] = field(default_factory=dict)
 
     def node_dir(self, node_id: int) -> Path:
         return self.base_dir / f"node-{node_id}"
@@ -85,30 +92,79 @@ class LocalCluster:
         return self.node_dir(node_id) / "data"
 
     def port(self, node_id: int) -> int:
-        return self.base_port + node_id - 1
+        return self.moved_ports.get(node_id, self.base_port + node_id - 1)
 
     def trace_files(self, node_id: int) -> list[Path]:
         return sorted(self.node_dir(node_id).glob("trace-*.ndjson"), key=lambda p: int(p.stem.split("-")[1]))
 
+    def bootstrap_servers(self, node_id: int) -> list[int]:
+        """The nodes in ``node_id``'s controller.quorum.bootstrap.servers (dynamic quorum): node 1 for a joining
+        node, every node for node 1, which then finds the leader again after it is removed from the voters (an
+        observer fetches from the bootstrap servers, Kafka's KafkaRaftClient.maybeSendAnyVoterFetch)."""
+        return list(range(1, self.voters + 1)) if node_id == 1 else [1]
+
     def prepare(self) -> str:
         """Write every node's server.properties and format its data dir with one cluster id."""
+        if self.quorum not in ("static", "dynamic"):
+            raise ValueError(f"quorum must be 'static' or 'dynamic', not {self.quorum!r}")
         quorum = ",".join(f"{i}@127.0.0.1:{self.port(i)}" for i in range(1, self.voters + 1))
         existing = read_meta_file(self.data_dir(1) / "meta.properties")
         self.cluster_id = self.cluster_id or (existing.cluster_id if existing else new_uuid())
         for i in range(1, self.voters + 1):
             self.node_dir(i).mkdir(parents=True, exist_ok=True)
+            voters: dict[str, Any] = {"controller.quorum.voters": quorum} if self.quorum == "static" else {
+                "controller.quorum.bootstrap.servers": ",".join(
+                    f"127.0.0.1:{self.port(j)}" for j in self.bootstrap_servers(i))}
             props: dict[str, Any] = {
                 "process.roles": "controller",
                 "node.id": i,
                 "listeners": f"CONTROLLER://127.0.0.1:{self.port(i)}",
                 "controller.listener.names": "CONTROLLER",
-                "controller.quorum.voters": quorum,
+                **voters,
                 "log.dirs": self.data_dir(i),
                 **self.settings,
             }
             self.config_path(i).write_text(render_properties(props, header=f"kraft-tck node {i}"), encoding="utf-8")
-            format_dir(self.data_dir(i), i, self.cluster_id)
+            if self.quorum == "static":
+                format_dir(self.data_dir(i), i, self.cluster_id)
+            elif read_meta_file(self.data_dir(i) / "meta.properties") is None:
+                self.format_node(i, "--standalone" if i == 1 else "--no-initial-controllers")
         return self.cluster_id
+
+    def kraft_tck(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run the ``kraft-tck`` command line (this interpreter's) with ``args``; its output, whatever its status."""
+        return subprocess.run([sys.executable, "-m", "kraft_tck.reference.cli", *args], capture_output=True,
+                              text=True, timeout=timeout_s, check=False)
+
+    def format_node(self, node_id: int, *mode: str) -> None:
+        """``kraft-tck format`` of node ``node_id``'s data dir with the cluster id and ``mode`` (KIP-853's
+        ``--standalone``, ``--initial-controllers ...``, ``--no-initial-controllers``)."""
+        done = self.kraft_tck("format", "-c", str(self.config_path(node_id)), "-t", self.cluster_id, *mode)
+        if done.returncode != 0:
+            raise RuntimeError(f"kraft-tck format {' '.join(mode)} of node {node_id} failed "
+                               f"({done.returncode}): {done.stdout}{done.stderr}")
+
+    def directory_id(self, node_id: int) -> str | None:
+        """The directory id in node ``node_id``'s meta.properties (its ReplicaKey's, KIP-853)."""
+        meta = read_meta_file(self.data_dir(node_id) / "meta.properties")
+        return meta.directory_id if meta is not None else None
+
+    def quorum_command(self, *args: str, command_config: Path | None = None,
+                       timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        """``kraft-tck quorum --bootstrap-controller <every live node> [--command-config F] args``:
+        kafka-metadata-quorum's commands."""
+        where = ",".join(f"127.0.0.1:{self.port(i)}" for i in (self.alive() or range(1, self.voters + 1)))
+        config = ["--command-config", str(command_config)] if command_config is not None else []
+        return self.kraft_tck("quorum", "--bootstrap-controller", where, *config, *args, timeout_s=timeout_s)
+
+    def add_controller(self, node_id: int) -> subprocess.CompletedProcess[str]:
+        """``kraft-tck quorum --command-config <node_id's server.properties> add-controller`` (KIP-853 AddRaftVoter)."""
+        return self.quorum_command("add-controller", command_config=self.config_path(node_id))
+
+    def remove_controller(self, node_id: int) -> subprocess.CompletedProcess[str]:
+        """``kraft-tck quorum remove-controller`` of node ``node_id``, by its directory id (KIP-853 RemoveRaftVoter)."""
+        return self.quorum_command("remove-controller", "--controller-id", str(node_id),
+                                   "--controller-directory-id", str(self.directory_id(node_id)))
 
     def node_configs(self) -> list[NodeConfig]:
         """Prepare the cluster and load every node's config, for running the nodes in this process instead

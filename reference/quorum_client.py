@@ -327,6 +327,94 @@ async def describe(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster
                       info.version, info.nodes, cid)
 
 
+# ============================================================================================ voter changes (KIP-853)
+
+
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+_CHANGE_NAMES = {ADD_RAFT_VOTER: "AddRaftVoter", REMOVE_RAFT_VOTER: "RemoveRaftVoter"}
+
+
+def kafka_uuid_value(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``: URL-safe base64 (padding optional) of 16 bytes; ValueError otherwise."""
+    if len(text) > 24:
+        raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded as a base64 UUID")
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except ValueError as exc:
+        raise ValueError(f"Input string `{text}` is not valid base64 ({exc})") from None
+    if len(raw) != 16:
+        raise ValueError(f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal to the expected "
+                         "16 bytes of a base64-encoded UUID")
+    return uuid.UUID(bytes=raw)
+
+
+def error_text(code: int, message: str | None) -> str:
+    """``ApiError.exception().getMessage()``: the response's ErrorMessage, else Kafka's text for the code."""
+    if message:
+        return message
+    try:
+        return Errors(code).message
+    except ValueError:
+        return ""
+
+
+async def change_voters(endpoints: Sequence[Endpoint], timeout_s: float, api_key: int, body: dict[str, Any],
+                        client_id: str = "kraft-tck-quorum") -> Endpoint:
+    """Send AddRaftVoter (80) or RemoveRaftVoter (81) to the leader found from ``endpoints`` (Kafka's admin
+    client sends both to the active controller, ``LeastLoadedBrokerOrActiveKController``) and wait for its
+    answer, once: an error answer is not retried (``KafkaAdminClient.addRaftVoter``/``removeRaftVoter``
+    complete the future with the error). Returns the leader's endpoint; QuorumError names the error code and
+    Kafka's message otherwise, or says that the leader does not serve the RPC (a static quorum)."""
+    name = _CHANGE_NAMES[api_key]
+    (host, port), _ = await find_leader(endpoints, timeout_s, client_id)
+    client = await _connect(host, port, timeout_s, client_id)
+    try:
+        if api_key not in client.versions:
+            raise QuorumError(f"the leader at {host}:{port} does not serve {name} (api key {api_key}): its voters "
+                              f"are fixed by controller.quorum.voters (a static quorum, kraft.version 0)")
+        version = client.best_version(api_key)
+        answer = await client.request(api_key, version, body, timeout_s)
+    except RequestError as exc:
+        raise QuorumError(request_problem(host, port, exc)) from exc
+    finally:
+        await client.close()
+    code = int(answer.get("ErrorCode", 0))
+    if code != Errors.NONE:
+        try:
+            label = Errors(code).name
+        except ValueError:
+            label = f"error code {code}"
+        text = error_text(code, answer.get("ErrorMessage"))
+        raise QuorumError(f"{name} failed at the leader {host}:{port}: {label}" + (f": {text}" if text else ""))
+    return host, port
+
+
+def add_raft_voter_body(voter_id: int, directory_id: str, listeners: Sequence[tuple[str, str, int]],
+                        timeout_ms: int, cluster_id: str | None = None) -> dict[str, Any]:
+    """AddRaftVoterRequest v0 as Kafka's admin client fills it (ClusterId null unless given; TimeoutMs = the
+    call's timeout; one Listener per controller listener)."""
+    return {"ClusterId": cluster_id, "TimeoutMs": timeout_ms, "VoterId": voter_id,
+            "VoterDirectoryId": kafka_uuid_value(directory_id),
+            "Listeners": [{"Name": n, "Host": h, "Port": p} for n, h, p in listeners]}
+
+
+def remove_raft_voter_body(voter_id: int, directory_id: str, cluster_id: str | None = None) -> dict[str, Any]:
+    """RemoveRaftVoterRequest v0 as Kafka's admin client fills it."""
+    return {"ClusterId": cluster_id, "VoterId": voter_id, "VoterDirectoryId": kafka_uuid_value(directory_id)}
+
+
+def add_raft_voter_sync(endpoints: Sequence[Endpoint], timeout_s: float, voter_id: int, directory_id: str,
+                        listeners: Sequence[tuple[str, str, int]]) -> Endpoint:
+    body = add_raft_voter_body(voter_id, directory_id, listeners, int(timeout_s * 1000))
+    return asyncio.run(change_voters(endpoints, timeout_s, ADD_RAFT_VOTER, body))
+
+
+def remove_raft_voter_sync(endpoints: Sequence[Endpoint], timeout_s: float, voter_id: int,
+                           directory_id: str) -> Endpoint:
+    body = remove_raft_voter_body(voter_id, directory_id)
+    return asyncio.run(change_voters(endpoints, timeout_s, REMOVE_RAFT_VOTER, body))
+
+
 def describe_sync(endpoints: Sequence[Endpoint], timeout_s: float, with_cluster_id: bool = False,
                   endpoint_type: int = CONTROLLER_ENDPOINTS) -> QuorumInfo:
     return asyncio.run(describe(endpoints, timeout_s, with_cluster_id, endpoint_type))

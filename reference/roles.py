@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from kraft_tck.reference.messages import SnapshotId
+from kraft_tck.reference.messages import Endpoint, ReplicaKey, SnapshotId
 
 
 @dataclass(slots=True)
@@ -41,6 +41,7 @@ class Voted:
     epoch: int
     voted_id: int
     election_deadline_ms: int | None
+    voted_directory_id: str | None = None  # KIP-853: the candidate's directory id (quorum-state v1)
 
 
 @dataclass(slots=True)
@@ -62,6 +63,7 @@ class Prospective:
     rejected: frozenset[int]
     retries: int
     election_deadline_ms: int
+    voted_directory_id: str | None = None  # KIP-853: with ``voted_id`` (Kafka's votedKey of ProspectiveState)
 
 
 @dataclass(slots=True)
@@ -91,6 +93,26 @@ class ReplicaProgress:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     last_fetch_leader_end_offset: int = -1
+    directory_id: str | None = None  # KIP-853: the fetcher's ReplicaDirectoryId (Kafka's ReplicaState.replicaKey)
+
+    @property
+    def key(self) -> ReplicaKey:
+        return ReplicaKey(self.replica_id, self.directory_id)
+
+
+@dataclass(slots=True)
+class VoterChange:
+    """A leader's voter change in progress (KIP-853; Kafka's ``AddVoterHandlerState`` / ``RemoveVoterHandlerState``).
+    ``kind`` "add" or "remove"; ``reply_to`` the AddRaftVoter/RemoveRaftVoter request's token, answered when the
+    high watermark passes ``offset`` (the VotersRecord's offset; None while an add waits for the ApiVersions
+    answer of the new voter), or with REQUEST_TIMED_OUT at ``deadline_ms``."""
+
+    kind: str
+    key: ReplicaKey
+    reply_to: object
+    deadline_ms: int
+    endpoints: tuple[Endpoint, ...] = ()
+    offset: int | None = None
 
 
 @dataclass(slots=True)
@@ -111,6 +133,10 @@ class Leader:
     begin_epoch_deadline_ms: int
     progress_deadline_ms: int
     fetched_voters: frozenset[int] = frozenset()
+    # KIP-853: the one voter change in progress (Kafka's LeaderState add/remove handler state) and whether the
+    # leader must resign because a committed VotersRecord removed it (``LeaderState.requestResign``).
+    voter_change: VoterChange | None = None
+    resign_requested: bool = False
 
 
 @dataclass(slots=True)
@@ -127,6 +153,7 @@ class Follower:
     fetch_deadline_ms: int
     voted_id: int = -1
     deadline_cause: str = "FetchTimeout"
+    voted_directory_id: str | None = None  # KIP-853: with ``voted_id`` (quorum-state v1 votedDirectoryId)
     # KIP-996: a successful fetch from the leader in this role (Kafka 4.x ``FollowerState.hasFetchedFromLeader``).
     # A follower that has one refuses pre-votes: its leader is alive.
     fetched: bool = False
@@ -134,6 +161,9 @@ class Follower:
     # many of its bytes have arrived; while set, the follower sends FetchSnapshot instead of Fetch.
     fetching_snapshot: SnapshotId | None = None
     snapshot_position: int = 0
+    # KIP-853: when a voter next checks whether its VotersRecord entry needs an UpdateRaftVoter (Kafka's
+    # ``FollowerState.updateVoterPeriodTimer``, 3 x the fetch timeout); None until its first request.
+    update_voter_deadline_ms: int | None = None
 
 
 @dataclass(slots=True)

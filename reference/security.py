@@ -456,6 +456,9 @@ REQUIRED_OPERATION: dict[int, str] = {
     63: "CLUSTER_ACTION",  # BrokerHeartbeat
     55: "DESCRIBE",  # DescribeQuorum
     60: "ALTER",  # DescribeCluster: on a controller ALTER, not DESCRIBE (ControllerApis.handleDescribeCluster)
+    80: "ALTER",  # AddRaftVoter (KIP-853; ControllerApis.handleAddRaftVoter)
+    81: "ALTER",  # RemoveRaftVoter (ControllerApis.handleRemoveRaftVoter)
+    82: "CLUSTER_ACTION",  # UpdateRaftVoter: a voter reports itself (ControllerApis.handleUpdateRaftVoter)
 }
 
 

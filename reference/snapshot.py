@@ -14,6 +14,16 @@ the file count from 0 and every batch carries the snapshot's epoch as its partit
 (end offset, epoch) is only in the file name (Kafka's ``Snapshots.filenameFromSnapshotId``): the end offset
 is the offset after the last record the snapshot covers, the epoch that record's epoch.
 
+KIP-853
+    From kraft.version 1 on, the header batch also holds a KRaftVersionRecord and, when the node knows a voter
+    set, the VotersRecord in force at the snapshot's end (Kafka's ``RecordsSnapshotWriter.Builder``
+    ``setKraftVersion``/``setVoterSet``); :class:`Snapshot` returns both. The file ``00000000000000000000-
+    0000000000.checkpoint`` is the bootstrap checkpoint ``format --standalone/--initial-controllers`` writes
+    (:data:`BOOTSTRAP_SNAPSHOT_ID`, read by ``bootstrap.read_bootstrap_voters``): never listed, offered, cleaned
+    or set aside by this store. Kafka deletes it with the other snapshots below the log start; this node keeps
+    it, since it reads the initial voter set from it at every start (the latest snapshot's VotersRecord, and the
+    log's, take precedence).
+
 Durability
     A snapshot is written to ``<id>.checkpoint.part``, fsynced, renamed to ``<id>.checkpoint`` and the
     directory fsynced (Kafka's ``FileRawSnapshotWriter.freeze``): a crash leaves either no snapshot or the
@@ -38,7 +48,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.reference.storage import CorruptFileError, StorageError, fsync_dir
@@ -54,6 +64,9 @@ from kraft_tck.spec.records import (
     encode_batch,
 )
 
+if TYPE_CHECKING:
+    from kraft_tck.reference.voters import VoterSet
+
 log = logging.getLogger("kraft_tck.reference.snapshot")
 
 SUFFIX = ".checkpoint"
@@ -64,6 +77,12 @@ _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _PREFIX = re.compile(r"^(\d{20})-(\d{10})")
 SNAPSHOT_HEADER_VERSION = 0  # ControlRecordUtils.SNAPSHOT_HEADER_CURRENT_VERSION
 SNAPSHOT_FOOTER_VERSION = 0  # ControlRecordUtils.SNAPSHOT_FOOTER_CURRENT_VERSION
+KRAFT_VERSION_RECORD_VERSION = 0  # ControlRecordUtils.KRAFT_VERSION_CURRENT_VERSION
+#: Kafka's ``Snapshots.BOOTSTRAP_SNAPSHOT_ID``: the file ``format --standalone/--initial-controllers`` writes
+#: (KIP-853 "Bootstrapping"; reference/bootstrap.py reads it). It is not a snapshot of the log: this store never
+#: lists, offers, cleans or sets it aside (Kafka keeps it out of Fetch's SnapshotId and FetchSnapshot:
+#: ``KafkaRaftClient.handleFetchRequest``/``handleFetchSnapshotRequest``).
+BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
 
 
 #: One record of a snapshot: its value, or ``(key, value)`` for a keyed record.
@@ -123,6 +142,10 @@ class Snapshot:
     last_contained_log_timestamp: int
     batches: tuple[RecordBatch, ...]
     size_bytes: int
+    #: The header batch's KRaftVersionRecord (KIP-853; 0 when it has none, Kafka's default) and VotersRecord
+    #: (None when it has none): the kraft.version and voter set in force at the snapshot's end.
+    kraft_version: int = 0
+    voters: VoterSet | None = None
 
     def values(self) -> Iterator[bytes]:
         """Every data record's value, in order (control batches skipped)."""
@@ -137,11 +160,47 @@ class Snapshot:
         return sum(len(b.records) for b in self.batches if not b.is_control)
 
 
-def header_batch(sid: SnapshotId, last_contained_log_timestamp: int, timestamp_ms: int = 0) -> RecordBatch:
-    """The first batch of a snapshot: one SnapshotHeaderRecord at offset 0 (``RecordsSnapshotWriter``).
-    This project runs kraft.version 0, so the header batch carries no KRaftVersion/Voters records."""
+def control_records_batch(base_offset: int, epoch: int, records: Sequence[tuple[ControlType, dict[str, Any]]],
+                          timestamp_ms: int = 0) -> RecordBatch:
+    """One control batch holding several control records at consecutive offsets (Kafka's MemoryRecordsBuilder
+    with ``isControlBatch``): key int16 version 0 + int16 type, value the record's version-0 body."""
+    from kraft_tck.spec.codec import encode_data
+    from kraft_tck.spec.records import CONTROL_SCHEMAS
+
+    out = tuple(
+        Record(i, encode_data(CONTROL_SCHEMAS[ctype], 0, body), int(ctype).to_bytes(4, "big"))
+        for i, (ctype, body) in enumerate(records)
+    )
+    return RecordBatch(base_offset, epoch, out, is_control=True, base_timestamp=timestamp_ms,
+                       max_timestamp=timestamp_ms)
+
+
+def _voters_body(voters: VoterSet | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(voters, dict):
+        return voters
+    from kraft_tck.reference.voters import voters_record
+
+    return voters_record(voters)
+
+
+def header_batch(sid: SnapshotId, last_contained_log_timestamp: int, timestamp_ms: int = 0, *,
+                 kraft_version: int = 0, voters: VoterSet | dict[str, Any] | None = None) -> RecordBatch:
+    """The first batch of a snapshot (``RecordsSnapshotWriter.Builder.build``): the SnapshotHeaderRecord at
+    offset 0, then (KIP-853) from kraft.version 1 on a KRaftVersionRecord and, when a voter set is given, its
+    VotersRecord, all in this one control batch. A voter set at kraft.version 0 is refused (ValueError), as
+    Kafka's builder refuses it. ``voters`` is a ``voters.VoterSet`` or a VotersRecord body."""
     body = {"Version": SNAPSHOT_HEADER_VERSION, "LastContainedLogTimestamp": last_contained_log_timestamp}
-    return control_batch(0, sid.epoch, ControlType.SNAPSHOT_HEADER, body, timestamp=timestamp_ms)
+    if kraft_version == 0:
+        if voters is not None:
+            raise ValueError(f"snapshot {sid}: a voter set is not expected when the kraft.version is 0")
+        return control_batch(0, sid.epoch, ControlType.SNAPSHOT_HEADER, body, timestamp=timestamp_ms)
+    records: list[tuple[ControlType, dict[str, Any]]] = [
+        (ControlType.SNAPSHOT_HEADER, body),
+        (ControlType.KRAFT_VERSION, {"Version": KRAFT_VERSION_RECORD_VERSION, "KRaftVersion": kraft_version}),
+    ]
+    if voters is not None:
+        records.append((ControlType.KRAFT_VOTERS, _voters_body(voters)))
+    return control_records_batch(0, sid.epoch, records, timestamp_ms)
 
 
 def footer_batch(sid: SnapshotId, base_offset: int, timestamp_ms: int = 0) -> RecordBatch:
@@ -178,10 +237,15 @@ def encode_snapshot(
     *,
     last_contained_log_timestamp: int = 0,
     timestamp_ms: int = 0,
+    kraft_version: int = 0,
+    voters: VoterSet | dict[str, Any] | None = None,
 ) -> bytes:
-    """The bytes of a snapshot: header batch, one data batch per non-empty ``values_batches`` item, footer."""
-    out = [encode_batch(header_batch(sid, last_contained_log_timestamp, timestamp_ms))]
-    offset = 1
+    """The bytes of a snapshot: header batch (with the KIP-853 records of :func:`header_batch`), one data batch
+    per non-empty ``values_batches`` item, footer."""
+    header = header_batch(sid, last_contained_log_timestamp, timestamp_ms, kraft_version=kraft_version,
+                          voters=voters)
+    out = [encode_batch(header)]
+    offset = header.last_offset + 1
     for values in values_batches:
         if values:
             out.append(encode_batch(data_batch_at(sid, offset, values, timestamp_ms)))
@@ -215,6 +279,8 @@ def decode_snapshot(path: Path, data: bytes, sid: SnapshotId) -> Snapshot:
     batches: list[RecordBatch] = []
     pos, expected = 0, 0
     header_ts = 0
+    kraft_version = 0
+    voters_body: dict[str, Any] | None = None
     while pos < len(data):
         try:
             batch, nxt = decode_batch(data, pos)
@@ -252,6 +318,13 @@ def decode_snapshot(path: Path, data: bytes, sid: SnapshotId) -> Snapshot:
                 header = decode_control(batch.records[0])[1]
                 header_ts = int(header["LastContainedLogTimestamp"])
                 types = types[1:]
+                # KIP-853: the header batch's KRaftVersionRecord and VotersRecord (RecordsSnapshotWriter.Builder).
+                for rec in batch.records[1:]:
+                    ctype, cbody = decode_control(rec)
+                    if ctype is ControlType.KRAFT_VERSION:
+                        kraft_version = int(cbody["KRaftVersion"])
+                    elif ctype is ControlType.KRAFT_VOTERS:
+                        voters_body = cbody
             if ControlType.SNAPSHOT_HEADER in types:
                 raise CorruptFileError(path, f"{where}: a SnapshotHeaderRecord after the first record")
         except DecodeError as exc:
@@ -266,7 +339,15 @@ def decode_snapshot(path: Path, data: bytes, sid: SnapshotId) -> Snapshot:
                 raise CorruptFileError(
                     path, f"{len(data) - pos} bytes after the SnapshotFooterRecord batch at offset {batch.base_offset}"
                 )
-            return Snapshot(sid, header_ts, tuple(batches[1:-1]), len(data))
+            voters = None
+            if voters_body is not None:
+                from kraft_tck.reference.voters import voter_set_from_record
+
+                try:
+                    voters = voter_set_from_record(voters_body)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise CorruptFileError(path, f"the header batch's VotersRecord is not a voter set: {exc}") from None
+            return Snapshot(sid, header_ts, tuple(batches[1:-1]), len(data), kraft_version, voters)
     raise CorruptFileError(
         path,
         f"missing footer: the last batch (offset {batches[-1].base_offset}) is not a SnapshotFooterRecord "
@@ -340,12 +421,15 @@ class SnapshotWriter(_PartFile):
     footer and makes the file the snapshot. Leaving a ``with`` block without ``freeze`` removes the part."""
 
     def __init__(
-        self, store: SnapshotStore, sid: SnapshotId, *, last_contained_log_timestamp: int = 0, timestamp_ms: int = 0
+        self, store: SnapshotStore, sid: SnapshotId, *, last_contained_log_timestamp: int = 0, timestamp_ms: int = 0,
+        kraft_version: int = 0, voters: VoterSet | dict[str, Any] | None = None,
     ) -> None:
+        header = header_batch(sid, last_contained_log_timestamp, timestamp_ms, kraft_version=kraft_version,
+                              voters=voters)  # refused before the part file exists
         super().__init__(store, sid)
         self._timestamp_ms = timestamp_ms
-        self._next_offset = 1
-        self._write(encode_batch(header_batch(sid, last_contained_log_timestamp, timestamp_ms)))
+        self._next_offset = header.last_offset + 1
+        self._write(encode_batch(header))
 
     def append(self, values: Sequence[SnapshotRecord]) -> None:
         """One data batch of records (nothing for an empty sequence)."""
@@ -421,6 +505,8 @@ class SnapshotStore:
                 self._quarantine(p, "the name is not <end offset, 20 digits>-<epoch, 10 digits>.checkpoint")
                 continue
             sid = parsed[0]
+            if sid == BOOTSTRAP_SNAPSHOT_ID:
+                continue  # the bootstrap checkpoint (reference/bootstrap.py reads and checks it), not a snapshot
             try:
                 snap = decode_snapshot(p, p.read_bytes(), sid)
             except CorruptFileError as exc:
@@ -504,12 +590,15 @@ class SnapshotStore:
     # ------------------------------------------------------------------ changes
 
     def create(
-        self, sid: SnapshotId, *, last_contained_log_timestamp: int = 0, timestamp_ms: int = 0
+        self, sid: SnapshotId, *, last_contained_log_timestamp: int = 0, timestamp_ms: int = 0,
+        kraft_version: int = 0, voters: VoterSet | dict[str, Any] | None = None,
     ) -> SnapshotWriter:
-        """A writer for a new snapshot (SnapshotExistsError if the id is known)."""
+        """A writer for a new snapshot (SnapshotExistsError if the id is known). ``kraft_version`` and
+        ``voters``: the KIP-853 records of the header batch (:func:`header_batch`)."""
         self._refuse_known(sid)
         return SnapshotWriter(
-            self, sid, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms
+            self, sid, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms,
+            kraft_version=kraft_version, voters=voters,
         )
 
     def write(
@@ -519,10 +608,13 @@ class SnapshotStore:
         *,
         last_contained_log_timestamp: int = 0,
         timestamp_ms: int = 0,
+        kraft_version: int = 0,
+        voters: VoterSet | dict[str, Any] | None = None,
     ) -> Snapshot:
         """Write a whole snapshot (one data batch per item of ``values_batches``) durably."""
         with self.create(
-            sid, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms
+            sid, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms,
+            kraft_version=kraft_version, voters=voters,
         ) as w:
             for values in values_batches:
                 w.append(values)
@@ -554,6 +646,8 @@ class SnapshotStore:
             raise SnapshotExistsError(f"{self.path(sid)}: a snapshot with id {sid} already exists")
 
     def _add(self, sid: SnapshotId, size: int, ts: int) -> None:
+        if sid == BOOTSTRAP_SNAPSHOT_ID:
+            return  # named as the bootstrap checkpoint: never listed (BOOTSTRAP_SNAPSHOT_ID)
         self._entries[sid] = _Entry(size, ts)
         self._sorted = sorted(self._entries)
 

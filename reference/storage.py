@@ -87,8 +87,10 @@ from kraft_tck.spec.errors import CorruptRecordError, DecodeError
 from kraft_tck.spec.records import LOG_OVERHEAD, RecordBatch, decode_batch, encode_batch
 
 if TYPE_CHECKING:
+    from kraft_tck.reference.io import ElectionState
     from kraft_tck.reference.messages import SnapshotId
     from kraft_tck.reference.snapshot import Snapshot, SnapshotRecord, SnapshotStore
+    from kraft_tck.reference.voters import VoterSet
 
 log = logging.getLogger("kraft_tck.reference.storage")
 
@@ -173,13 +175,20 @@ def atomic_write(path: Path, data: bytes, fsync: bool = True) -> int:
     return 0
 
 
+#: Kafka's ``Uuid.ZERO_UUID`` as a string: "no directory id" (QuorumStateData v1, VotersRecord, the wire).
+ZERO_UUID_STRING = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuorumStateData:
     """Kafka's QuorumStateData (quorum-state file). ``leader_id``/``voted_id`` are -1 when unknown/none.
 
     Kafka writes data_version 0 with ClusterId (always ""), AppliedOffset and CurrentVoters; data_version
-    1 (KIP-853) drops those and may carry VotedDirectoryId. Both are read; version 1 is written only when
-    ``voted_directory_id`` is set.
+    1 (KIP-853) drops those and carries VotedDirectoryId. Both are read. ``version`` picks what is written:
+    Kafka's ``FileQuorumStateStore.writeElectionState`` writes at the version of the node's kraft.version
+    (``KRaftVersion.quorumStateVersion``: 0 -> 0, 1 -> 1), with VotedDirectoryId = the voted replica's
+    directory id or the zero Uuid (``ElectionState.toQuorumStateData``); use :meth:`from_election`. With
+    ``version`` None (and on read) version 1 is written only when ``voted_directory_id`` is set.
     """
 
     leader_epoch: int = 0
@@ -189,14 +198,35 @@ class QuorumStateData:
     current_voters: tuple[int, ...] | None = ()
     cluster_id: str = ""
     voted_directory_id: str | None = None
+    version: int | None = None
+
+    @classmethod
+    def from_election(cls, state: ElectionState, kraft_version: int = 0,
+                      current_voters: tuple[int, ...] = ()) -> QuorumStateData:
+        """What Kafka writes for the core's ``io.ElectionState`` at ``kraft_version`` (see the class docstring):
+        data_version 1 with ``votedDirectoryId`` from kraft.version 1 on, version 0 with ``currentVoters``
+        before."""
+        voted_dir = state.voted_directory_id
+        if kraft_version >= 1:
+            return cls(leader_epoch=state.leader_epoch, leader_id=state.leader_id, voted_id=state.voted_id,
+                       current_voters=None, voted_directory_id=voted_dir or ZERO_UUID_STRING, version=1)
+        return cls(leader_epoch=state.leader_epoch, leader_id=state.leader_id, voted_id=state.voted_id,
+                   current_voters=tuple(current_voters), version=0)
+
+    @property
+    def voted_directory(self) -> str | None:
+        """The voted replica's directory id as the core takes it: None for none or the zero Uuid
+        (``ReplicaKey.of`` with ``Uuid.ZERO_UUID`` has no directory id)."""
+        vdir = self.voted_directory_id
+        return None if vdir in (None, ZERO_UUID_STRING) or self.voted_id < 0 else vdir
 
     def to_json(self) -> dict[str, Any]:
-        if self.voted_directory_id is not None:
+        if self.version == 1 or (self.version is None and self.voted_directory_id is not None):
             return {
                 "leaderId": self.leader_id,
                 "leaderEpoch": self.leader_epoch,
                 "votedId": self.voted_id,
-                "votedDirectoryId": self.voted_directory_id,
+                "votedDirectoryId": self.voted_directory_id or ZERO_UUID_STRING,
                 "data_version": 1,
             }
         # Field order and names as Kafka's QuorumStateDataJsonConverter writes them.
@@ -1015,8 +1045,13 @@ class LogDir:
         *,
         last_contained_log_timestamp: int = 0,
         timestamp_ms: int = 0,
+        kraft_version: int = 0,
+        voters: VoterSet | dict[str, Any] | None = None,
     ) -> Snapshot:
-        """Write the snapshot ``sid`` of the state machine (one data batch per item of ``values_batches``).
+        """Write the snapshot ``sid`` of the state machine (one data batch per item of ``values_batches``);
+        ``kraft_version`` and ``voters`` (a ``voters.VoterSet``) go in the header batch as KIP-853's
+        KRaftVersionRecord/VotersRecord (``snapshot.header_batch``; Kafka's ``KafkaRaftClient.createSnapshot``
+        passes ``kraftVersionAtOffset``/``voterSetAtOffset`` of the snapshot's last offset).
 
         The checks of Kafka's ``KafkaMetadataLog.createNewSnapshot`` that the log can make (the high
         watermark rule is the core's): the end offset lies in ``[start_offset, end_offset]`` at a batch
@@ -1034,7 +1069,8 @@ class LogDir:
                 f"create_snapshot {sid}: the record at offset {sid.end_offset - 1} has epoch {expected}"
             )
         return self.snapshots.write(
-            sid, values_batches, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms
+            sid, values_batches, last_contained_log_timestamp=last_contained_log_timestamp, timestamp_ms=timestamp_ms,
+            kraft_version=kraft_version, voters=voters,
         )
 
     def delete_before_snapshot(self, sid: SnapshotId) -> bool:

@@ -22,16 +22,21 @@ from typing import Any
 
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch, SnapshotId
+from kraft_tck.reference.messages import NodeEndpoint as ResponseNodeEndpoint
 from kraft_tck.reference.wire import (
-    _REDIRECTING_ERRORS,
     FETCH,
+    FETCH_NODE_ENDPOINTS_VERSION,
     METADATA_PARTITION,
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
     MIN_FETCH_VERSION,
-    NodeEndpoint,
+    ZERO_UUID,
+    ListenerEndpoint,
     _decode_keeping_bytes,
     _error,
+    directory_id_of,
+    directory_uuid,
+    fetch_node_endpoints,
 )
 from kraft_tck.spec import binding, codec
 from kraft_tck.spec.binding import Expect
@@ -58,18 +63,19 @@ FETCH_REQUEST: binding.Binding = {
     _PARTITION + "LastFetchedEpoch": "last_fetched_epoch",
     _PARTITION + "LogStartOffset": "log_start_offset",
     _PARTITION + "PartitionMaxBytes": "partition_max_bytes",
+    _PARTITION + "ReplicaDirectoryId": "replica_directory_id",  # v17+ tagged (KIP-853)
 }
 FETCH_REQUEST_PARAMS: binding.Params = (
     ("cluster_id", None), ("replica_id", -1), ("replica_epoch", -1), ("max_wait_ms", 0),
     ("max_bytes", 0x7FFFFFFF), ("current_leader_epoch", -1), ("fetch_offset", 0), ("last_fetched_epoch", -1),
-    ("log_start_offset", -1), ("partition_max_bytes", 0x7FFFFFFF),
+    ("log_start_offset", -1), ("partition_max_bytes", 0x7FFFFFFF), ("replica_directory_id", ZERO_UUID),
 )
 
 _RESPONSE_PARTITION = "Responses[0].Partitions[0]."
 
 #: FetchResponse fields the core reads (KIP-595 "Fetch Response Handling": records, high watermark,
-#: DivergingEpoch, CurrentLeader) and the one partition. NodeEndpoints (v16+) is read but not bound:
-#: an answer that names the leader's endpoint is written by the dict path.
+#: DivergingEpoch, CurrentLeader) and the one partition; NodeEndpoints (tagged, v16+) binds whole, as the
+#: codec's list of dicts (KRaft writes it from v17: ``wire.FETCH_NODE_ENDPOINTS_VERSION``).
 FETCH_RESPONSE: binding.Binding = {
     "ErrorCode": "error",
     "Responses[0].Topic": Expect(METADATA_TOPIC),
@@ -85,25 +91,28 @@ FETCH_RESPONSE: binding.Binding = {
     _RESPONSE_PARTITION + "SnapshotId.EndOffset": "snapshot_end_offset",  # KIP-630
     _RESPONSE_PARTITION + "SnapshotId.Epoch": "snapshot_epoch",
     _RESPONSE_PARTITION + "Records": "records",
+    "NodeEndpoints": "node_endpoints",
 }
 FETCH_RESPONSE_PARAMS: binding.Params = (
     ("error", 0), ("partition_error", 0), ("high_watermark", -1), ("log_start_offset", -1),
     ("diverging_epoch", -1), ("diverging_end_offset", -1), ("leader_id", -1), ("leader_epoch", -1),
-    ("snapshot_end_offset", -1), ("snapshot_epoch", -1), ("records", None),
+    ("snapshot_end_offset", -1), ("snapshot_epoch", -1), ("records", None), ("node_endpoints", ()),
 )
 
 
 def _fetch_request(cluster_id: str | None, replica_id: int, replica_epoch: int, max_wait_ms: int, max_bytes: int,
                    current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int, log_start_offset: int,
-                   partition_max_bytes: int) -> FetchRequest:
+                   partition_max_bytes: int, replica_directory_id: Any) -> FetchRequest:
     """``wire.request_from_body`` of a Fetch, from the bound fields."""
     return FetchRequest(cluster_id, replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch,
-                        max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch)
+                        max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch,
+                        replica_directory_id=directory_id_of(replica_directory_id))
 
 
 def _fetch_response(error: int, partition_error: int, high_watermark: int, log_start_offset: int,
                     diverging_epoch: int, diverging_end_offset: int, leader_id: int, leader_epoch: int,
-                    snapshot_end_offset: int, snapshot_epoch: int, records: bytes | None) -> FetchResponse:
+                    snapshot_end_offset: int, snapshot_epoch: int, records: bytes | None,
+                    node_endpoints: Any) -> FetchResponse:
     """``wire.response_from_body`` of a Fetch answer with its one partition, from the bound fields."""
     batches, encoded = _decode_keeping_bytes(records or b"")
     # Kafka: DivergingEpoch (and SnapshotId) is set when either field differs from -1.
@@ -111,8 +120,10 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                                                                                     diverging_end_offset)
     snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
                                                                                           snapshot_epoch)
+    nodes = tuple(ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints) \
+        if node_endpoints else ()
     return FetchResponse(high_watermark, batches, diverging, LeaderIdAndEpoch(leader_id, leader_epoch),
-                         _error(partition_error), _error(error), log_start_offset, encoded, snapshot)
+                         _error(partition_error), _error(error), log_start_offset, encoded, snapshot, nodes)
 
 
 #: The Fetch versions the bindings serve: every version the node serves a partition at. KRaft's fields start
@@ -201,7 +212,7 @@ class TypedCodec:
                     frame = _generated("request encoder", version)(
                         correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
                         body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
-                        body.last_fetched_epoch, 0, body.max_bytes)
+                        body.last_fetched_epoch, 0, body.max_bytes, directory_uuid(body.replica_directory_id))
                     self.bound += 1
                     return frame
                 except Exception:
@@ -210,16 +221,13 @@ class TypedCodec:
         return codec.encode_request(api_key, version, correlation_id, client_id, body)
 
     def encode_response_body(self, version: int, resp: FetchResponse,
-                             endpoints: Mapping[int, NodeEndpoint]) -> bytes | None:
-        """The body bytes of a Fetch answer (``wire.response_to_body``'s fields), or None where the dict
-        path must write it (and report what it cannot write): a version the binding lacks, v16+ error
-        answers naming the leader's endpoint (NodeEndpoints, KIP-951), a top-level error (no partition in the
-        answer, as Kafka's), a value that does not fit."""
+                             endpoints: Mapping[int, ListenerEndpoint]) -> bytes | None:
+        """The body bytes of a Fetch answer (``wire.response_to_body``'s fields, NodeEndpoints from v17 included),
+        or None where the dict path must write it (and report what it cannot write): a version the binding
+        lacks, a top-level error (no partition in the answer, as Kafka's), a value that does not fit."""
         if resp.error != Errors.NONE:
             return None  # a top-level error has no partition: wire.error_response_body writes it
-        if not self._bound_version(FETCH, version) or (
-                version >= 16 and resp.partition_error in _REDIRECTING_ERRORS
-                and resp.current_leader.leader_id in endpoints):
+        if not self._bound_version(FETCH, version):
             self.fallbacks += 1
             return None
         div = resp.diverging_epoch or (-1, -1)
@@ -230,7 +238,7 @@ class TypedCodec:
             out = _generated("response encoder", version)(
                 resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
                 leader.leader_id, leader.leader_epoch, snap.end_offset if snap else -1, snap.epoch if snap else -1,
-                records)
+                records, fetch_node_endpoints(resp, endpoints) if version >= FETCH_NODE_ENDPOINTS_VERSION else [])
         except Exception:
             self.fallbacks += 1
             return None

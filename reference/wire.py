@@ -11,20 +11,34 @@ cluster id with INCONSISTENT_CLUSTER_ID and only then a wrong partition with a t
 carries no partition, as Kafka's (``new VoteResponseData().setErrorCode(...)``); partition-level errors
 (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST for a bad field, ...) come from the core's
 ``partition_error`` with the responder's epoch and leader.
+
+KIP-853 (dynamic quorum, Kafka 3.9): directory ids (None in the core = ZERO_UUID on the wire), voter keys
+(Vote/BeginQuorumEpoch v1), leader endpoints (requests' LeaderEndpoints, responses' NodeEndpoints), Fetch v17
+and FetchSnapshot v1 ReplicaDirectoryId, DescribeQuorum v2 Nodes/ReplicaDirectoryId, AddRaftVoter (80),
+RemoveRaftVoter (81), UpdateRaftVoter (82) v0, and the ApiVersions probe a leader sends a joining voter (its
+answer read down to the ``kraft.version`` range). A field a version lacks is not written, and reads back as its
+default.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kraft_tck.reference.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    Endpoint,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -32,12 +46,24 @@ from kraft_tck.reference.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
+    NodeListeners,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     ReplicaState,
     Request,
     Response,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
+)
+from kraft_tck.reference.messages import NodeEndpoint as ResponseNodeEndpoint
+from kraft_tck.reference.net import (
+    API_VERSIONS,
+    CLIENT_SOFTWARE,
+    KRAFT_VERSION_FEATURE,
+    supported_features_body,
 )
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
@@ -51,6 +77,7 @@ METADATA_TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")  # Kafka's
 ZERO_UUID = uuid.UUID(int=0)
 
 FETCH, VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH_SNAPSHOT = 1, 52, 53, 54, 55, 59
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER = 80, 81, 82  # KIP-853
 MIN_FETCH_VERSION = 12  # LastFetchedEpoch, DivergingEpoch and CurrentLeader start at v12 (KIP-595)
 
 _API_KEYS: dict[type, int] = {
@@ -66,6 +93,14 @@ _API_KEYS: dict[type, int] = {
     FetchSnapshotResponse: FETCH_SNAPSHOT,
     DescribeQuorumRequest: DESCRIBE_QUORUM,
     DescribeQuorumResponse: DESCRIBE_QUORUM,
+    AddRaftVoterRequest: ADD_RAFT_VOTER,
+    AddRaftVoterResponse: ADD_RAFT_VOTER,
+    RemoveRaftVoterRequest: REMOVE_RAFT_VOTER,
+    RemoveRaftVoterResponse: REMOVE_RAFT_VOTER,
+    UpdateRaftVoterRequest: UPDATE_RAFT_VOTER,
+    UpdateRaftVoterResponse: UPDATE_RAFT_VOTER,
+    ApiVersionsRequest: API_VERSIONS,
+    ApiVersionsResponse: API_VERSIONS,
 }
 
 
@@ -78,6 +113,10 @@ SERVED_API_VERSIONS: dict[int, tuple[int, int]] = {
     END_QUORUM_EPOCH: (0, 1),
     DESCRIBE_QUORUM: (0, 2),
     FETCH_SNAPSHOT: (0, 1),  # KIP-630; v1 adds ReplicaDirectoryId and NodeEndpoints (KIP-853)
+    # KIP-853 (Kafka 3.9): v0 only. AddRaftVoter v1 (AckWhenCommitted, KIP-1186) is Kafka 4.2, not followed.
+    ADD_RAFT_VOTER: (0, 0),
+    REMOVE_RAFT_VOTER: (0, 0),
+    UPDATE_RAFT_VOTER: (0, 0),
 }
 
 
@@ -98,6 +137,59 @@ def api_key(message: Request | Response) -> int:
     return _API_KEYS[type(message)]
 
 
+# ======================================================================================= directory ids
+# The core names a directory id by Kafka's Uuid string (url-safe base64 of the 16 bytes, no padding) and says
+# None for Kafka's ZERO_UUID ("no directory id", ``ReplicaKey.NO_DIRECTORY_ID``); the codec carries uuid.UUID.
+
+_UUID_OF: dict[str, uuid.UUID] = {}
+_STR_OF: dict[uuid.UUID, str] = {}
+
+
+def directory_uuid(directory_id: str | None) -> uuid.UUID:
+    """The wire's uuid for a directory id (None -> ZERO_UUID). ValueError for a string that is no Kafka Uuid."""
+    if directory_id is None:
+        return ZERO_UUID
+    u = _UUID_OF.get(directory_id)
+    if u is None:
+        try:
+            raw = base64.urlsafe_b64decode(directory_id + "=" * (-len(directory_id) % 4))
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"not a Kafka Uuid: {directory_id!r}") from exc
+        if len(raw) != 16:
+            raise ValueError(f"not a Kafka Uuid (16 bytes): {directory_id!r}")
+        u = uuid.UUID(bytes=raw)
+        if len(_UUID_OF) > 4096:
+            _UUID_OF.clear()
+        _UUID_OF[directory_id] = u
+    return u
+
+
+def directory_id_of(value: uuid.UUID | None) -> str | None:
+    """The core's directory id for a wire uuid (ZERO_UUID, or an absent field -> None)."""
+    if value is None or value == ZERO_UUID:
+        return None
+    text = _STR_OF.get(value)
+    if text is None:
+        text = base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+        if len(_STR_OF) > 4096:
+            _STR_OF.clear()
+        _STR_OF[value] = text
+    return text
+
+
+def _listeners_body(endpoints: Iterable[Endpoint]) -> list[Body]:
+    """``Listeners`` / ``LeaderEndpoints`` / ``Endpoints`` entries (Name, Host, Port uint16)."""
+    return [{"Name": e.name, "Host": e.host, "Port": e.port} for e in endpoints]
+
+
+def _listeners(rows: Iterable[Body] | None) -> tuple[Endpoint, ...]:
+    return tuple(Endpoint(r["Name"], r["Host"], r["Port"]) for r in rows or ())
+
+
+def _node_endpoints(rows: Iterable[Body] | None) -> tuple[ResponseNodeEndpoint, ...]:
+    return tuple(ResponseNodeEndpoint(r["NodeId"], r["Host"], r["Port"]) for r in rows or ())
+
+
 # ============================================================================================ requests
 
 
@@ -111,6 +203,9 @@ def request_to_body(req: Request, version: int) -> Body:
             "LastOffsetEpoch": req.last_offset_epoch,
             "LastOffset": req.last_offset,
         }
+        if version >= 1:  # KIP-853 (RaftUtil.singletonVoteRequest): the candidate's key and the receiver's
+            part["CandidateDirectoryId"] = directory_uuid(req.candidate_directory_id)
+            part["VoterDirectoryId"] = directory_uuid(req.voter_directory_id)
         if version >= 2:
             part["PreVote"] = req.pre_vote  # KIP-996; below v2 a pre-vote cannot be written (see node._send_on)
         elif req.pre_vote:
@@ -125,9 +220,12 @@ def request_to_body(req: Request, version: int) -> Body:
             "LeaderId": req.leader_id,
             "LeaderEpoch": req.leader_epoch,
         }
+        if version >= 1:  # KIP-853: the receiver's key as the leader's voter set names it
+            part["VoterDirectoryId"] = directory_uuid(req.voter_directory_id)
         body = {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
         if version >= 1:
             body["VoterId"] = req.voter_id
+            body["LeaderEndpoints"] = _listeners_body(req.leader_endpoints)
         return body
     if isinstance(req, EndQuorumEpochRequest):
         part = {
@@ -137,11 +235,16 @@ def request_to_body(req: Request, version: int) -> Body:
         }
         if version == 0:
             part["PreferredSuccessors"] = list(req.preferred_successors)
-        else:
+        else:  # KIP-853: PreferredCandidates, each with its directory id (parallel to preferred_successors)
+            dirs = req.preferred_directory_ids
             part["PreferredCandidates"] = [
-                {"CandidateId": c, "CandidateDirectoryId": ZERO_UUID} for c in req.preferred_successors
+                {"CandidateId": c, "CandidateDirectoryId": directory_uuid(dirs[i] if i < len(dirs) else None)}
+                for i, c in enumerate(req.preferred_successors)
             ]
-        return {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
+        ebody: Body = {"ClusterId": req.cluster_id, "Topics": _named_topic(part)}
+        if version >= 1:
+            ebody["LeaderEndpoints"] = _listeners_body(req.leader_endpoints)
+        return ebody
     if isinstance(req, FetchRequest):
         _check_fetch_version(version)
         fpart: Body = {
@@ -152,6 +255,8 @@ def request_to_body(req: Request, version: int) -> Body:
             "LogStartOffset": 0,
             "PartitionMaxBytes": req.max_bytes,
         }
+        if version >= 17:  # KIP-853: tagged, written only when not ZERO_UUID
+            fpart["ReplicaDirectoryId"] = directory_uuid(req.replica_directory_id)
         topic: Body = {"Partitions": [fpart]}
         if version >= 13:
             topic["TopicId"] = METADATA_TOPIC_ID
@@ -179,13 +284,44 @@ def request_to_body(req: Request, version: int) -> Body:
             "Position": req.position,
         }
         if version >= 1:
-            spart["ReplicaDirectoryId"] = ZERO_UUID
+            spart["ReplicaDirectoryId"] = directory_uuid(req.replica_directory_id)
         return {
             "ClusterId": req.cluster_id,
             "ReplicaId": req.replica_id,
             "MaxBytes": req.max_bytes,
             "Topics": [{"Name": METADATA_TOPIC, "Partitions": [spart]}],
         }
+    if isinstance(req, AddRaftVoterRequest):  # RaftUtil.addVoterRequest
+        _check_v0(ADD_RAFT_VOTER, version)
+        return {
+            "ClusterId": req.cluster_id,
+            "TimeoutMs": req.timeout_ms,
+            "VoterId": req.voter_id,
+            "VoterDirectoryId": directory_uuid(req.voter_directory_id),
+            "Listeners": _listeners_body(req.listeners),
+        }
+    if isinstance(req, RemoveRaftVoterRequest):  # RaftUtil.removeVoterRequest
+        _check_v0(REMOVE_RAFT_VOTER, version)
+        return {
+            "ClusterId": req.cluster_id,
+            "VoterId": req.voter_id,
+            "VoterDirectoryId": directory_uuid(req.voter_directory_id),
+        }
+    if isinstance(req, UpdateRaftVoterRequest):  # RaftUtil.updateVoterRequest
+        _check_v0(UPDATE_RAFT_VOTER, version)
+        return {
+            "ClusterId": req.cluster_id,
+            "CurrentLeaderEpoch": req.current_leader_epoch,
+            "VoterId": req.voter_id,
+            "VoterDirectoryId": directory_uuid(req.voter_directory_id),
+            "Listeners": _listeners_body(req.listeners),
+            "KRaftVersionFeature": {"MinSupportedVersion": req.kraft_version_min,
+                                    "MaxSupportedVersion": req.kraft_version_max},
+        }
+    if isinstance(req, ApiVersionsRequest):
+        # The AddRaftVoter leader's probe (AddVoterHandler: an ApiVersionsRequest at the latest version the
+        # peer speaks); v3+ names the client software, which Kafka requires non-empty (KIP-511).
+        return dict(CLIENT_SOFTWARE) if version >= 3 else {}
     raise TypeError(f"request_to_body: not a KRaft request: {req!r}")
 
 
@@ -206,19 +342,30 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
             p["LastOffset"],
             voter_id=body.get("VoterId", -1),
             pre_vote=bool(p.get("PreVote", False)),
+            candidate_directory_id=directory_id_of(p.get("CandidateDirectoryId")),
+            voter_directory_id=directory_id_of(p.get("VoterDirectoryId")),
         )
     if key == BEGIN_QUORUM_EPOCH:
         p = _named_partition(body, "BeginQuorumEpoch")
         return BeginQuorumEpochRequest(
-            body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], body.get("VoterId", -1)
+            body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], body.get("VoterId", -1),
+            voter_directory_id=directory_id_of(p.get("VoterDirectoryId")),
+            leader_endpoints=_listeners(body.get("LeaderEndpoints")),
         )
     if key == END_QUORUM_EPOCH:
         p = _named_partition(body, "EndQuorumEpoch")
+        dirs: tuple[str | None, ...] = ()
         if version == 0:
             successors = tuple(p.get("PreferredSuccessors") or ())
         else:
-            successors = tuple(c["CandidateId"] for c in p.get("PreferredCandidates") or ())
-        return EndQuorumEpochRequest(body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], successors)
+            candidates = p.get("PreferredCandidates") or ()
+            successors = tuple(c["CandidateId"] for c in candidates)
+            dirs = tuple(directory_id_of(c.get("CandidateDirectoryId")) for c in candidates)
+            if not any(dirs):
+                dirs = ()  # none known (every one ZERO_UUID): the core's default
+        return EndQuorumEpochRequest(body.get("ClusterId"), p["LeaderId"], p["LeaderEpoch"], successors,
+                                     preferred_directory_ids=dirs,
+                                     leader_endpoints=_listeners(body.get("LeaderEndpoints")))
     if key == FETCH:
         _check_fetch_version(version)
         topics = body.get("Topics") or []
@@ -251,6 +398,7 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
             body["MaxWaitMs"],
             min(body.get("MaxBytes", 0x7FFFFFFF), p.get("PartitionMaxBytes", 0x7FFFFFFF)),
             replica_epoch,
+            replica_directory_id=directory_id_of(p.get("ReplicaDirectoryId")),
         )
     if key == DESCRIBE_QUORUM:
         try:
@@ -278,7 +426,21 @@ def request_from_body(key: int, version: int, body: Body) -> Request:
         return FetchSnapshotRequest(cluster_id, replica_id, p.get("CurrentLeaderEpoch", -1), snapshot_id,
                                     p.get("Position", 0), max_bytes, valid_partition=ok,
                                     partition_name=None if ok else (str(topics[0].get("Name")),
-                                                                    int(p.get("Partition", -1))))
+                                                                    int(p.get("Partition", -1))),
+                                    replica_directory_id=directory_id_of(p.get("ReplicaDirectoryId")))
+    if key == ADD_RAFT_VOTER:
+        return AddRaftVoterRequest(body.get("ClusterId"), body["VoterId"], directory_id_of(body["VoterDirectoryId"]),
+                                   _listeners(body.get("Listeners")), body["TimeoutMs"])
+    if key == REMOVE_RAFT_VOTER:
+        return RemoveRaftVoterRequest(body.get("ClusterId"), body["VoterId"],
+                                      directory_id_of(body["VoterDirectoryId"]))
+    if key == UPDATE_RAFT_VOTER:
+        feature = body.get("KRaftVersionFeature") or {}
+        return UpdateRaftVoterRequest(body.get("ClusterId"), body["CurrentLeaderEpoch"], body["VoterId"],
+                                      directory_id_of(body["VoterDirectoryId"]), _listeners(body.get("Listeners")),
+                                      feature.get("MinSupportedVersion", 0), feature.get("MaxSupportedVersion", 0))
+    if key == API_VERSIONS:
+        return ApiVersionsRequest()
     raise WireError(f"request_from_body: api key {key} is not a KRaft RPC")
 
 
@@ -296,7 +458,7 @@ def _foreign_partition_request(key: int, body: Body) -> Request:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeEndpoint:
+class ListenerEndpoint:
     """Where a voter listens, as ``controller.quorum.voters`` and the controller listener name say."""
 
     listener: str
@@ -304,15 +466,20 @@ class NodeEndpoint:
     port: int
 
 
-def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeEndpoint] | None = None) -> Body:
+def response_to_body(resp: Response, version: int, endpoints: Mapping[int, ListenerEndpoint] | None = None) -> Body:
     """The Kafka body of ``resp`` at ``version``.
 
-    ``endpoints`` (voter id → endpoint) lets a response name where the leader is, so a client can go
-    there: DescribeQuorum v2 ``Nodes`` (every voter's on the leader; the leader's, when known, with
-    NOT_LEADER_OR_FOLLOWER elsewhere) and Fetch v16+ ``NodeEndpoints`` with NOT_LEADER_OR_FOLLOWER or
-    FENCED_LEADER_EPOCH (KIP-951: the error responses that name a new leader carry its endpoint).
+    Where the leader listens (KIP-853): a response's ``node_endpoints`` (or DescribeQuorum's ``nodes``) when the
+    core gave them, else ``endpoints`` (voter id → endpoint, the shell's address book) for the leader the
+    response names, as Kafka's RaftUtil fills them: Vote/BeginQuorumEpoch/EndQuorumEpoch v1+, FetchSnapshot
+    v1+ and Fetch **v17+** ``NodeEndpoints`` whenever the named leader (id >= 0) has a known endpoint, whatever
+    the error; DescribeQuorum v2 ``Nodes`` (the voters'); UpdateRaftVoter's CurrentLeader Host/Port. Fields a
+    version lacks are dropped; directory ids None are written as ZERO_UUID.
     """
     endpoints = endpoints or {}
+    if isinstance(resp, AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateRaftVoterResponse
+                  | ApiVersionsResponse):
+        return _voter_change_response_body(resp, version, endpoints)
     if resp.error != Errors.NONE and not isinstance(resp, DescribeQuorumResponse):
         # Kafka's top-level errors (INCONSISTENT_CLUSTER_ID, INVALID_REQUEST for another partition) carry
         # no partition: e.g. ``new VoteResponseData().setErrorCode(...)`` in KafkaRaftClient.
@@ -327,7 +494,10 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
             "LeaderEpoch": resp.leader_epoch,
             "VoteGranted": resp.vote_granted,
         }
-        return {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+        vbody: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+        if version >= 1:  # KIP-853 (RaftUtil.singletonVoteResponse): where the known leader listens
+            vbody["NodeEndpoints"] = _node_endpoints_body(resp.node_endpoints, resp.leader_id, endpoints)
+        return vbody
     if isinstance(resp, BeginQuorumEpochResponse | EndQuorumEpochResponse):
         part = {
             "PartitionIndex": METADATA_PARTITION,
@@ -335,7 +505,10 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
             "LeaderId": resp.leader_id,
             "LeaderEpoch": resp.leader_epoch,
         }
-        return {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+        qbody: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(part)}
+        if version >= 1:  # KIP-853 (RaftUtil.singletonBegin/EndQuorumEpochResponse)
+            qbody["NodeEndpoints"] = _node_endpoints_body(resp.node_endpoints, resp.leader_id, endpoints)
+        return qbody
     if isinstance(resp, FetchResponse):
         _check_fetch_version(version)
         fpart: Body = {
@@ -360,11 +533,8 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
         else:
             topic["Topic"] = METADATA_TOPIC
         fbody: Body = {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "SessionId": 0, "Responses": [topic]}
-        leader = endpoints.get(resp.current_leader.leader_id)
-        if version >= 16 and leader is not None and resp.partition_error in _REDIRECTING_ERRORS:
-            fbody["NodeEndpoints"] = [
-                {"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port, "Rack": None}
-            ]
+        if version >= FETCH_NODE_ENDPOINTS_VERSION:
+            fbody["NodeEndpoints"] = fetch_node_endpoints(resp, endpoints)
         return fbody
     if isinstance(resp, FetchSnapshotResponse):
         return _fetch_snapshot_response_body(resp, version, endpoints)
@@ -403,14 +573,19 @@ def response_to_body(resp: Response, version: int, endpoints: Mapping[int, NodeE
         }
         body: Body = {"ErrorCode": int(resp.error), "Topics": _named_topic(dpart)}
         if version >= 2:
-            body["Nodes"] = [_node_body(r.replica_id, endpoints[r.replica_id])
-                             for r in resp.voters if r.replica_id in endpoints]
+            if resp.error_message is not None:  # else the schema's default "", as Kafka writes it
+                body["ErrorMessage"] = resp.error_message
+            if resp.nodes:  # KIP-853 (RaftUtil.singletonDescribeQuorumResponse): every voter and its listeners
+                body["Nodes"] = [{"NodeId": n.node_id, "Listeners": _listeners_body(n.listeners)} for n in resp.nodes]
+            else:
+                body["Nodes"] = [_node_body(r.replica_id, endpoints[r.replica_id])
+                                 for r in resp.voters if r.replica_id in endpoints]
         return body
     raise TypeError(f"response_to_body: not a KRaft response: {resp!r}")
 
 
 def _fetch_snapshot_response_body(
-    resp: FetchSnapshotResponse, version: int, endpoints: Mapping[int, NodeEndpoint]
+    resp: FetchSnapshotResponse, version: int, endpoints: Mapping[int, ListenerEndpoint]
 ) -> Body:
     """KIP-630 FetchSnapshot's answer (Kafka's ``RaftUtil.singletonFetchSnapshotResponse``): one partition, the
     SnapshotId (-1, -1) in an error answer, and from v1 the leader's endpoint when it is known."""
@@ -426,10 +601,65 @@ def _fetch_snapshot_response_body(
         "UnalignedRecords": resp.records,
     }
     body: Body = {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "Topics": [{"Name": name, "Partitions": [part]}]}
-    leader = endpoints.get(resp.current_leader.leader_id)
-    if version >= 1 and leader is not None:
-        body["NodeEndpoints"] = [{"NodeId": resp.current_leader.leader_id, "Host": leader.host, "Port": leader.port}]
+    if version >= 1:
+        body["NodeEndpoints"] = _node_endpoints_body(resp.node_endpoints, resp.current_leader.leader_id, endpoints)
     return body
+
+
+#: Kafka's KRaft fills a Fetch response's NodeEndpoints from v17 only (``RaftUtil.singletonFetchResponse``:
+#: ``apiVersion >= 17``), although the field exists from v16 (KIP-951, brokers).
+FETCH_NODE_ENDPOINTS_VERSION = 17
+
+
+def _node_endpoints_body(given: tuple[ResponseNodeEndpoint, ...], leader_id: int,
+                         endpoints: Mapping[int, ListenerEndpoint]) -> list[Body]:
+    """A response's tagged ``NodeEndpoints``: the ones the core gave, else the known leader's endpoint from the
+    shell's address book (Kafka: ``leaderId >= 0`` and an address on the request's listener; else absent)."""
+    if given:
+        return [{"NodeId": e.node_id, "Host": e.host, "Port": e.port} for e in given]
+    leader = endpoints.get(leader_id) if leader_id >= 0 else None
+    return [] if leader is None else [{"NodeId": leader_id, "Host": leader.host, "Port": leader.port}]
+
+
+def fetch_node_endpoints(resp: FetchResponse, endpoints: Mapping[int, ListenerEndpoint]) -> list[Body]:
+    """FetchResponse v17+ ``NodeEndpoints`` (its entries also carry ``Rack``, null here, as Kafka's KRaft)."""
+    rows = _node_endpoints_body(resp.node_endpoints, resp.current_leader.leader_id, endpoints)
+    for row in rows:
+        row["Rack"] = None
+    return rows
+
+
+def _voter_change_response_body(
+    resp: AddRaftVoterResponse | RemoveRaftVoterResponse | UpdateRaftVoterResponse | ApiVersionsResponse,
+    version: int, endpoints: Mapping[int, ListenerEndpoint],
+) -> Body:
+    """KIP-853's responses (RaftUtil.addVoterResponse / removeVoterResponse / updateVoterResponse) and an
+    ApiVersions answer as a value (the node's own ApiVersions answers come from net.KafkaServer)."""
+    if isinstance(resp, AddRaftVoterResponse | RemoveRaftVoterResponse):
+        _check_v0(api_key(resp), version)
+        # Kafka: a null message becomes ``error.message()``, which for NONE is its name.
+        message = resp.error_message if resp.error_message is not None else _kafka_error_message(resp.error)
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "ErrorMessage": message}
+    if isinstance(resp, UpdateRaftVoterResponse):
+        _check_v0(UPDATE_RAFT_VOTER, version)
+        leader = resp.current_leader
+        current: Body = {"LeaderId": leader.leader_id, "LeaderEpoch": leader.leader_epoch, "Host": "", "Port": 0}
+        ep = resp.leader_endpoint
+        if ep is not None:
+            current["Host"], current["Port"] = ep.host, ep.port
+        elif leader.leader_id >= 0 and leader.leader_id in endpoints:
+            known = endpoints[leader.leader_id]
+            current["Host"], current["Port"] = known.host, known.port
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(resp.error), "CurrentLeader": current}
+    abody: Body = {"ErrorCode": int(resp.error), "ApiKeys": [], "ThrottleTimeMs": 0}
+    if version >= 3:
+        abody["SupportedFeatures"] = supported_features_body({} if resp.kraft_version_range is None else {
+            KRAFT_VERSION_FEATURE: resp.kraft_version_range}, version)
+    return abody
+
+
+def _kafka_error_message(error: Errors) -> str:
+    return error.name if error == Errors.NONE else error.message
 
 
 _REDIRECTING_ERRORS = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
@@ -462,7 +692,7 @@ def error_message(error: Errors) -> str:
     return error.message
 
 
-def _node_body(node_id: int, ep: NodeEndpoint) -> Body:
+def _node_body(node_id: int, ep: ListenerEndpoint) -> Body:
     return {"NodeId": node_id, "Listeners": [{"Name": ep.listener, "Host": ep.host, "Port": ep.port}]}
 
 
@@ -495,6 +725,7 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             log_start_offset=p.get("LogStartOffset", 0),
             encoded=encoded,
             snapshot_id=snapshot_id,
+            node_endpoints=_node_endpoints(body.get("NodeEndpoints")),
         )
     if key == FETCH_SNAPSHOT:
         topics = body.get("Topics") or []
@@ -514,18 +745,36 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             records=bytes(records),
             partition_error=_error(p.get("ErrorCode", 0)),
             error=error,
+            node_endpoints=_node_endpoints(body.get("NodeEndpoints")),
         )
+    if key in (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER):
+        cls = AddRaftVoterResponse if key == ADD_RAFT_VOTER else RemoveRaftVoterResponse
+        return cls(error, body.get("ErrorMessage"))
+    if key == UPDATE_RAFT_VOTER:
+        current = body.get("CurrentLeader") or {}
+        leader_id = current.get("LeaderId", -1)
+        host = current.get("Host") or ""
+        return UpdateRaftVoterResponse(
+            error, LeaderIdAndEpoch(leader_id, current.get("LeaderEpoch", -1)),
+            ResponseNodeEndpoint(leader_id, host, current.get("Port", 0)) if host and leader_id >= 0 else None)
+    if key == API_VERSIONS:
+        # AddVoterHandler.handleApiVersionsResponse reads only SupportedFeatures "kraft.version".
+        kraft = next((f for f in body.get("SupportedFeatures") or () if f.get("Name") == KRAFT_VERSION_FEATURE), None)
+        return ApiVersionsResponse(error, None if kraft is None else (kraft["MinVersion"], kraft["MaxVersion"]))
     topics = body.get("Topics") or []
     parts = topics[0].get("Partitions") or [] if topics else []
     p = parts[0] if parts else {}
     leader_id, leader_epoch = p.get("LeaderId", -1), p.get("LeaderEpoch", -1)
     perror = _error(p.get("ErrorCode", 0))
     if key == VOTE:
-        return VoteResponse(leader_id, leader_epoch, bool(p.get("VoteGranted", False)), perror, error)
+        return VoteResponse(leader_id, leader_epoch, bool(p.get("VoteGranted", False)), perror, error,
+                            _node_endpoints(body.get("NodeEndpoints")))
     if key == BEGIN_QUORUM_EPOCH:
-        return BeginQuorumEpochResponse(leader_id, leader_epoch, perror, error)
+        return BeginQuorumEpochResponse(leader_id, leader_epoch, perror, error,
+                                        _node_endpoints(body.get("NodeEndpoints")))
     if key == END_QUORUM_EPOCH:
-        return EndQuorumEpochResponse(leader_id, leader_epoch, perror, error)
+        return EndQuorumEpochResponse(leader_id, leader_epoch, perror, error,
+                                      _node_endpoints(body.get("NodeEndpoints")))
     if key == DESCRIBE_QUORUM:
         return DescribeQuorumResponse(
             leader_id,
@@ -535,6 +784,8 @@ def response_from_body(key: int, version: int, body: Body) -> Response:
             tuple(_replica_state(r) for r in p.get("Observers") or ()),
             perror,
             error,
+            nodes=tuple(NodeListeners(n["NodeId"], _listeners(n.get("Listeners"))) for n in body.get("Nodes") or ()),
+            error_message=body.get("ErrorMessage") or None,
         )
     raise WireError(f"response_from_body: api key {key} is not a KRaft RPC")
 
@@ -550,6 +801,12 @@ def error_response_body(key: int, version: int, error: Errors) -> Body:
         if key == DESCRIBE_QUORUM and version >= 2:
             body["Nodes"] = []
         return body
+    if key in (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER):
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(error), "ErrorMessage": _kafka_error_message(error)}
+    if key == UPDATE_RAFT_VOTER:  # CurrentLeader (tagged) at its default: absent
+        return {"ThrottleTimeMs": 0, "ErrorCode": int(error)}
+    if key == API_VERSIONS:
+        return {"ErrorCode": int(error), "ApiKeys": [], "ThrottleTimeMs": 0}
     raise ValueError(f"error_response_body: api key {key} is not a KRaft RPC")
 
 
@@ -599,7 +856,7 @@ def _replica_state_body(r: ReplicaState, version: int) -> Body:
         row["LastFetchTimestamp"] = r.last_fetch_timestamp
         row["LastCaughtUpTimestamp"] = r.last_caught_up_timestamp
     if version >= 2:
-        row["ReplicaDirectoryId"] = ZERO_UUID
+        row["ReplicaDirectoryId"] = directory_uuid(r.replica_directory_id)
     return row
 
 
@@ -609,7 +866,14 @@ def _replica_state(row: Body) -> ReplicaState:
         row["LogEndOffset"],
         row.get("LastFetchTimestamp", -1),
         row.get("LastCaughtUpTimestamp", -1),
+        directory_id_of(row.get("ReplicaDirectoryId")),
     )
+
+
+def _check_v0(key: int, version: int) -> None:
+    if version != 0:
+        raise WireError(f"{codec.api_name(key)} v{version}: only v0 is spoken (KIP-853, Kafka 3.9)",
+                        Errors.UNSUPPORTED_VERSION)
 
 
 # ============================================================================================ the shell's API
@@ -652,4 +916,6 @@ def sender_of(req: Request) -> int:
         return req.leader_id
     if isinstance(req, FetchRequest | FetchSnapshotRequest):
         return req.replica_id
-    return -1
+    if isinstance(req, UpdateRaftVoterRequest):
+        return req.voter_id  # a voter reports its own endpoints (KafkaRaftClient.maybeSendUpdateVoterRequest)
+    return -1  # an admin client's DescribeQuorum / AddRaftVoter / RemoveRaftVoter

@@ -9,7 +9,7 @@ application's type. Here an application *binds* the fields it carries to paramet
 * a **binding** maps field paths to parameter names, e.g. ``"Topics[0].Partitions[0].FetchOffset":
   "fetch_offset"``, or to an :class:`Expect`\\ ed value the application does not carry (the one topic a
   KRaft RPC names). ``[0]`` marks an array of structs that must hold exactly one element; an array of
-  primitives binds whole, as a list;
+  primitives binds whole, as a list, and so does a tagged array of structs (as the codec's list of dicts);
 * the **decoder** reads the frame and calls ``build(p1, p2, ...)`` with the parameters in the order
   given (a parameter whose field this version lacks gets its declared default);
 * the **encoder** takes the parameters positionally and writes every field: bound ones from them,
@@ -72,15 +72,18 @@ def _tree(binding: Binding, params: Params, fields: list[FieldDef], label: str) 
             if fd is None:
                 raise ValueError(f"{label}: binding path {path!r}: no field {name!r} here")
             last = i == len(steps) - 1
+            # A tagged array of structs (e.g. a response's NodeEndpoints) binds whole, as the codec's list of
+            # dicts: it is absent (its default, []) in most frames, so a [0] binding could not read it.
+            whole = last and not one and fd.is_array and fd.is_struct and fd.tag is not None
             if fd.is_array and not fd.is_struct:  # a list of primitives binds whole, as a list
                 if one or not last:
                     raise ValueError(f"{label}: binding path {path!r}: {name!r} is {fd.type}; "
                                      "bind the whole list (no [0], nothing after it)")
-            elif one != fd.is_array:
+            elif one != fd.is_array and not whole:
                 raise ValueError(f"{label}: binding path {path!r}: {name!r} is {fd.type}; "
                                  f"{'drop' if not fd.is_array else 'add'} the [0]")
             if last:
-                if fd.is_struct:
+                if fd.is_struct and not whole:
                     raise ValueError(f"{label}: binding path {path!r} ends at a struct; bind its fields")
                 if isinstance(leaf, str) and leaf not in names:
                     raise ValueError(f"{label}: binding names parameter {leaf!r}, not in {sorted(names)}")
@@ -117,8 +120,8 @@ def _check_tagged(tree: _Tree, tagged: list[FieldDef], version: int, label: str)
                 isinstance(leaf, Expect) for _, leaf in _leaves(sub, f.fields or [], version))):
             raise ValueError(f"{label}: {f.name} is tagged: an absent tagged field holds its default, so "
                              "an Expect on it cannot be checked; bind it to a parameter")
-        if f.is_array and sub is not None:
-            raise ValueError(f"{label}: {f.name}: a tagged array cannot be bound")
+        if f.is_array and sub is not None and not isinstance(sub, str):
+            raise ValueError(f"{label}: {f.name}: a tagged array binds whole (no [0])")
 
 
 # ============================================================================================== decode

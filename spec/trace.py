@@ -52,17 +52,27 @@ ACTIONS: tuple[str, ...] = (
     "SendFetchSnapshotRequest",
     "HandleFetchSnapshotRequest",
     "HandleFetchSnapshotResponse",
+    # KIP-853 dynamic quorum (voter changes)
+    "HandleAddRaftVoterRequest",
+    "HandleApiVersionsResponse",
+    "HandleRemoveRaftVoterRequest",
+    "HandleUpdateRaftVoterRequest",
+    "SendUpdateRaftVoterRequest",
+    "HandleUpdateRaftVoterResponse",
+    "VoterChangeTimeout",
 )
 MESSAGE_EVENTS: tuple[str, ...] = ("Send", "Receive")
 #: Events of the broker layer above the quorum (KIP-631 registry changes a node applies from its log).
 BROKER_EVENTS: tuple[str, ...] = ("BrokerEvent",)
 
-#: The ``cause`` of a StartElection (spec/README.md "Actions"): which timer or message started it.
+#: The ``cause`` of a StartElection (spec/README.md "Actions"): which timer or message started it (and of a Resign).
 CAUSES: tuple[str, ...] = (
     "ElectionTimeout", "FetchTimeout", "ElectionBackoff", "EndQuorumEpoch",
     # KIP-996 (pre-vote): a Prospective became Candidate on a majority of pre-vote grants, or at once because
     # a voter cannot take Vote v2; a pre-vote refused by a majority ends it (AbandonProspective).
     "PreVoteGranted", "UnsupportedVersion", "PreVoteRejected",
+    # KIP-853: the cause of a Resign of a leader whose own removal has committed (Kafka's requestResign)
+    "RemovedFromVoters",
 )
 
 #: Steps of tla/KRaft.tla's Next that are no node action of the vocabulary, and why no trace line names them.
@@ -77,7 +87,11 @@ MODEL_STEPS: dict[str, str] = {
     "ForeignClusterCopy": "environment: a node of another cluster sends the same request with its cluster id",
 }
 #: Actions of the vocabulary that change no state, so tla/KRaft.tla's Next leaves them out.
-READ_ONLY_ACTIONS: tuple[str, ...] = ("HandleDescribeQuorumRequest",)
+#: (KIP-853: UpdateRaftVoter's follower side only carries endpoints, which the model leaves out, over a request
+#: outside its network; the leader's HandleUpdateRaftVoterRequest is a step of Next.)
+READ_ONLY_ACTIONS: tuple[str, ...] = (
+    "HandleDescribeQuorumRequest", "SendUpdateRaftVoterRequest", "HandleUpdateRaftVoterResponse",
+)
 
 
 class TraceError(ValueError):
@@ -150,13 +164,43 @@ def summarize_records(data: bytes) -> dict[str, Any]:
 def batch_summary(batch: Any) -> dict[str, Any]:
     from kraft_tck.spec.records import batch_digest
 
-    return {
+    out = {
         "baseOffset": batch.base_offset,
         "lastOffset": batch.last_offset,
         "epoch": batch.partition_leader_epoch,
         "control": batch.is_control,
         "digest": batch_digest(batch),
     }
+    if _holds_voters(batch):
+        out.update(_control_summary(batch))
+    return out
+
+
+def _holds_voters(batch: Any) -> bool:
+    """A control batch with a KIP-853 record (KRaftVersionRecord/VotersRecord: control types 5, 6)."""
+    return bool(batch.is_control) and any(
+        r.key is not None and len(r.key) == 4 and int.from_bytes(r.key[2:4], "big") in (5, 6) for r in batch.records
+    )
+
+
+def _control_summary(batch: Any) -> dict[str, Any]:
+    """KIP-853: the control types of a control batch's records, in order ("controlTypes"), and the voter ids of
+    its last VotersRecord ("voters"), so that trace validation knows which voter set a VotersRecord in a Fetch
+    answer carries (tla/trace_translate.py ``_records``)."""
+    from kraft_tck.spec.errors import DecodeError
+    from kraft_tck.spec.records import ControlType, decode_control
+
+    types: list[str] = []
+    voters: list[int] | None = None
+    for record in batch.records:
+        try:
+            ctype, body = decode_control(record)
+        except DecodeError:
+            return {}
+        types.append(ctype.name)
+        if ctype is ControlType.KRAFT_VOTERS:
+            voters = sorted(int(v["VoterId"]) for v in body.get("Voters") or [])
+    return {"controlTypes": types, **({"voters": voters} if voters is not None else {})}
 
 
 class Encoded:

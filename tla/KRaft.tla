@@ -55,6 +55,8 @@
 (*    HandleFetchSnapshotResponse) and installs it: its log is emptied     *)
 (*    and starts at the snapshot's end offset.  See "Snapshots" below for  *)
 (*    how a snapshot is represented.                                       *)
+(*  - dynamic voter sets (KIP-853), switched by the constant Reconfig:    *)
+(*    see "Voter changes" below.                                           *)
 (*                                                                         *)
 (* Deliberately not modelled (and why):                                    *)
 (*  - time: timers are nondeterministic enabling conditions, so every      *)
@@ -75,7 +77,7 @@
 (*    follower's log, and by never moving a follower's HW backwards;       *)
 (*  - record batches: one record per entry, at most MaxFetchRecords per    *)
 (*    Fetch response (Kafka's max bytes), record values are abstract;      *)
-(*  - voter-set changes (KIP-853); Vote v0/v1                            *)
+(*  - Vote v0/v1                                                         *)
 (*    peers of a pre-vote voter (Kafka falls back to a real election: the  *)
 (*    PreVote = FALSE path).  DescribeQuorum is a read-only action         *)
 (*    (HandleDescribeQuorumRequest) that changes no protocol state.        *)
@@ -83,17 +85,24 @@
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
 CONSTANTS
-    Voters,          \* node ids that vote and count for the HW
-    Observers,       \* node ids that only fetch
+    Voters,          \* node ids that vote and count for the HW: the static voter set
+                     \* (controller.quorum.voters) or, with Reconfig, the bootstrap
+                     \* checkpoint's set (InitVoters), in force until a VotersRecord
+    Observers,       \* node ids that only fetch; with Reconfig, those a leader may add
+                     \* (the joiners)
     Values,          \* client record values
     LocalCluster,    \* the cluster id every node has in meta.properties
     ForeignCluster,  \* a cluster id a rogue request may carry
     MaxFetchRecords, \* records per Fetch response (Kafka's max bytes, in records)
     PreVote,         \* BOOLEAN: elections go through pre-vote (KIP-996, Kafka 4.x)
-    Snapshots        \* BOOLEAN: nodes take snapshots and clean their logs (KIP-630)
+    Snapshots,       \* BOOLEAN: nodes take snapshots and clean their logs (KIP-630)
+    Reconfig,        \* BOOLEAN: leaders add and remove voters (KIP-853, kraft.version 1)
+    OneChangeAtATime, \* BOOLEAN: a change waits for the last one to commit (TRUE in Kafka)
+    CommitInEpochFirst \* BOOLEAN: a change waits for the leader's HW in its epoch (TRUE in Kafka)
 
 ASSUME Voters # {} /\ Voters \cap Observers = {} /\ LocalCluster # ForeignCluster
 ASSUME PreVote \in BOOLEAN /\ Snapshots \in BOOLEAN
+ASSUME Reconfig \in BOOLEAN /\ OneChangeAtATime \in BOOLEAN /\ CommitInEpochFirst \in BOOLEAN
 
 Nodes == Voters \cup Observers
 
@@ -103,6 +112,13 @@ Nil == -1
 LeaderChange == "LeaderChange"
 \* The cluster-id bootstrap record's value (KIP-595 "Cluster Bootstrapping").
 ClusterIdRecord == "ClusterIdRecord"
+\* The VotersRecord control record's value (KIP-853); the record carries the voter set
+\* in a field of its own: [epoch |-> e, value |-> VotersRecord, voters |-> S].
+VotersRecord == "VotersRecord"
+\* KRaftVersionRecord's value (KIP-853: kraft.version, written with the first VotersRecord).
+KRaftVersionRecord == "KRaftVersionRecord"
+\* KIP-853's name for the first voter set (the bootstrap checkpoint's, or the static one).
+InitVoters == Voters
 
 Unattached == "Unattached"
 Voted      == "Voted"
@@ -152,7 +168,45 @@ vars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
 Min(a, b) == IF a < b THEN a ELSE b
 Max(a, b) == IF a > b THEN a ELSE b
 
-IsQuorum(S) == 2 * Cardinality(S \cap Voters) > Cardinality(Voters)
+MaxOf(S) == CHOOSE n \in S : \A k \in S : k <= n
+\* S holds a majority of the voter set C.
+IsQuorumOf(S, C) == 2 * Cardinality(S \cap C) > Cardinality(C)
+IsQuorum(S) == IsQuorumOf(S, Voters)
+
+(***************************************************************************)
+(* Voter changes (KIP-853).  The voter set in force on a node is the one   *)
+(* of the latest VotersRecord in its log, committed or not, else           *)
+(* InitVoters (Kafka's KRaftControlRecordStateMachine reads the log        *)
+(* uncommitted; VoterSetHistory.lastValue).  A truncation that cuts the    *)
+(* record puts the previous set back in force; log[i] keeps the records a *)
+(* snapshot stands for (see "Snapshots"), so a snapshot's voter set needs   *)
+(* nothing of its own.  Config(i) is used for quorums (elections, the HW,  *)
+(* the leader counted only while it is in its own set), for who may start  *)
+(* an election and for whom Vote, BeginQuorumEpoch and EndQuorumEpoch go    *)
+(* to.  With Reconfig = FALSE no VotersRecord is ever written and          *)
+(* Config(i) = Voters: the model is the static one, state for state.       *)
+(* Simplified: endpoints and directory ids are not modelled (UpdateRaftVoter *)
+(* writes the same set); the AddRaftVoter probe's round trip is one message *)
+(* (ApiVersionsResponse, which the network may lose); a pending             *)
+(* RemoveRaftVoter has no state of its own (its uncommitted record blocks   *)
+(* the next change anyway); a Resigned leader outside its voter set stays   *)
+(* Resigned until it hears of a higher epoch (Kafka moves it to Unattached  *)
+(* in epoch + 1 as an observer: liveness only); a leader's epoch-start      *)
+(* KRaftVersionRecord/VotersRecord (bootstrap set) is taken by trace        *)
+(* validation only (BecomeLeaderAppending), the model's sets need no rewrite.*)
+(***************************************************************************)
+IsConfigEntry(e) == e.value = VotersRecord
+\* the index (1-based) of the latest VotersRecord in lg[1..k], 0 if none (a set, not a recursion: trace
+\* validation replays logs of thousands of records, deeper than TLC's stack)
+LastConfigIndex(lg, k) ==
+    LET ks == {n \in 1..k : IsConfigEntry(lg[n])} IN IF ks = {} THEN 0 ELSE MaxOf(ks)
+ConfigOf(lg) ==
+    IF ~Reconfig THEN Voters
+    ELSE LET k == LastConfigIndex(lg, Len(lg)) IN IF k = 0 THEN InitVoters ELSE lg[k].voters
+Config(i) == ConfigOf(log[i])
+\* The nodes whose fetch offsets a leader tracks (endOffset): with Reconfig every node, since a
+\* joiner's progress decides whether it may be added (Kafka's observer states) and it counts at once.
+Tracked == IF Reconfig THEN Nodes ELSE Voters
 
 \* Kafka's log end offset is the number of records (offsets start at 0),
 \* so the record at offset o is log[i][o + 1].
@@ -230,7 +284,6 @@ Foreign(m) == m.clusterId # clusterId[m.to]
 (***************************************************************************)
 NoSnapshotId == [endOffset |-> Nil, epoch |-> Nil]
 SnapshotIdAt(lg, n) == [endOffset |-> n, epoch |-> IF n = 0 THEN 0 ELSE lg[n].epoch]
-MaxOf(S) == CHOOSE n \in S : \A k \in S : k <= n
 LatestSnapshotEnd(i) == IF snapshots[i] = {} THEN 0 ELSE MaxOf(snapshots[i])
 LatestSnapshotId(i) == SnapshotIdAt(log[i], LatestSnapshotEnd(i))
 \* i holds the snapshot with id s (Kafka's ReplicatedLog.readSnapshot).
@@ -317,7 +370,7 @@ Init ==
     /\ highWatermark = [i \in Nodes |-> 0]
     /\ clusterId = [i \in Nodes |-> LocalCluster]
     /\ votesGranted = [i \in Nodes |-> {}]
-    /\ endOffset = [i \in Nodes |-> [j \in Voters |-> 0]]
+    /\ endOffset = [i \in Nodes |-> [j \in Tracked |-> 0]]
     /\ msgs = <<>>
     /\ restarts = 0
     /\ hasFetched = [i \in Nodes |-> FALSE]
@@ -331,7 +384,7 @@ VoteRequestsOf(i, e, pv) ==
     {[type |-> "VoteRequest", from |-> i, to |-> j,
       clusterId |-> clusterId[i], epoch |-> e, preVote |-> pv,
       lastOffsetEpoch |-> LastEpoch(log[i]),
-      lastOffset |-> LogEndOffset(log[i])] : j \in Voters \ {i}}
+      lastOffset |-> LogEndOffset(log[i])] : j \in Config(i) \ {i}}
 
 \* A Vote request or response of a pre-vote.  Vote v0/v1 has no PreVote field: a record without it
 \* (trace validation of a Kafka 3.x node's messages) is a real vote.
@@ -355,7 +408,7 @@ TimeoutRoles == {Unattached, Voted, Follower, Candidate, Resigned}
 \* step.
 BecomeProspective(i) ==
     /\ PreVote
-    /\ i \in Voters
+    /\ i \in Config(i)
     /\ role[i] \in TimeoutRoles
     /\ LET resigned == role[i] = Resigned
            e == IF resigned THEN epoch[i] + 1 ELSE epoch[i]
@@ -393,8 +446,8 @@ AbandonProspective(i) ==
 \* Kafka 4.x falls back to a real election when a peer answers a pre-vote
 \* with UNSUPPORTED_VERSION (Vote v0/v1), which trace validation allows so.
 StartElectionAs(i, pv) ==
-    /\ i \in Voters
-    /\ \/ role[i] = Prospective /\ IsQuorum(votesGranted[i])
+    /\ i \in Config(i)
+    /\ \/ role[i] = Prospective /\ IsQuorumOf(votesGranted[i], Config(i))
        \/ ~pv /\ role[i] \in TimeoutRoles \cup {Prospective}
     /\ role' = [role EXCEPT ![i] = Candidate]
     /\ epoch' = [epoch EXCEPT ![i] = epoch[i] + 1]
@@ -440,7 +493,9 @@ HandleVoteRequest(i, m) ==
              r   == IF higher THEN Unattached ELSE role[i]
              fetched == ~higher /\ hasFetched[i]
              upToDate == LogUpToDate(m.lastOffsetEpoch, m.lastOffset, log[i])
-             grant == /\ i \in Voters
+             \* KIP-853: any replica answers Vote, an observer too (Kafka 3.9 handleVoteRequest has
+             \* no voter check); the candidate counts only the grants of its voter set
+             grant == /\ (Reconfig \/ i \in Voters)
                       /\ upToDate
                       /\ IF IsPreVote(m)
                          THEN \/ r \in {Unattached, Voted, Prospective, Candidate, Resigned}
@@ -493,21 +548,22 @@ HandleVoteResponse(i, m) ==
 \* epoch and sends BeginQuorumEpoch to every other voter.
 \* KIP-595 "Cluster Bootstrapping": the first leader of a cluster without an
 \* id also appends, right after LeaderChange and in the same step, the record
-\* that carries the new cluster id (extra = <<ClusterIdRecord>>); it is an
+\* that carries the new cluster id (a ClusterIdRecord entry); it is an
 \* ordinary record of the leader's epoch for replication and the HW.
 BeginQuorumEpochTo(i, j) ==
     [type |-> "BeginQuorumEpochRequest", from |-> i, to |-> j,
      clusterId |-> clusterId[i], epoch |-> epoch[i], leaderId |-> i]
 
-BecomeLeaderAppending(i, extra) ==
+\* entries: the whole records the leader writes after LeaderChange in the same step (the cluster-id
+\* record above; in trace validation, with kraft.version 1, KRaftVersionRecord and VotersRecord too).
+BecomeLeaderAppending(i, entries) ==
     /\ role[i] = Candidate
-    /\ IsQuorum(votesGranted[i])
+    /\ IsQuorumOf(votesGranted[i], Config(i))
     /\ role' = [role EXCEPT ![i] = Leader]
     /\ leaderId' = [leaderId EXCEPT ![i] = i]
-    /\ log' = [log EXCEPT ![i] = (@ \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>)
-                                   \o [k \in DOMAIN extra |-> [epoch |-> epoch[i], value |-> extra[k]]]]
-    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
-    /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Voters \ {i}})
+    /\ log' = [log EXCEPT ![i] = (@ \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>) \o entries]
+    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Tracked |-> 0]]
+    /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Config(i) \ {i}})
     /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts, hasFetched,
                    snapVars, fetchingSnapshot>>
 BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
@@ -521,7 +577,7 @@ BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
 \* voters get it (Kafka's lastVoterSet), never observers.
 SendBeginQuorumEpoch(i, j) ==
     /\ role[i] = Leader
-    /\ j \in Voters \ {i}
+    /\ j \in Config(i) \ {i}
     /\ Send(BeginQuorumEpochTo(i, j))
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 
@@ -587,17 +643,39 @@ FetchOutstanding(i) ==
 \* copy of it is in the network": a duplicated request breaks that (the
 \* follower moves on while the network still holds the extra copy), and the
 \* trace shows when the follower really fetched.
-SendFetch(i) ==
+FetchFromLeader(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
-       \/ i \in Observers /\ role[i] = Unattached
+       \/ i \notin Config(i) /\ role[i] = Unattached
     \* a follower downloading a snapshot sends FetchSnapshot instead (Kafka's maybeSendFetchOrFetchSnapshot)
     /\ fetchingSnapshot[i] = NoSnapshotId
-    /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Voters) :
+    /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Config(i)) :
          Send([type |-> "FetchRequest", from |-> i, to |-> j,
                clusterId |-> clusterId[i], epoch |-> epoch[i],
                fetchOffset |-> LogEndOffset(log[i]),
                lastFetchedEpoch |-> LastEpoch(log[i])])
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+\* An observer (not in its own voter set) whose timer fires looks for the leader again, in the same
+\* step as its next fetch (the core has no event of its own for it): a Follower's fetch timeout makes it
+\* Unattached in its epoch, leader forgotten (core: _fire_timers); a Resigned leader that removed itself
+\* (KIP-853, Kafka's pollResigned) becomes Unattached in epoch + 1.  It then asks any voter it knows.
+\* Static observers never resign, so with Observers = {} this adds nothing.
+ObserverLooksForLeader(i) ==
+    /\ i \notin Config(i)
+    /\ role[i] \in {Follower, Resigned}
+    /\ fetchingSnapshot[i] = NoSnapshotId
+    /\ LET e == IF role[i] = Resigned THEN epoch[i] + 1 ELSE epoch[i]
+       IN /\ role' = [role EXCEPT ![i] = Unattached]
+          /\ epoch' = [epoch EXCEPT ![i] = e]
+          /\ votedId' = [votedId EXCEPT ![i] = IF e # epoch[i] THEN Nil ELSE @]
+          /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
+          /\ \E j \in Config(i) :
+               Send([type |-> "FetchRequest", from |-> i, to |-> j,
+                     clusterId |-> clusterId[i], epoch |-> e,
+                     fetchOffset |-> LogEndOffset(log[i]),
+                     lastFetchedEpoch |-> LastEpoch(log[i])])
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
+    /\ UNCHANGED <<log, highWatermark, clusterId, snapVars, fetchingSnapshot, leaderVars, restarts>>
+SendFetch(i) == FetchFromLeader(i) \/ ObserverLooksForLeader(i)
 SendFetchRequest(i) ==
     /\ ~FetchOutstanding(i)
     /\ SendFetch(i)
@@ -605,19 +683,29 @@ SendFetchRequest(i) ==
 \* The HW a leader may move to: the largest offset a majority of voters has
 \* reached (its own log end counts for itself), but only if the record just
 \* below it is of the leader's epoch ("Fetch Request Handling" step 4).
-QuorumOffset(i, eo) ==
-    LET reach(v) == IF v = i THEN Len(log[i]) ELSE Min(eo[v], Len(log[i]))
-        reached(n) == {v \in Voters : reach(v) >= n}
+\* KIP-853: the voters are those of the leader's log (Config); the leader
+\* counts for itself only while it is one of them (Kafka's LeaderState
+\* maybeUpdateHighWatermark over voterStates, after removing itself).
+QuorumOffsetIn(i, lg, eo) ==
+    LET C == ConfigOf(lg)
+        reach(v) == IF v = i THEN Len(lg) ELSE Min(eo[v], Len(lg))
+        reached(n) == {v \in C : reach(v) >= n}
         \* reached(n) only shrinks where n passes some voter's offset, so the
         \* largest n with a quorum is one of those offsets (or 0); checking
         \* only them keeps this linear in the log (trace validation replays
         \* logs of thousands of records).
-        ok == {n \in {reach(v) : v \in Voters} \cup {0} : IsQuorum(reached(n))}
+        ok == {n \in {reach(v) : v \in C} \cup {0} : IsQuorumOf(reached(n), C)}
     IN CHOOSE n \in ok : \A k \in ok : k <= n
+QuorumOffset(i, eo) == QuorumOffsetIn(i, log[i], eo)
 NewHighWatermark(i, eo) ==
     LET n == QuorumOffset(i, eo)
     IN IF n > highWatermark[i] /\ log[i][n].epoch = epoch[i]
        THEN n ELSE highWatermark[i]
+\* The same rule over the log lg the leader has just written (a VotersRecord changes the quorum
+\* at once: Kafka's updateLocalState after the append, then maybeUpdateHighWatermark).
+NewHighWatermarkIn(i, lg, eo) ==
+    LET n == QuorumOffsetIn(i, lg, eo)
+    IN IF n > highWatermark[i] /\ lg[n].epoch = epoch[i] THEN n ELSE highWatermark[i]
 
 \* KIP-630 / Kafka (KafkaRaftClient.tryCompleteFetchRequest, ReplicatedLog.validateOffsetAndEpoch):
 \* the leader answers fetch m with the SnapshotId of its latest snapshot, and no records, when the
@@ -687,7 +775,7 @@ HandleFetchRequest(i, m) ==
          LET snap == NeedsSnapshot(i, m)
              d == EndOffsetForEpoch(log[i], m.lastFetchedEpoch)
              diverging == ~snap /\ (d.epoch # m.lastFetchedEpoch \/ d.offset < m.fetchOffset)
-             eo == IF m.from \in Voters /\ ~diverging /\ ~snap
+             eo == IF m.from \in Tracked /\ ~diverging /\ ~snap
                    THEN [endOffset[i] EXCEPT ![m.from] = m.fetchOffset]
                    ELSE endOffset[i]
              hw == NewHighWatermark(i, eo)
@@ -951,6 +1039,120 @@ HandleFetchSnapshotResponse(i, m) ==
                                     snapVars, leaderVars, restarts>>
 
 -----------------------------------------------------------------------------
+(* Voter changes (KIP-853, switched by Reconfig) *)
+
+\* The VotersRecord a leader of epoch e writes for the set S.
+VotersEntry(e, S) == [epoch |-> e, value |-> VotersRecord, voters |-> S]
+\* The AddRaftVoter in progress of leader i: its ApiVersions probe of the new voter, whose answer
+\* is in flight (the model abstracts the round trip into one message the probe's target "sends").
+ProbeOf(i) == {m \in DOMAIN msgs : m.type = "ApiVersionsResponse" /\ m.to = i /\ m.epoch = epoch[i]}
+\* Kafka's checks before any change (AddVoterHandler/RemoveVoterHandler, KIP-853 "Voter changes"):
+\* (c) the HW is known: an entry of the leader's epoch is committed (LeaderState.highWatermark is
+\*     empty before; the fix of Ongaro's single-server-change bug), CommitInEpochFirst;
+\* (b) the latest VotersRecord is committed (its offset < HW), and (a) no AddRaftVoter is pending
+\*     (LeaderState.isOperationPending), OneChangeAtATime.  A refusal (REQUEST_TIMED_OUT) changes nothing.
+HWKnown(i) == highWatermark[i] > 0 /\ log[i][highWatermark[i]].epoch = epoch[i]
+LastConfigCommitted(i) == LastConfigIndex(log[i], Len(log[i])) <= highWatermark[i]
+ChangeAllowed(i) ==
+    /\ CommitInEpochFirst => HWKnown(i)
+    /\ OneChangeAtATime => LastConfigCommitted(i)
+\* The leader appends the VotersRecord for S; the new set is in force at once, so the HW may
+\* move (a removed voter no longer holds it back).
+AppendVoters(i, S) ==
+    LET lg == Append(log[i], VotersEntry(epoch[i], S))
+    IN /\ log' = [log EXCEPT ![i] = lg]
+       /\ highWatermark' = [highWatermark EXCEPT ![i] = NewHighWatermarkIn(i, lg, endOffset[i])]
+
+\* core: handle_add_raft_voter_request.  Kafka's KafkaRaftClient.handleAddVoterRequest and
+\* AddVoterHandler.handleAddVoterRequest: the leader checks (a) (b) (c) (ChangeAllowed, no probe in
+\* flight) and that j is not a voter (DUPLICATE_VOTER), then probes j with ApiVersions; the
+\* operation is pending until the answer.  The request comes from an admin client outside the model.
+HandleAddRaftVoterRequest(i, j) ==
+    /\ Reconfig
+    /\ role[i] = Leader
+    /\ j \in Nodes \ Config(i)
+    /\ ChangeAllowed(i)
+    /\ OneChangeAtATime => ProbeOf(i) = {}
+    /\ Send([type |-> "ApiVersionsResponse", from |-> j, to |-> i, epoch |-> epoch[i]])
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* core: handle_api_versions_response.  AddVoterHandler.handleApiVersionsResponse: the leader
+\* (still the leader of the probe's epoch) appends VotersRecord(Config \cup {j}) if j has caught up
+\* (LeaderState.isReplicaCaughtUp; here: j has fetched from i in this epoch at a position of i's
+\* log past offset 0, which over-approximates Kafka's "fetched up to the leader's end once") and
+\* no change came first; otherwise the operation ends (REQUEST_TIMED_OUT, or ignored by a node
+\* that no longer leads that epoch) and nothing changes.
+HandleApiVersionsResponse(i, m) ==
+    /\ InFlight(m)
+    /\ m.type = "ApiVersionsResponse"
+    /\ m.to = i
+    /\ Discard(m)
+    /\ IF /\ role[i] = Leader /\ m.epoch = epoch[i]
+          /\ m.from \notin Config(i)
+          /\ endOffset[i][m.from] > 0
+          /\ ChangeAllowed(i)
+       THEN /\ AppendVoters(i, Config(i) \cup {m.from})
+            /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, hasFetched, snapVars,
+                           fetchingSnapshot, leaderVars, restarts>>
+       ELSE UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* core: handle_remove_raft_voter_request.  RemoveVoterHandler: the leader checks (a) (b) (c) and
+\* that j is a voter and not the last one (VOTER_NOT_FOUND), and appends VotersRecord(Config \ {j})
+\* at once; the answer waits for its commit (no state of its own: the HW).  j may be the leader
+\* itself: it keeps leading, without counting for the HW, and resigns once the record commits
+\* (Resign, cause RemovedFromVoters).
+HandleRemoveRaftVoterRequest(i, j) ==
+    /\ Reconfig
+    /\ role[i] = Leader
+    /\ j \in Config(i)
+    /\ Config(i) # {j}
+    /\ ChangeAllowed(i)
+    /\ OneChangeAtATime => ProbeOf(i) = {}
+    /\ AppendVoters(i, Config(i) \ {j})
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, hasFetched, snapVars,
+                   fetchingSnapshot, leaderVars, msgs, restarts>>
+
+\* core: voter_change_timeout.  LeaderState.maybeExpirePendingOperation: the pending operation's
+\* deadline passed, it is answered REQUEST_TIMED_OUT and forgotten; the log is untouched (a
+\* VotersRecord already written stays, and still blocks the next change until it commits).  For an
+\* AddRaftVoter still waiting for its probe, the late answer is then ignored: the probe is dropped.
+\* For a RemoveRaftVoter, or an AddRaftVoter past its append, nothing the model holds changes.
+VoterChangeTimeout(i) ==
+    /\ Reconfig
+    /\ role[i] = Leader
+    /\ \/ \E m \in ProbeOf(i) : Discard(m)
+       \/ UNCHANGED msgs
+    /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
+
+\* core: handle_update_raft_voter_request.  UpdateVoterHandler: a voter's endpoints or supported
+\* kraft.version range changed (not modelled), so the leader, after the same checks (b) (c), appends
+\* a VotersRecord with the same voter set and answers at once.  It matters to the model only as a
+\* VotersRecord that blocks the next change until it commits.
+HandleUpdateRaftVoterRequest(i, j) ==
+    /\ Reconfig
+    /\ role[i] = Leader
+    /\ j \in Config(i)
+    /\ ChangeAllowed(i)
+    /\ OneChangeAtATime => ProbeOf(i) = {}
+    /\ AppendVoters(i, Config(i))
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, hasFetched, snapVars,
+                   fetchingSnapshot, leaderVars, msgs, restarts>>
+
+\* core: send_update_raft_voter_request.  A follower voter whose entry in the voter set differs from
+\* its own endpoints sends UpdateRaftVoter (Kafka's pollFollowerAsVoter).  Endpoints are not in the
+\* model and the request travels outside its network (the leader's handling is the step above), so
+\* no modelled state changes: a stutter, left out of Next like HandleDescribeQuorumRequest.
+SendUpdateRaftVoterRequest(i) ==
+    /\ i \in Nodes
+    /\ UNCHANGED vars
+
+\* core: handle_update_raft_voter_response.  The follower only runs the common response handling
+\* (Kafka's handleUpdateVoterResponse); the answer is outside the modelled network: a stutter.
+HandleUpdateRaftVoterResponse(i) ==
+    /\ i \in Nodes
+    /\ UNCHANGED vars
+
+-----------------------------------------------------------------------------
 (* Leaving leadership *)
 
 \* Leader -> Resigned and EndQuorumEpoch to every other voter (it keeps
@@ -961,7 +1163,7 @@ StepDown(i) ==
     /\ msgs' = WithMsgs(msgs,
                  {[type |-> "EndQuorumEpochRequest", from |-> i, to |-> j,
                    clusterId |-> clusterId[i], epoch |-> epoch[i],
-                   leaderId |-> i] : j \in Voters \ {i}})
+                   leaderId |-> i] : j \in Config(i) \ {i}})
     /\ UNCHANGED <<epoch, votedId, leaderId, log, highWatermark, clusterId,
                    leaderVars, restarts, hasFetched, snapVars, fetchingSnapshot>>
 
@@ -971,12 +1173,20 @@ StepDown(i) ==
 \* only voter is its own majority and never times out (Kafka's
 \* LeaderState.timeUntilCheckQuorumExpires).
 LeaderProgressTimeout(i) ==
-    /\ Voters # {i}
+    /\ Config(i) # {i}
     /\ StepDown(i)
 
 \* core: resign.  Graceful shutdown ("EndQuorumEpoch"); PreferredSuccessors
 \* only orders the successors' backoff, which the model leaves to timing.
+\* KIP-853: also a leader whose own removal has committed (Kafka's
+\* RemoveVoterHandler.highWatermarkUpdated -> requestResign, cause
+\* RemovedFromVoters; ResignAfterRemoval is that case).  Resign is enabled at any
+\* moment, so the model covers it either way.
 Resign(i) == StepDown(i)
+ResignAfterRemoval(i) ==
+    /\ i \notin Config(i)
+    /\ LastConfigCommitted(i)
+    /\ Resign(i)
 
 \* core: handle_end_quorum_epoch_request.  "EndQuorumEpoch Request
 \* Handling": refuse an older epoch; a higher epoch is learned, and so is the
@@ -1051,10 +1261,10 @@ HandleEndQuorumEpochResponse(i, m) ==
 \* RestartKeeping(i, snaps): the restart with the snapshots snaps on disk (trace validation: a
 \* snapshot the shell wrote just before the crash, before the core recorded it); Restart keeps i's own.
 RestartKeeping(i, snaps) ==
-    LET wasLeader == i \in Voters /\ leaderId[i] = i
-        candidate == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] = i
-        voted     == i \in Voters /\ leaderId[i] = Nil /\ votedId[i] # Nil /\ ~candidate
-        follower  == leaderId[i] # Nil /\ leaderId[i] \in Voters /\ ~wasLeader
+    LET wasLeader == i \in Config(i) /\ leaderId[i] = i
+        candidate == i \in Config(i) /\ leaderId[i] = Nil /\ votedId[i] = i
+        voted     == i \in Config(i) /\ leaderId[i] = Nil /\ votedId[i] # Nil /\ ~candidate
+        follower  == leaderId[i] # Nil /\ leaderId[i] \in Config(i) /\ ~wasLeader
     IN
     /\ role' = [role EXCEPT ![i] = CASE wasLeader -> Resigned
                                      [] candidate -> Candidate
@@ -1063,12 +1273,12 @@ RestartKeeping(i, snaps) ==
                                      [] OTHER     -> Unattached]
     /\ highWatermark' = [highWatermark EXCEPT ![i] = logStart[i]]
     /\ votesGranted' = [votesGranted EXCEPT ![i] = IF candidate THEN {i} ELSE {}]
-    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Voters |-> 0]]
+    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Tracked |-> 0]]
     /\ restarts' = restarts + 1
     /\ msgs' = CASE wasLeader ->
                     WithMsgs(msgs, {[type |-> "EndQuorumEpochRequest", from |-> i, to |-> j,
                                      clusterId |-> clusterId[i], epoch |-> epoch[i],
-                                     leaderId |-> i] : j \in Voters \ {i}})
+                                     leaderId |-> i] : j \in Config(i) \ {i}})
                  [] candidate ->
                     WithMsgs(msgs, VoteRequestsOf(i, epoch[i], FALSE))
                  [] OTHER -> msgs
@@ -1121,7 +1331,7 @@ Next ==
     \/ \E i \in Nodes : StartElection(i)
     \/ \E i \in Nodes : AbandonProspective(i)
     \/ \E i \in Nodes : BecomeLeader(i)
-    \/ \E i \in Nodes, j \in Voters : SendBeginQuorumEpoch(i, j)
+    \/ \E i, j \in Nodes : SendBeginQuorumEpoch(i, j)
     \/ \E i \in Nodes : SendFetchRequest(i)
     \/ \E i \in Nodes, v \in Values : ClientAppend(i, v)
     \/ \E i \in Nodes : LeaderProgressTimeout(i)
@@ -1141,6 +1351,11 @@ Next ==
     \/ \E i \in Nodes : SendFetchSnapshotRequest(i)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotResponse(i, m)
+    \/ \E i, j \in Nodes : HandleAddRaftVoterRequest(i, j)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleApiVersionsResponse(i, m)
+    \/ \E i, j \in Nodes : HandleRemoveRaftVoterRequest(i, j)
+    \/ \E i, j \in Nodes : HandleUpdateRaftVoterRequest(i, j)
+    \/ \E i \in Nodes : VoterChangeTimeout(i)
     \/ \E m \in DOMAIN msgs : DropMessage(m)
     \/ \E m \in DOMAIN msgs : DuplicateMessage(m)
     \/ \E m \in DOMAIN msgs : ForeignClusterCopy(m)
@@ -1150,24 +1365,26 @@ Spec == Init /\ [][Next]_vars
 -----------------------------------------------------------------------------
 (* Invariants *)
 
-Entries == [epoch : Nat, value : Values \cup {LeaderChange}]
+Entries == [epoch : Nat, value : Values \cup {LeaderChange, ClusterIdRecord, KRaftVersionRecord}]
+           \cup [epoch : Nat, value : {VotersRecord}, voters : SUBSET Nodes]
 
 \* TypeOK: every variable stays in its domain; HW never exceeds the log (a
 \* node's log: its snapshot content and its records, see "Snapshots").
 TypeOK ==
     /\ role \in [Nodes -> Roles]
     /\ epoch \in [Nodes -> Nat]
-    /\ votedId \in [Nodes -> Voters \cup {Nil}]
-    /\ leaderId \in [Nodes -> Voters \cup {Nil}]
+    /\ votedId \in [Nodes -> Nodes \cup {Nil}]
+    /\ leaderId \in [Nodes -> Nodes \cup {Nil}]
     /\ \A i \in Nodes : log[i] \in Seq(Entries)
     /\ \A i \in Nodes : highWatermark[i] \in 0..Len(log[i])
     /\ clusterId = [i \in Nodes |-> LocalCluster]
-    /\ votesGranted \in [Nodes -> SUBSET Voters]
-    /\ \A i \in Nodes : endOffset[i] \in [Voters -> Nat]
+    /\ votesGranted \in [Nodes -> SUBSET Nodes]
+    /\ \A i \in Nodes : endOffset[i] \in [Tracked -> Nat]
     /\ \A m \in DOMAIN msgs : m.type \in Requests \cup
           {"VoteResponse", "BeginQuorumEpochResponse", "EndQuorumEpochResponse",
-           "FetchResponse", "ParkedFetch", "FetchSnapshotResponse"} /\ msgs[m] \in Nat \ {0}
-    /\ \A i \in Observers : role[i] \in {Unattached, Follower}
+           "FetchResponse", "ParkedFetch", "FetchSnapshotResponse", "ApiVersionsResponse"}
+       /\ msgs[m] \in Nat \ {0}
+    /\ ~Reconfig => \A i \in Observers : role[i] \in {Unattached, Follower}
     /\ restarts \in Nat
     /\ hasFetched \in [Nodes -> BOOLEAN]
     /\ \A i \in Nodes : hasFetched[i] => role[i] = Follower
@@ -1198,11 +1415,11 @@ ElectionSafety ==
 \* that counted it, and granted VoteResponses of e in flight (real votes:
 \* a pre-vote grant binds nothing, KIP-996); all name at most one candidate.
 VoteOnce ==
-    \A v \in Voters :
+    \A v \in Nodes :
         \A e \in {epoch[i] : i \in Nodes} :
             LET evidence ==
                   (IF epoch[v] = e /\ votedId[v] # Nil THEN {votedId[v]} ELSE {})
-                  \cup {c \in Voters : role[c] \in {Candidate, Leader} /\ epoch[c] = e
+                  \cup {c \in Nodes : role[c] \in {Candidate, Leader} /\ epoch[c] = e
                                               /\ v \in votesGranted[c]}
                   \cup {m.to : m \in {x \in DOMAIN msgs : x.type = "VoteResponse" /\ x.from = v
                                                           /\ x.epoch = e /\ x.granted
@@ -1245,5 +1462,33 @@ HighWatermarkMonotonic ==
 \* even across a Restart (it is in quorum-state).
 EpochMonotonic ==
     [][\A i \in Nodes : epoch'[i] >= epoch[i]]_vars
+
+\* KIP-853 (KAFKA-16580's simulation invariants, over the model).
+\* AtMostOneUncommittedConfig: a leader whose HW is known in its epoch (every record of earlier
+\* epochs is then committed) has at most one VotersRecord at or past its HW.
+AtMostOneUncommittedConfig ==
+    \A i \in Nodes : role[i] = Leader /\ HWKnown(i) =>
+        Cardinality({k \in (highWatermark[i] + 1)..Len(log[i]) : IsConfigEntry(log[i][k])}) <= 1
+
+\* CommittedConfigsDifferByOne: along what a node knows to be committed, each voter set differs
+\* from the one before it (InitVoters first) by at most one voter added or removed.
+ConfigChain(lg, n) ==
+    LET ks == {k \in 1..n : IsConfigEntry(lg[k])}
+        prev(k) == LET before == {x \in ks : x < k}
+                   IN IF before = {} THEN InitVoters ELSE lg[MaxOf(before)].voters
+    IN {<<prev(k), lg[k].voters>> : k \in ks}
+CommittedConfigsDifferByOne ==
+    \A i \in Nodes :
+        \A p \in ConfigChain(log[i], Committed(i)) :
+            Cardinality((p[1] \ p[2]) \cup (p[2] \ p[1])) <= 1
+
+\* ConfigQuorumsOverlap: every two leaders' voter sets share a voter in any two of their quorums
+\* (Raft's single-server-change argument: consecutive sets have overlapping majorities, and a
+\* leader never runs ahead by two).  Checked on leaders only: a node cut off may hold an older set
+\* than the next but one, which is safe since it cannot be elected.
+QuorumsOverlap(C, D) == \A Q \in SUBSET C : \A R \in SUBSET D :
+                           IsQuorumOf(Q, C) /\ IsQuorumOf(R, D) => Q \cap R # {}
+ConfigQuorumsOverlap ==
+    \A i, j \in Nodes : role[i] = Leader /\ role[j] = Leader => QuorumsOverlap(Config(i), Config(j))
 
 =============================================================================

@@ -17,7 +17,10 @@ CONSTANTS
     MaxForeign,    \* foreign-cluster requests in flight
     MaxRestarts,   \* Restart steps in a behaviour
     AllowDrop,     \* BOOLEAN: enable DropMessage
-    AllowDuplicate \* BOOLEAN: enable DuplicateMessage
+    AllowDuplicate, \* BOOLEAN: enable DuplicateMessage
+    MaxChanges     \* VotersRecords in one log (KIP-853; no change is made with Reconfig = FALSE)
+
+NumConfigs(lg) == Cardinality({k \in 1..Len(lg) : IsConfigEntry(lg[k])})
 
 ForeignInFlight == {m \in DOMAIN msgs : m.type \in Requests /\ m.clusterId = ForeignCluster}
 
@@ -30,7 +33,7 @@ MCNext ==
     \/ \E i \in Nodes : AbandonProspective(i)
     \/ \E i \in Nodes : BecomeLeader(i)
     \* a heartbeat only while no copy of it is in flight (as Kafka sends only on a free connection)
-    \/ \E i \in Nodes, j \in Voters : ~InFlight(BeginQuorumEpochTo(i, j)) /\ SendBeginQuorumEpoch(i, j)
+    \/ \E i, j \in Nodes : ~InFlight(BeginQuorumEpochTo(i, j)) /\ SendBeginQuorumEpoch(i, j)
     \/ \E i \in Nodes : SendFetchRequest(i)
     \/ \E i \in Nodes, v \in Values : Len(log[i]) < MaxLogLen /\ ClientAppend(i, v)
     \/ \E i \in Nodes : LeaderProgressTimeout(i)
@@ -51,6 +54,11 @@ MCNext ==
     \/ \E i \in Nodes : SendFetchSnapshotRequest(i)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotRequest(i, m)
     \/ \E i \in Nodes, m \in DOMAIN msgs : HandleFetchSnapshotResponse(i, m)
+    \* voter changes (KIP-853): disabled unless Reconfig = TRUE
+    \/ \E i, j \in Nodes : NumConfigs(log[i]) < MaxChanges /\ HandleAddRaftVoterRequest(i, j)
+    \/ \E i \in Nodes, m \in DOMAIN msgs : HandleApiVersionsResponse(i, m)
+    \/ \E i, j \in Nodes : NumConfigs(log[i]) < MaxChanges /\ HandleRemoveRaftVoterRequest(i, j)
+    \/ \E i \in Nodes : VoterChangeTimeout(i)
     \/ \E m \in DOMAIN msgs : AllowDrop /\ DropMessage(m)
     \/ \E m \in DOMAIN msgs : AllowDuplicate /\ msgs[m] < MaxCopies /\ DuplicateMessage(m)
     \/ \E m \in DOMAIN msgs : Cardinality(ForeignInFlight) < MaxForeign /\ ForeignClusterCopy(m)

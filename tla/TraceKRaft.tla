@@ -56,7 +56,9 @@ K == INSTANCE KRaft WITH
         Voters <- TraceVoters, Observers <- TraceObservers, Values <- {"record"},
         LocalCluster <- TraceCluster, ForeignCluster <- "<foreign>",
         MaxFetchRecords <- TraceMaxFetchRecords, PreVote <- TracePreVote,
-        Snapshots <- TraceSnapshots
+        Snapshots <- TraceSnapshots, Reconfig <- TraceReconfig,
+        OneChangeAtATime <- TRUE, CommitInEpochFirst <- TRUE
+
 
 \* Pre-vote (KIP-996): TracePreVote (a trace that shows a Prospective or a PreVote=true Vote) lets the
 \* nodes become Prospective; a node without pre-vote (Kafka 3.x elections, a Vote v0/v1 peer's fallback)
@@ -87,6 +89,25 @@ RestartFinding(i, s) ==
 kvars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
            votesGranted, endOffset, msgs, restarts, hasFetched,
            logStart, snapshots, fetchingSnapshot>>
+
+\* Voter changes (KIP-853): TraceReconfig (a trace whose nodes report kraft.version >= 1, or that shows a
+\* voter change) lets leaders write VotersRecords, and every node's voter set is the latest one in its
+\* log (K!Config), else TraceVoters (the bootstrap checkpoint's set).  A row's state then carries the ids
+\* the node reported in force (voters; <<>> where the trace states none) and the voter its event is about
+\* (voterId, from voterKey; -1 for none).  A refused change (the node answers at once and changes
+\* nothing) is a step that changes nothing.  Without TraceReconfig no VotersRecord is ever written and
+\* K!Config(i) = TraceVoters: validation is as before.
+AnyAddRaftVoter(i, j) == K!HandleAddRaftVoterRequest(i, j) \/ UNCHANGED kvars
+AnyRemoveRaftVoter(i, j) == K!HandleRemoveRaftVoterRequest(i, j) \/ UNCHANGED kvars
+AnyUpdateRaftVoter(i, j) == K!HandleUpdateRaftVoterRequest(i, j) \/ UNCHANGED kvars
+\* The leader's first batch of its epoch holds, with kraft.version 1 and a voter set from the bootstrap
+\* checkpoint only, KRaftVersionRecord and VotersRecord after LeaderChange (Kafka's
+\* LeaderState.appendStartOfEpochControlRecords): the same set (endpoints are not modelled).
+\* (And the first leader of a cluster without an id appends the cluster-id record after them: withId.)
+BecomeLeaderWritingVoters(i, withId) ==
+    K!BecomeLeaderAppending(i, <<[epoch |-> epoch[i], value |-> K!KRaftVersionRecord],
+                               K!VotersEntry(epoch[i], K!Config(i))>>
+                               \o (IF withId THEN <<[epoch |-> epoch[i], value |-> K!ClusterIdRecord]>> ELSE <<>>))
 snapVars == <<logStart, snapshots, fetchingSnapshot>>
 
 (***************************************************************************)
@@ -138,7 +159,7 @@ IsolatedCandidate(e) ==
     /\ highWatermark = [i \in K!Nodes |-> 0]
     /\ clusterId = [i \in K!Nodes |-> TraceCluster]
     /\ votesGranted = [i \in K!Nodes |-> IF i = t THEN {t} ELSE {}]
-    /\ endOffset = [i \in K!Nodes |-> [j \in TraceVoters |-> 0]]
+    /\ endOffset = [i \in K!Nodes |-> [j \in K!Tracked |-> 0]]
     /\ msgs = K!WithMsgs(<<>>, PreludeVotes(e))
     /\ restarts = 0
     /\ hasFetched = [i \in K!Nodes |-> FALSE]
@@ -197,6 +218,7 @@ UpdateCache == epochCache' = [i \in K!Nodes |->
 \* The fingerprinted part of a state (TraceKRaft.cfg: VIEW TraceView).
 TraceView ==
     <<role, epoch, votedId, leaderId, [i \in K!Nodes |-> Len(log[i])], epochCache,
+      [i \in K!Nodes |-> K!Config(i)],  \* the voter sets the logs hold (KIP-853; TraceVoters without)
       highWatermark, clusterId, votesGranted, endOffset, IF BlackBox THEN Live(msgs) ELSE msgs,
       restarts, hasFetched, logStart, snapshots, fetchingSnapshot, l, hidden>>
 
@@ -221,6 +243,9 @@ StateMatches(i, s) ==
           /\ s.snapshotEndOffset \in snapshots'[i]
           /\ s.snapshotEndOffset <= Len(log'[i])
           /\ K!SnapshotIdAt(log'[i], s.snapshotEndOffset).epoch = s.snapshotEpoch
+    \* reconfig traces (TraceReconfig): the voter set in force the node reported (kraft.version >= 1)
+    /\ "voters" \in DOMAIN s /\ s.voters # <<>> =>
+          K!ConfigOf(log'[i]) = {s.voters[k] : k \in DOMAIN s.voters}
 
 \* ClientAppend of a batch: the leader appends n records of its epoch.
 ClientAppendBatch(i, n) ==
@@ -292,7 +317,10 @@ Do(ev) ==
       \* the first leader of a cluster without an id appends the cluster-id record too
       [] e = "BecomeLeader" ->
             IF s.logEndOffset = Len(log[i]) + 2
-            THEN K!BecomeLeaderAppending(i, <<K!ClusterIdRecord>>)
+            THEN K!BecomeLeaderAppending(i, <<[epoch |-> epoch[i], value |-> K!ClusterIdRecord]>>)
+            \* kraft.version 1: LeaderChange, KRaftVersionRecord, VotersRecord in the epoch's first batch
+            ELSE IF TraceReconfig /\ s.logEndOffset \in {Len(log[i]) + 3, Len(log[i]) + 4}
+            THEN BecomeLeaderWritingVoters(i, s.logEndOffset = Len(log[i]) + 4)
             ELSE K!BecomeLeader(i)
       \* without FetchOutstanding: a duplicated fetch's extra copy does not hold the follower back
       [] e = "SendFetchRequest" -> K!SendFetch(i)
@@ -315,10 +343,25 @@ Do(ev) ==
       [] e = "SendFetchSnapshotRequest" -> K!SendFetchSnapshot(i)
       [] e = "HandleFetchSnapshotRequest" -> \E m \in M : AnyHandleFetchSnapshotRequest(i, m)
       [] e = "HandleFetchSnapshotResponse" -> \E m \in M : K!HandleFetchSnapshotResponse(i, m)
+      \* voter changes (KIP-853): the event's voterKey names the voter (s.voterId)
+      [] e = "HandleAddRaftVoterRequest" -> AnyAddRaftVoter(i, s.voterId)
+      [] e = "HandleApiVersionsResponse" -> (\E m \in M : K!HandleApiVersionsResponse(i, m)) \/ UNCHANGED kvars
+      [] e = "HandleRemoveRaftVoterRequest" -> AnyRemoveRaftVoter(i, s.voterId)
+      [] e = "HandleUpdateRaftVoterRequest" -> AnyUpdateRaftVoter(i, s.voterId)
+      [] e = "VoterChangeTimeout" -> K!VoterChangeTimeout(i)
+      \* endpoints only, over requests outside the model's network: no modelled state changes
+      [] e = "SendUpdateRaftVoterRequest" -> UNCHANGED kvars
+      [] e = "HandleUpdateRaftVoterResponse" -> UNCHANGED kvars
       \* rows derived from Send/Receive events (see trace_translate.py): the leader answers a parked
       \* long poll, the network duplicates or loses a message
       [] e = "AnswerParkedFetch" -> \E m \in M : K!AnswerParkedFetch(i, m)
-      [] e = "DuplicateMessage" -> \E m \in M : K!DuplicateMessage(m)
+      \* ... and a BeginQuorumEpoch "resend" with no copy in flight is the leader's heartbeat to a voter its
+      \* BecomeLeader did not send to (KIP-853: added since), KRaft's SendBeginQuorumEpoch
+      [] e = "DuplicateMessage" ->
+            \/ \E m \in M : K!DuplicateMessage(m)
+            \/ /\ ev.msg.type = "BeginQuorumEpochRequest"
+               /\ Matches(K!BeginQuorumEpochTo(ev.msg.from, ev.msg.to), ev.msg)
+               /\ K!SendBeginQuorumEpoch(ev.msg.from, ev.msg.to)
       [] e = "DropMessage" -> \E m \in M : K!DropMessage(m)
       [] e = "EnvironmentSend" -> EnvironmentSend(ev)
       [] e = "EnvironmentReceive" -> EnvironmentReceive(ev)

@@ -11,6 +11,7 @@ from typing import Any
 from kraft_tck.tla.trace_translate import (
     BLACKBOX_HIDDEN_STEPS,
     NO_STATE,
+    RECONFIG_STATE_FIELDS,
     SNAPSHOT_STATE_FIELDS,
     STATE_FIELDS,
     SnapshotContent,
@@ -47,6 +48,10 @@ def _tla_value(value: Any) -> str:
         return f"Fill({value.end_offset}, {value.epoch})"
     if isinstance(value, list):  # a Fetch response's records
         return "<<" + ", ".join(_tla_value(v) for v in value) + ">>"
+    if isinstance(value, frozenset):  # a VotersRecord's voter set (KIP-853)
+        return "{" + ", ".join(_tla_value(v) for v in sorted(value)) + "}"
+    if isinstance(value, dict) and set(value) == {"epoch", "value", "voters"}:  # a VotersRecord of a log
+        return f"VRec({_tla_value(value['epoch'])}, {_tla_value(value['voters'])})"
     if isinstance(value, dict) and set(value) == {"epoch", "value"}:  # one record of a log
         return f"Rec({_tla_value(value['epoch'])}, {_tla_value(value['value'])})"
     if isinstance(value, dict) and value:
@@ -100,7 +105,10 @@ def trace_data(
     events = trace.events if events is None else events
     # a snapshot trace's rows also state the log start and the snapshot id an event names
     fields = STATE_FIELDS + SNAPSHOT_STATE_FIELDS if trace.snapshots else STATE_FIELDS
-    no_state_values = {**NO_STATE, **dict.fromkeys(SNAPSHOT_STATE_FIELDS, -1)}
+    # a reconfig trace's rows also state the voter ids in force and the voter a change names (KIP-853)
+    if trace.reconfig:
+        fields = fields + RECONFIG_STATE_FIELDS
+    no_state_values = {**NO_STATE, **dict.fromkeys(SNAPSHOT_STATE_FIELDS, -1), "voters": [], "voterId": -1}
     for ev in events:
         plain = all(ev.state.get(k) == no_state_values[k] for k in fields)
         state = "NoState" if plain else f"St({', '.join(_tla_value(ev.state[k]) for k in fields)})"
@@ -131,6 +139,7 @@ def trace_data(
         f"TraceMaxFetchRecords == {max_records}\n"
         f"TracePreVote == {'TRUE' if pre_vote else 'FALSE'}\n"
         f"TraceSnapshots == {'TRUE' if trace.snapshots else 'FALSE'}\n"
+        f"TraceReconfig == {'TRUE' if trace.reconfig else 'FALSE'}\n"
         f"HiddenSteps == {hidden_steps}\n"
         f"ReceiveWindow == {RECEIVE_WINDOW}\n"
         f"PreludeElections == {trace.prelude}\n"
@@ -144,6 +153,7 @@ def trace_data(
         f"NoState == St({no_state})\n"
         'NoMsg == [type |-> ""]\n'
         "Rec(a1, a2) == [epoch |-> a1, value |-> a2]\n"
+        'VRec(a1, a2) == [epoch |-> a1, value |-> "VotersRecord", voters |-> a2]\n'
         'Fill(n, e) == [k \\in 1..n |-> Rec(e, "record")]\n'
         f"{shapes.definitions()}"
         f"TraceLog == <<\n{body}\n>>\n"

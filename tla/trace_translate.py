@@ -24,6 +24,17 @@ trace shows snapshots at all (``has_snapshots``, TraceKRaft's ``TraceSnapshots``
 SnapshotId, a FetchSnapshot request the snapshot it asks for, a response the snapshot it carries and whether
 it completes it (Position + the bytes of its UnalignedRecords = Size); KRaft.tla has no positions.
 
+Voter changes (KIP-853): the events of ``RECONFIG_EVENTS`` are KRaft.tla's actions of those names; when the trace
+shows them or a node reports kraft.version >= 1 (``has_reconfig``, TraceKRaft's ``TraceReconfig``) a row's state
+carries the voter ids the node reported in force (``voters``, checked against KRaft.tla's ``Config``; only with
+``kraftVersion`` >= 1, absent = the static set, not checked) and the id of the event's ``voterKey``.  A voter a
+change names that the header does not list is an observer of the model.  A Fetch answer's control batch that
+holds KIP-853 records is summarised with its records' types and its VotersRecord's voter ids
+(``spec/trace.py`` ``batch_summary``: ``controlTypes``, ``voters``), so an environment leader's VotersRecords
+reach a traced follower with their voter sets (``_records``).  Black-box (harness) traces in which the harness
+changes the voter set are NOT CHECKED: the target's changes would be hidden steps driven by RPCs (AddRaftVoter,
+RemoveRaftVoter, UpdateRaftVoter) the model does not carry.
+
 Malformed requests (``unmodelled_request``, ``refusal``): a request for another partition than
 __cluster_metadata-0 or a Fetch from a negative offset has no record in KRaft.tla, and Kafka refuses those
 and requests with malformed fields (INVALID_REQUEST) before anything may change.  Such a request never
@@ -88,6 +99,18 @@ SNAPSHOT_EVENTS = frozenset(
 #: The fields a snapshot trace adds to a row's state (TraceKRaft.tla StateMatches): the log start, and the
 #: snapshot id the event names (-1, -1 when none).
 SNAPSHOT_STATE_FIELDS = ("logStartOffset", "snapshotEndOffset", "snapshotEpoch")
+#: Voter changes (KIP-853): the events of the dynamic-quorum actions (TraceKRaft.tla maps them to KRaft.tla's).
+RECONFIG_EVENTS = frozenset(
+    {"HandleAddRaftVoterRequest", "HandleApiVersionsResponse", "HandleRemoveRaftVoterRequest",
+     "HandleUpdateRaftVoterRequest", "SendUpdateRaftVoterRequest", "HandleUpdateRaftVoterResponse",
+     "VoterChangeTimeout"}
+)
+#: The fields a reconfig trace adds to a row's state (TraceKRaft.tla StateMatches and Do): the voter ids in
+#: force the node reported (``voters``, only with kraft.version >= 1; [] when not stated) and the voter the
+#: event is about (``voterKey`` id; -1 when none).
+RECONFIG_STATE_FIELDS = ("voters", "voterId")
+#: The voter-change RPCs: black-box validation does not model them (``_blackbox_start``).
+RECONFIG_APIS = frozenset({"AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter"})
 # A row's state where the event reports none (network rows).
 NO_STATE: dict[str, Any] = {
     "role": "Unattached",
@@ -152,6 +175,9 @@ class Trace:
     prelude_votes: frozenset[int] = frozenset()
     # the trace shows snapshots (KIP-630): rows carry SNAPSHOT_STATE_FIELDS, TraceKRaft's TraceSnapshots is TRUE
     snapshots: bool = False
+    # the trace shows voter changes or kraft.version >= 1 (KIP-853): rows carry RECONFIG_STATE_FIELDS,
+    # TraceKRaft's TraceReconfig is TRUE
+    reconfig: bool = False
 
 
 def translate(path: str | Path) -> Trace:
@@ -189,11 +215,37 @@ def _why(bad: trace_format.BadLine) -> str:
 def rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
     """The rows of the trace with ``header`` and events ``objs`` ((line, event) pairs)."""
     trace = _rows_of(path, header, objs, total_lines)
-    if not has_snapshots(objs):
-        return trace
     by_line = dict(objs)
-    events = [replace(ev, state=snapshot_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
-    return replace(trace, events=events, snapshots=True)
+    if has_snapshots(objs):
+        events = [replace(ev, state=snapshot_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
+        trace = replace(trace, events=events, snapshots=True)
+    if has_reconfig(objs) and trace.target is None:
+        events = [replace(ev, state=reconfig_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
+        trace = replace(trace, events=events, reconfig=True)
+    return trace
+
+
+def has_reconfig(objs: list[tuple[int, dict[str, Any]]]) -> bool:
+    """Does the trace show voter changes (KIP-853): an event of a voter-change action, a voterKey, or a node
+    reporting kraft.version >= 1?  Only then do its rows carry the reconfig fields and may leaders write
+    VotersRecords (TraceReconfig), so that a trace of static voters validates exactly as before."""
+    for _, obj in objs:
+        if obj["event"] in RECONFIG_EVENTS or obj.get("voterKey"):
+            return True
+        if (obj.get("state") or {}).get("kraftVersion", 0) >= 1:
+            return True
+    return False
+
+
+def reconfig_state(state: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any]:
+    """A row's state in a reconfig trace: the voter ids the node reported in force (only with kraft.version
+    >= 1: absent means the static set, not checked; [] then) and the id of the event's voterKey (-1: none)."""
+    if state == NO_STATE or obj is None:
+        return {**state, "voters": [], "voterId": -1}
+    reported = obj.get("state") or {}
+    voters = sorted(int(v) for v in reported.get("voters", [])) if reported.get("kraftVersion", 0) >= 1 else []
+    key = obj.get("voterKey") or {}
+    return {**state, "voters": voters, "voterId": int(key.get("id", -1))}
 
 
 def has_snapshots(objs: list[tuple[int, dict[str, Any]]]) -> bool:
@@ -244,6 +296,9 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
             and obj["msg"]["from"] not in header["voters"]
             and _partition(obj["msg"].get("body") or {})
         }
+    # KIP-853: a voter a change names that the header does not (a joiner) is an observer of the model
+    named = {int(obj["voterKey"]["id"]) for _, obj in objs if obj.get("voterKey")}
+    observers |= {v for v in named if v >= 0 and v not in header["voters"]}
     members = set(header["voters"]) | observers
     target = header.get("target") if not acting and header["source"] == "harness" else None
     if target is not None:
@@ -252,6 +307,11 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
         cluster = trace_cluster(header, objs)
         before_harness = bool(header.get(STARTED_BEFORE_HARNESS))
         fresh, prelude, vote_epochs = _blackbox_start(objs, target, before_harness)
+        if not fresh and any((obj.get("msg") or {}).get("api") in RECONFIG_APIS for _, obj in objs):
+            # KIP-853: the target's voter changes would be hidden steps driven by RPCs the model does not
+            # carry (and its VotersRecords are control batches the trace summarises without their voters)
+            fresh = ("the harness changed the voter set (AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter): voter "
+                     "changes are not modelled in black-box validation, only in node traces")
         restarts = list(header.get("targetRestarts", []))
         events = [] if fresh else _blackbox_events(objs, target, environment, cluster, restarts)
         if before_harness and not fresh:
@@ -522,7 +582,19 @@ def _records(part: dict[str, Any]) -> list[dict[str, Any]]:
     for batch in (part.get("Records") or {}).get("batches") or []:
         value = "LeaderChange" if batch.get("control") else "record"
         count = int(batch["lastOffset"]) - int(batch["baseOffset"]) + 1
-        out.extend({"epoch": int(batch["epoch"]), "value": value} for _ in range(count))
+        epoch = int(batch["epoch"])
+        types = batch.get("controlTypes")
+        if batch.get("control") and isinstance(types, list) and len(types) == count:
+            # KIP-853: a control batch whose summary names its records' types (spec/trace.py batch_summary)
+            for ctype in types:
+                if ctype == "KRAFT_VOTERS":
+                    voters = frozenset(batch.get("voters") or [])
+                    out.append({"epoch": epoch, "value": "VotersRecord", "voters": voters})
+                else:
+                    out.append({"epoch": epoch, "value": "KRaftVersionRecord" if ctype == "KRAFT_VERSION"
+                                else "LeaderChange"})
+            continue
+        out.extend({"epoch": epoch, "value": value} for _ in range(count))
     return out
 
 
@@ -1072,4 +1144,8 @@ def _resends(objs: list[tuple[int, dict[str, Any]]], acting: set[int]) -> dict[i
             copies[last_send[content]] = copies.get(last_send[content], 0) + 1
         else:
             last_send[content] = number
+            if not fresh and msg["api"] == "BeginQuorumEpoch":
+                # the leader's heartbeat to a voter its BecomeLeader did not send to (KIP-853: added since):
+                # a DuplicateMessage row here, which TraceKRaft takes as KRaft's SendBeginQuorumEpoch
+                copies[number] = copies.get(number, 0) + 1
     return copies

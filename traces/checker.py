@@ -50,6 +50,24 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
   offset) is below the largest logStartOffset or snapshotId endOffset of that node's states so far (the
   registration is in a snapshot it loaded, KIP-630). Reported with epoch = the broker epoch.
 
+* Voter sets (KIP-853), from states that carry `voters` (the sorted ids in force: the latest VotersRecord of the
+  node's log, committed or not) and `kraftVersion` >= 1 (absent: kraft.version 0, where none of these apply).
+  Each node's *config entries* are replayed in seq order (`VoterConfigs`): a state whose `voters` differ from the
+  node's previous state's, in an event that appended batches, adds the entry (offset, voters) with offset = the
+  base offset of the last control batch appended (a VotersRecord is a control record; a leader appends each one
+  in a step of its own); `log.truncatedTo` t removes entries at offsets >= t; a `Restart` or a snapshot install
+  forgets them (the trace no longer shows which of the node's records are VotersRecords). The run's *committed
+  prefix* at a seq is the highest highWatermark of any node's state so far (a restarted node's own starts at 0).
+  - AtMostOneUncommittedConfig (KAFKA-16580's first simulation invariant; KIP-853 one change at a time) — a
+    state whose node holds two or more entries at or above the committed prefix: reported once per (node,
+    offsets), at its first seq.
+  - CommittedConfigsDifferByOne (KAFKA-16580's second) — an entry is committed when its node's highWatermark
+    passes it while it holds it (first one per offset wins); consecutive committed entries (by offset) differ
+    by at most one voter; reported at the later one's commit (its node, epoch and seq).
+  - ElectionSafety, second half — a BecomeLeader whose state has `voters` V needs votedId = the leader in epoch e
+    (states at seqs <= the BecomeLeader's) from a majority of V: the leader's quorum is a majority of its own
+    voter set. Judged only when every node of V has states in the run (a node trace shows one node).
+
 Order inside a node is seq order; a node's events of one run are expected in one file (true of node,
 harness and simulator traces).
 """
@@ -58,6 +76,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import json
 import os
 from collections import defaultdict
@@ -70,9 +89,10 @@ from kraft_tck.spec.trace import FORMAT_VERSION, iter_lines, line_errors
 
 SNAPSHOT_INVARIANTS = ("SnapshotAtCommittedOffset", "SnapshotAgreement", "LogStartCoveredBySnapshot",
                        "SnapshotInstallResetsLog")
+RECONFIG_INVARIANTS = ("AtMostOneUncommittedConfig", "CommittedConfigsDifferByOne")
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
               "CommittedNeverTruncated", "LogMatching", "LeaderCompleteness", "OnlineRequiresRegistration",
-              *SNAPSHOT_INVARIANTS)
+              *SNAPSHOT_INVARIANTS, *RECONFIG_INVARIANTS)
 REGISTER_BROKER_RECORD = "RegisterBrokerRecord"
 CREATE_SNAPSHOT = "CreateSnapshot"
 INSTALL_SNAPSHOT = "HandleFetchSnapshotResponse"  # with a snapshotId: the response that completed a download
@@ -297,6 +317,82 @@ def leader_incomplete(epoch: int, count: int, base: int, last: int, b_epoch: int
             f"{last} of epoch {b_epoch}, counted committed by node {node} in epoch {c_epoch} at seq {c_seq}")
 
 
+# Appended batch in the voter-set replay: (baseOffset, control).
+Appended = tuple[int, bool]
+
+
+class VoterConfigs:
+    """AtMostOneUncommittedConfig and CommittedConfigsDifferByOne over one run (the rules: module docstring).
+
+    Rows are collected as they come (a node's in seq order; the Spark pipeline hands them node by node) and
+    judged in (seq, node) order by `violations`, so both callers get the same answer."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, str, int, int, int | None, tuple[Appended, ...], tuple[int, ...] | None,
+                              bool]] = []
+
+    def feed(self, node: int, seq: int, event: str, epoch: int, hw: int, truncated_to: int | None,
+             appended: Iterable[Appended], voters: Iterable[int] | None, installed: bool = False) -> None:
+        """One state event of ``node``: ``appended`` its `log.appended` (baseOffset, control) pairs, ``voters`` its
+        state's `voters` (None: absent), ``installed``: the event installed a snapshot."""
+        self.rows.append((seq, node, event, epoch, hw, truncated_to, tuple(appended),
+                          None if voters is None else tuple(voters), installed))
+
+    def violations(self, src: str, run: str) -> list[Violation]:
+        out: list[Violation] = []
+        committed_prefix = 0
+        prev: dict[int, tuple[int, ...]] = {}
+        entries: dict[int, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
+        reported: set[tuple[int, tuple[int, ...]]] = set()
+        committed: dict[int, tuple[tuple[int, ...], int, int, int]] = {}  # offset -> (voters, seq, node, epoch)
+        for seq, node, event, epoch, hw, truncated_to, appended, voters, installed in sorted(self.rows,
+                                                                                        key=lambda r: r[:2]):
+            committed_prefix = max(committed_prefix, hw)
+            if voters is None:
+                continue
+            mine = entries[node]
+            if installed or event == "Restart":
+                mine.clear()
+            if truncated_to is not None:
+                mine[:] = [e for e in mine if e[0] < truncated_to]
+            before = prev.get(node)
+            prev[node] = voters
+            if before is not None and voters != before and appended:
+                controls = [base for base, control in appended if control]
+                mine.append((controls[-1] if controls else appended[-1][0], voters))
+            for off, ids in mine:
+                if off < hw and off not in committed:
+                    committed[off] = (ids, seq, node, epoch)
+            open_ = tuple(off for off, _ in mine if off >= committed_prefix)
+            if len(open_) > 1 and (node, open_) not in reported:
+                reported.add((node, open_))
+                out.append(Violation("AtMostOneUncommittedConfig", src, run, node, epoch, seq,
+                                     configs_uncommitted(list(open_), committed_prefix)))
+        ordered = sorted(committed.items())
+        for (a_off, (a_ids, *_)), (b_off, (b_ids, b_seq, b_node, b_epoch)) in itertools.pairwise(ordered):
+            if len(set(a_ids) ^ set(b_ids)) > 1:
+                out.append(Violation("CommittedConfigsDifferByOne", src, run, b_node, b_epoch, b_seq,
+                                     configs_differ(a_off, list(a_ids), b_off, list(b_ids))))
+        return out
+
+
+def configs_uncommitted(offsets: list[int], committed: int) -> str:
+    """KIP-853 checks' texts, shared by this checker, the Spark pipeline and the simulator."""
+    return (f"{len(offsets)} VotersRecords at offsets {offsets} lie at or above the committed prefix ({committed}): "
+            "a second voter change before the first one committed")
+
+
+def configs_differ(a_off: int, a: list[int], b_off: int, b: list[int]) -> str:
+    where = "the initial voter set" if a_off < 0 else f"the committed VotersRecord at {a_off}"
+    return (f"{where} {a} and the committed VotersRecord at {b_off} {b} differ by "
+            f"{len(set(a) ^ set(b))} voters (at most 1 allowed)")
+
+
+def too_few_votes(node: int, epoch: int, granted: list[int], voters: list[int]) -> str:
+    return (f"node {node} became leader of epoch {epoch} with votes from {granted}, not a majority of its voter "
+            f"set {voters}")
+
+
 class _State:
     """Everything the checks keep between events: small per-node and per-epoch summaries."""
 
@@ -313,6 +409,11 @@ class _State:
         # (src, run, node, broker id, broker epoch) -> offset of the RegisterBrokerRecord the node reported
         self.registrations: dict[tuple[str, str, int, int, int], int] = {}
         self.completeness: dict[tuple[str, str], Completeness] = {}
+        # KIP-853: the voter-set replay per run; BecomeLeaders with their voter set, (seq, node, epoch, voters);
+        # the nodes that report states in each run.
+        self.configs: dict[tuple[str, str], VoterConfigs] = {}
+        self.leaders: dict[tuple[str, str], list[tuple[int, int, int, tuple[int, ...]]]] = defaultdict(list)
+        self.nodes: dict[tuple[str, str], set[int]] = defaultdict(set)
         # Snapshots, per (src, run, node): the largest snapshot end, the largest installed snapshot end, and
         # what was reported once already ((node, logStartOffset) / (node, installed end)).
         self.snap_end: dict[tuple[str, str, int], int] = {}
@@ -375,6 +476,17 @@ class _State:
         lc.feed(node, seq, ev["event"], epoch, hw, log.get("truncatedTo"),
                 [batch_ident(b) for b in log.get("appended") or ()],
                 None if sid is None else (sid["endOffset"], sid["epoch"]))
+        self.nodes[(src, run)].add(node)
+        voters = st.get("voters") if st.get("kraftVersion", 0) >= 1 else None
+        if voters is not None:
+            vc = self.configs.get((src, run))
+            if vc is None:
+                vc = self.configs[(src, run)] = VoterConfigs()
+            vc.feed(node, seq, ev["event"], epoch, hw, log.get("truncatedTo"),
+                    [(b["baseOffset"], bool(b.get("control"))) for b in log.get("appended") or ()], voters,
+                    sid is not None and ev["event"] == INSTALL_SNAPSHOT)
+            if ev["event"] == "BecomeLeader":
+                self.leaders[(src, run)].append((seq, node, epoch, tuple(voters)))
         for b in log.get("appended") or ():
             digest = b.get("digest")
             if digest is None:
@@ -481,7 +593,26 @@ class _State:
                                          f" on node {first_node} at seq {first_seq}"))
         for (src, run), lc in self.completeness.items():
             out.extend(lc.violations(src, run))
+        for (src, run), vc in self.configs.items():
+            out.extend(vc.violations(src, run))
+        for (src, run), leaders in self.leaders.items():
+            out.extend(self.leader_quorums(src, run, leaders))
         return sorted_violations(out)
+
+    def leader_quorums(self, src: str, run: str, leaders: list[tuple[int, int, int, tuple[int, ...]]]
+                       ) -> list[Violation]:
+        """ElectionSafety's second half (KIP-853): each BecomeLeader holds votes of a majority of its voter set."""
+        out = []
+        seen = self.nodes[(src, run)]
+        for seq, node, epoch, voters in leaders:
+            if not set(voters) <= seen:
+                continue  # not every voter's states are in this run: its votes cannot be counted
+            granted = sorted(v for v in voters
+                             if self.votes.get((src, run, v, epoch), {}).get(node, seq + 1) <= seq)
+            if len(granted) <= len(voters) // 2:
+                out.append(Violation("ElectionSafety", src, run, node, epoch, seq,
+                                     too_few_votes(node, epoch, granted, list(voters))))
+        return out
 
 
 def fetch_position(body: Any) -> tuple[int | None, int | None]:

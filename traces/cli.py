@@ -25,6 +25,10 @@ def parse_duration_ms(text: str) -> int:
     return int(m.group(1)) * _UNIT_MS[m.group(2)]
 
 
+#: KIP-853: the SimResult counts of voter changes the summary adds up.
+CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", "changes_refused", "leader_removals")
+
+
 @click.command("simulate")
 @click.option(
     "--seeds", type=click.IntRange(min=1), default=100, show_default=True, help="How many seeds to run."
@@ -39,12 +43,21 @@ def parse_duration_ms(text: str) -> int:
 )
 @click.option(
     "--faults",
-    type=click.Choice(["none", "default", "heavy", "reconnect", "snapshots"]),
+    type=click.Choice(["none", "default", "heavy", "reconnect", "snapshots", "reconfig"]),
     default="default",
     show_default=True,
     help="Fault profile: network behaviour, clock skew and how often crashes/partitions happen "
     "(reconnect: only voters cut off and reconnected; snapshots: KIP-630 snapshots and log cleaning under "
-    "crashes while writing a snapshot and voters cut off long enough to need the leader's snapshot).",
+    "crashes while writing a snapshot and voters cut off long enough to need the leader's snapshot; reconfig: KIP-853 "
+    "kraft.version 1 with joiners, AddRaftVoter/RemoveRaftVoter of joiners, followers and the leader itself, under "
+    "crashes of the joiner or the leader and partitions during a change).",
+)
+@click.option(
+    "--joiners",
+    type=click.IntRange(min=0),
+    default=None,
+    help="KIP-853: replicas (ids after the observers') that start as observers and may be added as voters; any "
+    "makes the cluster kraft.version 1 [default: the fault profile's: 2 for reconfig, else 0].",
 )
 @click.option(
     "--snapshot-bytes",
@@ -95,7 +108,7 @@ def parse_duration_ms(text: str) -> int:
 def simulate_cmd(
     seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float,
     brokers: int, observers: int, foreign_rate: float, pre_vote: bool, compare_pre_vote: bool,
-    snapshot_bytes: int | None,
+    snapshot_bytes: int | None, joiners: int | None,
 ) -> None:
     """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
     invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
@@ -117,6 +130,7 @@ def simulate_cmd(
     events = 0
     snap = dict.fromkeys(("snapshots", "installs", "cleanings", "downloads_aborted", "snapshot_crashes",
                           "torn_writes"), 0)
+    changes = dict.fromkeys((*CHANGE_COUNTS, "seeds whose voter set changed"), 0)
     started = time.perf_counter()
     with Progress(
         TextColumn("[bold]simulate"),
@@ -131,12 +145,16 @@ def simulate_cmd(
             config = SimConfig(
                 seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate,
                 brokers=brokers, observers=observers, foreign_rate=foreign_rate, pre_vote=pre_vote,
-                snapshot_bytes=snapshot_bytes,
+                snapshot_bytes=snapshot_bytes, joiners=joiners,
             )
             result = simulate(config, out / f"seed-{seed}.ndjson")
             events += result.events
             for k in snap:
                 snap[k] += getattr(result, k)
+            for k in CHANGE_COUNTS:
+                changes[k] += getattr(result, k)
+            if result.final_voters != result.initial_voters:
+                changes["seeds whose voter set changed"] += 1
             if result.violation is not None:
                 violations[result.violation.invariant].append(seed)
                 progress.console.print(f"[red]seed {seed}:[/red] {result.violation}")
@@ -157,6 +175,9 @@ def simulate_cmd(
         table.add_row("downloads given up (leader change, not found)", f"{snap['downloads_aborted']:,}")
         table.add_row("crashes while writing a snapshot (torn)",
                       f"{snap['snapshot_crashes']:,} ({snap['torn_writes']:,})")
+    if changes["changes_requested"]:  # KIP-853
+        for k, v in changes.items():
+            table.add_row(k.replace("changes_", "voter changes ").replace("_", " "), f"{v:,}")
     table.add_row("seeds with a violation", str(sum(len(v) for v in violations.values())))
     for name, bad in sorted(violations.items()):
         shown = ", ".join(str(s) for s in bad[:10]) + (" ..." if len(bad) > 10 else "")
@@ -166,7 +187,8 @@ def simulate_cmd(
         seed = min(s for bad in violations.values() for s in bad)
         extra = (f" --observers {observers}" if observers else "") + (
             f" --foreign-rate {foreign_rate:g}" if foreign_rate else "") + (" --pre-vote" if pre_vote else "") + (
-            f" --snapshot-bytes {snapshot_bytes}" if snapshot_bytes is not None else "")
+            f" --snapshot-bytes {snapshot_bytes}" if snapshot_bytes is not None else "") + (
+            f" --joiners {joiners}" if joiners is not None else "")
         click.echo(
             f"reproduce: kraft-tck simulate --seeds 1 --first-seed {seed} --nodes {nodes} "
             f"--duration {duration} --faults {faults} --write-rate {write_rate:g} --brokers {brokers}{extra}"

@@ -24,12 +24,17 @@ from kraft_tck.reference.core import CoreConfig, KRaftCore
 from kraft_tck.reference.io import AbortSnapshotDownload, ElectionState, Ready, SnapshotSource, TruncateTo
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    ReplicaKey,
     Request,
     SnapshotId,
     VoteRequest,
@@ -37,6 +42,7 @@ from kraft_tck.reference.messages import (
 )
 from kraft_tck.reference.node import Node
 from kraft_tck.reference.roles import Candidate, Follower, Leader, Prospective, Resigned
+from kraft_tck.reference.voters import VoterSet
 from kraft_tck.spec.errors import Errors
 
 
@@ -327,6 +333,89 @@ class RestartDropsLogAfterSnapshot(KRaftCore):
         return core, ready
 
 
+# ---------------------------------------------------------------------------------------------- KIP-853 faults
+
+
+class AckBeforeCommit(KRaftCore):
+    """Answers AddRaftVoter and RemoveRaftVoter NONE as soon as the VotersRecord is appended, not once it commits
+    (KIP-853 "AddRaftVoter/RemoveRaftVoter Request Handling": answered after the commit)."""
+
+    def _add_completes_at_append(self) -> bool:
+        return True
+
+    def handle_remove_raft_voter_request(
+        self, req: RemoveRaftVoterRequest, reply_to: object = None
+    ) -> RemoveRaftVoterResponse | None:
+        resp = super().handle_remove_raft_voter_request(req, reply_to)
+        leader = self.role
+        if resp is None and isinstance(leader, Leader) and leader.voter_change is not None:
+            leader.voter_change = None  # no longer waits for the commit (nor resigns at it)
+            return RemoveRaftVoterResponse(Errors.NONE)
+        return resp
+
+
+class NoCatchUpCheck(KRaftCore):
+    """Adds a voter that has never fetched (KIP-853 AddRaftVoter: the new replica must be caught up)."""
+
+    def _replica_caught_up(self, key: ReplicaKey, now_ms: int) -> bool:
+        return True
+
+
+class TwoChangesAtOnce(KRaftCore):
+    """Accepts a voter change whatever is pending or uncommitted, and before its own epoch committed an entry
+    (KIP-853 "Voter Changes": one uncommitted change at a time)."""
+
+    def _voter_change_blocked(self, now_ms: int) -> Errors | None:
+        self._expire_voter_change()
+        return Errors.UNSUPPORTED_VERSION if self.kraft_version() < 1 else None
+
+
+class VotersFromCommittedOnly(KRaftCore):
+    """Takes the voter set in force from the last committed VotersRecord, not the latest appended one (KIP-853
+    "Voter Changes"): HW, check quorum and elections use the committed set."""
+
+    def _voter_set_for_quorum(self) -> VoterSet:
+        committed = self._vh.voters_at(self._hw - 1) if self._hw > 0 else None
+        return committed if committed is not None else super()._voter_set_for_quorum()
+
+
+class IgnoreVoterKey(KRaftCore):
+    """Takes every Vote and BeginQuorumEpoch as its own, whatever VoterId / VoterDirectoryId they name."""
+
+    def _voter_key_ok(self, voter_id: int, voter_directory_id: str | None) -> bool:
+        return True
+
+
+class VoterKeyBeforeTransition(KRaftCore):
+    """Checks a BeginQuorumEpoch's voter key before following its leader, and does not follow a misaddressed one
+    (Kafka follows first: KafkaRaftClient.handleBeginQuorumEpochRequest)."""
+
+    def handle_begin_quorum_epoch_request(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        if self._cluster_id_ok(req.cluster_id) and not self._voter_key_ok(req.voter_id, req.voter_directory_id):
+            return BeginQuorumEpochResponse(self.leader_id, self.epoch, partition_error=Errors.INVALID_VOTER_KEY)
+        return super().handle_begin_quorum_epoch_request(req)
+
+
+class RemoveIgnoresDirectoryId(KRaftCore):
+    """Removes a voter named by its id alone, whatever directory id the request gives (KIP-853 RemoveRaftVoter: the
+    exact voter key)."""
+
+    def handle_remove_raft_voter_request(
+        self, req: RemoveRaftVoterRequest, reply_to: object = None
+    ) -> RemoveRaftVoterResponse | None:
+        node = self._vh.last().node(req.voter_id)
+        if node is not None and req.voter_directory_id is not None:
+            req = dataclasses.replace(req, voter_directory_id=node.key.directory_id)
+        return super().handle_remove_raft_voter_request(req, reply_to)
+
+
+class NeverResignAfterRemoval(KRaftCore):
+    """A leader whose own removal committed goes on leading (KIP-853 RemoveRaftVoter: it resigns)."""
+
+    def _should_resign_after_removal(self) -> bool:
+        return False
+
+
 class NeverExpireSessions(Controller):
     def _expired(self, broker_id: int, now_ms: int) -> bool:
         return False  # a broker that stopped heartbeating is never fenced
@@ -367,6 +456,14 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "snapshot-any-epoch": SnapshotAnyEpoch,
     "snapshot-not-installed": SnapshotNotInstalled,
     "restart-drops-log-after-snapshot": RestartDropsLogAfterSnapshot,
+    "ack-before-commit": AckBeforeCommit,
+    "no-catch-up-check": NoCatchUpCheck,
+    "two-changes-at-once": TwoChangesAtOnce,
+    "voters-from-committed-only": VotersFromCommittedOnly,
+    "ignore-voter-key": IgnoreVoterKey,
+    "voter-key-before-transition": VoterKeyBeforeTransition,
+    "never-resign-after-removal": NeverResignAfterRemoval,
+    "remove-ignores-dir-id": RemoveIgnoresDirectoryId,
     "none": KRaftCore,
 }
 

@@ -71,7 +71,9 @@ class KipLiteralCore(KRaftCore):
 _kafka_response_to_body = wire.response_to_body
 
 
-def _response_to_body(resp: Response, version: int, endpoints: Mapping[int, wire.NodeEndpoint] | None = None) -> Body:
+def _response_to_body(
+    resp: Response, version: int, endpoints: Mapping[int, wire.ListenerEndpoint] | None = None
+) -> Body:
     """The reference wire layer writes Kafka's refusal (LeaderId/LeaderEpoch 0); this node puts its hint in."""
     body = _kafka_response_to_body(resp, version, endpoints)
     if (

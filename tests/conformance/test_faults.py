@@ -256,6 +256,89 @@ def test_a_target_that_takes_no_snapshot_is_skipped_naming_the_settings(tmp_path
     assert proc.returncode == 0
 
 
+#: KIP-853 dynamic-quorum faults (faulty_node.py), each breaking one rule of conformance/test_reconfig.py: the cases
+#: it must fail (each naming the clause of the broken rule on its "clause:" line: a KIP-853 clause holding the text
+#: given) and those it may also fail, by a
+#: race its fault opens (e.g. with the committed voter set in force, the leader's removal commits when the first of
+#: two voters fetches past it, and the second may or may not have fetched before the answer).
+RECONFIG_FAULTS = [
+    # answers AddRaftVoter / RemoveRaftVoter as soon as the VotersRecord is appended, not once it is committed
+    ("ack-before-commit", {"KIP-853/AddVoter/1", "KIP-853/RemoveVoter/1", "KIP-853/HighWatermark/1",
+                           "KIP-853/RemoveVoter/3"}, set(), 'Request Handling" step answered once the new VotersRecord '
+                                                            'is committed'),
+    ("no-catch-up-check", {"KIP-853/AddVoter/2"}, set(), 'KIP-853 "AddRaftVoter Request Handling"'),
+    # a second change while the first is pending or uncommitted, and before the leader's epoch committed an entry
+    # (OneChange/2: the second change takes the pending add's place, which is never answered)
+    ("two-changes-at-once", {"KIP-853/OneChange/1", "KIP-853/OneChange/2", "KIP-853/AddVoter/4"}, set(),
+     'KIP-853 "'),
+    # the voter set of the last committed VotersRecord in force, not the latest appended one
+    ("voters-from-committed-only", {"KIP-853/HighWatermark/1", "KIP-853/FollowerView/1", "KIP-853/OneChange/1",
+                                    "KIP-853/AddVoter/1"}, {"KIP-853/RemoveVoter/3"}, 'KIP-853 "'),
+    ("ignore-voter-key", {"KIP-853/VoterKey/1"}, set(), 'KIP-853 "Vote Request Handling"'),
+    ("never-resign-after-removal", {"KIP-853/RemoveVoter/3"}, set(), 'KIP-853 "RemoveRaftVoter Request Handling"'),
+    ("remove-ignores-dir-id", {"KIP-853/RemoveVoter/2"}, set(), 'KIP-853 "RemoveRaftVoter Request Handling"'),
+]  # fmt: skip
+
+#: ``make test`` runs one fault per kind of rule (when a change is answered; which voter set is in force); ``make
+#: faults`` (KRAFT_TCK_ALL_FAULTS=1) runs all of them.
+RECONFIG_FAULTS_SAMPLE = ("ack-before-commit", "voters-from-committed-only")
+_RECONFIG_FAULTS_RUN = [f for f in RECONFIG_FAULTS
+                        if os.environ.get("KRAFT_TCK_ALL_FAULTS") == "1" or f[0] in RECONFIG_FAULTS_SAMPLE]
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected", "maybe", "clause"), _RECONFIG_FAULTS_RUN, ids=[f[0] for f in _RECONFIG_FAULTS_RUN]
+)
+def test_reconfig_fault_fails_its_cases(
+    tmp_path: Path, fault: str, expected: set[str], maybe: set[str], clause: str
+) -> None:
+    cases, proc = run_catalog(tmp_path, fault, "conformance/test_reconfig.py")
+    failed = {cid for cid, c in cases.items() if c["outcome"] == "failed"}
+    assert expected <= failed <= expected | maybe, (
+        f"{fault}: failed {sorted(failed)}, expected {sorted(expected)} (and maybe {sorted(maybe)})\n"
+        f"{proc.stdout[-4000:]}")
+    for cid in expected:
+        message = str(cases[cid]["message"])
+        assert any(line.startswith("clause:   KIP-853 ") and clause in line for line in message.splitlines()), message
+    assert not {cid for cid, c in cases.items() if c["outcome"] == "error"}, proc.stdout[-4000:]
+    assert proc.returncode == 1
+
+
+@pytest.mark.skipif(os.environ.get("KRAFT_TCK_ALL_FAULTS") != "1", reason="make faults (KRAFT_TCK_ALL_FAULTS=1)")
+def test_a_target_checking_the_voter_key_before_following_differs_from_kafka(tmp_path: Path) -> None:
+    # Kafka follows a BeginQuorumEpoch's leader before it checks the voter key (begin.follow-before-voter-key); a
+    # target that refuses first breaks no KIP rule: VoterKey/2 passes, reporting the difference (exit 9 with --strict).
+    cases, proc = run_catalog(tmp_path, "voter-key-before-transition", "conformance/test_reconfig.py",
+                              extra=("--case", "KIP-853/VoterKey/*", "--strict"))
+    case = cases["KIP-853/VoterKey/2"]
+    assert case["outcome"] == "passed", case["message"]
+    diffs = cast(list[dict[str, str]], case["kafkaDifferences"])
+    assert {d["kafka"] for d in diffs} == {"begin.follow-before-voter-key"}, diffs
+    assert cases["KIP-853/VoterKey/1"]["outcome"] == "passed" and proc.returncode == 9, proc.stdout[-4000:]
+
+
+def test_reconfig_cases_pass_against_the_correct_node(tmp_path: Path) -> None:
+    # Every KIP-853 case on the reference node formatted with --initial-controllers: no failure, no difference from
+    # Kafka; the module hands the static quorum back to the cases after it (a plain case runs after it here).
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_reconfig.py", "conformance/test_retry.py")
+    bad = not_passed(cases)
+    assert not bad, f"{bad}\n{proc.stdout[-4000:]}"
+    reconfig = {cid for cid in cases if cid.startswith("KIP-853/")}
+    assert len(reconfig) >= 10, sorted(cases)
+    assert not any(cases[c]["kafkaDifferences"] for c in reconfig), {c: cases[c]["kafkaDifferences"] for c in reconfig}
+    assert proc.returncode == 0
+
+
+def test_a_static_quorum_target_skips_the_reconfig_cases_saying_what_to_do(tmp_path: Path) -> None:
+    # A target without KIP-853 (its profile says so): every dynamic-quorum case is skipped naming the capability.
+    profile = tmp_path / "static.yaml"
+    profile.write_text("name: static\ncapabilities: {restart: true, dynamic-quorum: false}\n")
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_reconfig.py",
+                              extra=("--target-profile", str(profile)))
+    assert cases and all(c["outcome"] == "skipped" for c in cases.values()), proc.stdout[-4000:]
+    assert all(str(c["message"]).startswith("needs capability 'dynamic-quorum'") for c in cases.values())
+
+
 def test_successors_least_caught_up_first_differs_from_kafka(tmp_path: Path) -> None:
     # KIP-595 asks for PreferredSuccessors "sorted by preference"; most caught-up first is Kafka's order
     # (spec/kafka-behaviour.yaml end.successor-order), so the reversed list is a KAFKA-level difference:

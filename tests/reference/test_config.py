@@ -281,3 +281,52 @@ def test_bad_or_missing_setting_names_key_and_expected_form(props: dict[str, str
     with pytest.raises(ConfigError) as info:
         NodeConfig.from_properties(props)
     assert str(info.value).startswith(message)
+
+
+# ---------------------------------------------------------------------------------------------- KIP-853
+
+BOOTSTRAP_KEY = "controller.quorum.bootstrap.servers"
+KAFKA_FORM = 'Each entry should be in the form "{host}:{port}"'
+
+
+def test_bootstrap_servers_make_controller_quorum_voters_optional() -> None:
+    """KafkaConfig.validateQuorumVotersAndQuorumBootstrapServerForKRaft: one of the two keys is enough; the
+    node.id-among-the-voters rule applies only when controller.quorum.voters is set."""
+    props = with_(controller_quorum_voters=None) | {BOOTSTRAP_KEY: "127.0.0.1:9093, [::1]:9094,host-c:9095"}
+    cfg = NodeConfig.from_properties(props)
+    assert cfg.voters == () and cfg.bootstrap_servers == (
+        Endpoint("127.0.0.1", 9093), Endpoint("::1", 9094), Endpoint("host-c", 9095))
+    again = NodeConfig.from_properties(parse_properties(render_properties(cfg.to_properties())))
+    assert again.bootstrap_servers == cfg.bootstrap_servers and again.voters == ()
+    assert "controller.quorum.voters" not in cfg.to_properties()
+    both = NodeConfig.from_properties(BASE | {BOOTSTRAP_KEY: "127.0.0.1:9093"})
+    assert len(both.voters) == 3 and both.bootstrap_servers == (Endpoint("127.0.0.1", 9093),)
+    assert NodeConfig.from_properties(BASE).bootstrap_servers == ()
+    # A controller not in a static voter set is still refused; with bootstrap servers only, any node.id goes.
+    assert NodeConfig.from_properties(props | {"node.id": "9"}).node_id == 9
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("localhost", f"{BOOTSTRAP_KEY}: Failed to parse host name from localhost for the configuration "
+                  f"{BOOTSTRAP_KEY}. {KAFKA_FORM}"),
+    ("localhost:port", f"{BOOTSTRAP_KEY}: Failed to parse host name from localhost:port for the configuration "
+                       f"{BOOTSTRAP_KEY}. {KAFKA_FORM}"),
+    (":9093", f"{BOOTSTRAP_KEY}: Failed to parse host name from :9093"),
+    ("a:1,,b:2", f"{BOOTSTRAP_KEY}: Failed to parse host name from  for the configuration"),
+    ("a:1,b!:2", f"{BOOTSTRAP_KEY}: Failed to parse host name from b!:2"),
+    ("a:70000", f"{BOOTSTRAP_KEY}: port out of range: 70000"),
+])
+def test_bad_bootstrap_servers_are_one_line_naming_the_key(value: str, message: str) -> None:
+    props = with_(controller_quorum_voters=None) | {BOOTSTRAP_KEY: value}
+    with pytest.raises(ConfigError) as info:
+        NodeConfig.from_properties(props)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_neither_voters_nor_bootstrap_servers_is_kafkas_rule() -> None:
+    for props in (with_(controller_quorum_voters=None), with_(controller_quorum_voters=None) | {BOOTSTRAP_KEY: " "}):
+        with pytest.raises(ConfigError) as info:
+            NodeConfig.from_properties(props)
+        assert str(info.value).startswith("controller.quorum.voters: missing")
+        assert (f"either {BOOTSTRAP_KEY} must contain the set of bootstrap controllers or controller.quorum.voters "
+                "must contain a parseable set of controllers") in str(info.value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -430,3 +431,237 @@ def test_client_names_its_software_as_kafka_requires() -> None:
     valid = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
     for field in ("ClientSoftwareName", "ClientSoftwareVersion"):
         assert valid.fullmatch(req[field]), f"{field}={req[field]!r} is not a name Kafka accepts"
+
+
+# ============================================================================ KIP-853 over a real socket
+
+
+async def _api_versions_at(port: int, version: int) -> dict[str, Any]:
+    """One raw ApiVersions request at ``version`` (as a Kafka client of that version sends it)."""
+    from kraft_tck.reference.net import API_VERSIONS, CLIENT_SOFTWARE
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(codec.encode_request(API_VERSIONS, version, 11, "probe",
+                                          dict(CLIENT_SOFTWARE) if version >= 3 else {}))
+        await writer.drain()
+        payload = await read_frame(reader)
+        assert payload is not None
+        corr, body = codec.decode_response(API_VERSIONS, version, payload)
+        assert corr == 11
+        return body
+    finally:
+        writer.close()
+
+
+def test_api_versions_advertises_kraft_version_only_from_v4() -> None:
+    """ApiVersions v3+ has SupportedFeatures; Kafka leaves out a feature whose minimum is 0 below v4
+    (ApiVersionsResponse.maybeFilterSupportedFeatureKeys, alterFeatureLevel0 set by ControllerApis for requests
+    below v4; KAFKA-17492). So ``kraft.version`` 0-1 shows at v4 only, and a server told of a feature with
+    a non-zero minimum shows it at v3 too."""
+
+    async def body(server: KafkaServer) -> None:
+        seen = {v: (await _api_versions_at(server.port, v)).get("SupportedFeatures") for v in (2, 3, 4)}
+        assert seen[4] == [{"Name": "kraft.version", "MinVersion": 0, "MaxVersion": 1}]
+        assert seen[3] == [] and seen[2] is None  # v3 filtered; no such field below v3
+        server.supported_features = {"kraft.version": (0, 1), "example.feature": (1, 3)}
+        assert (await _api_versions_at(server.port, 3))["SupportedFeatures"] == [
+            {"Name": "example.feature", "MinVersion": 1, "MaxVersion": 3}]
+        # The client negotiates at the latest version and keeps what the server supports.
+        client = KafkaClient("127.0.0.1", server.port)
+        await client.connect(timeout_s=2)
+        try:
+            assert client.features == {"kraft.version": (0, 1), "example.feature": (1, 3)}
+        finally:
+            await client.close()
+
+    asyncio.run(_with_server(lambda req: None, body))
+
+
+def test_a_server_can_advertise_no_features() -> None:
+    async def main() -> None:
+        server = KafkaServer(lambda req: None, RANGES, supported_features={})
+        await server.start()
+        try:
+            assert (await _api_versions_at(server.port, 4)).get("SupportedFeatures", []) == []
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+
+
+def test_the_leaders_api_versions_probe_reads_the_joiners_kraft_version_range() -> None:
+    """KIP-853 AddVoter: the leader sends ApiVersions to the new voter (AddVoterHandler, at the latest version
+    both speak) and reads its ``kraft.version`` range; a peer that answers only v3 hides it (min 0)."""
+    from kraft_tck.reference.messages import ApiVersionsRequest, ApiVersionsResponse
+    from kraft_tck.reference.net import API_VERSIONS
+
+    async def probe(port: int, cap: int | None) -> ApiVersionsResponse:
+        client = KafkaClient("127.0.0.1", port)
+        await client.connect(timeout_s=2)
+        try:
+            version = client.best_version(API_VERSIONS) if cap is None else cap
+            answer = await client.request(API_VERSIONS, version, wire.request_to_body(ApiVersionsRequest(), version), 2)
+            response = wire.response_from_kafka(API_VERSIONS, version, answer)
+            assert isinstance(response, ApiVersionsResponse)
+            return response
+        finally:
+            await client.close()
+
+    async def body(server: KafkaServer) -> None:
+        assert await probe(server.port, None) == ApiVersionsResponse(Errors.NONE, (0, 1))
+        assert await probe(server.port, 3) == ApiVersionsResponse(Errors.NONE, None)
+
+    asyncio.run(_with_server(lambda req: None, body))
+
+
+def test_a_request_of_a_new_api_key_goes_out_and_its_answer_comes_back() -> None:
+    """AddRaftVoter (80), RemoveRaftVoter (81) and UpdateRaftVoter (82) v0 through KafkaServer/KafkaClient: the
+    client picks v0 from the server's ranges, and the answer reads back as the core's value."""
+    from kraft_tck.reference.messages import (
+        AddRaftVoterRequest,
+        AddRaftVoterResponse,
+        Endpoint,
+        LeaderIdAndEpoch,
+        NodeEndpoint,
+        RemoveRaftVoterRequest,
+        RemoveRaftVoterResponse,
+        UpdateRaftVoterRequest,
+        UpdateRaftVoterResponse,
+    )
+
+    seen: list[Any] = []
+    answers = {
+        wire.ADD_RAFT_VOTER: AddRaftVoterResponse(Errors.DUPLICATE_VOTER, "voter 4 is already a voter"),
+        wire.REMOVE_RAFT_VOTER: RemoveRaftVoterResponse(),
+        wire.UPDATE_RAFT_VOTER: UpdateRaftVoterResponse(Errors.NONE, LeaderIdAndEpoch(1, 3),
+                                                        NodeEndpoint(1, "127.0.0.1", 9091)),
+    }
+
+    def handler(req: ServerRequest) -> Answer:
+        seen.append(wire.request_from_kafka(req.api_key, req.api_version, req.body))
+        return wire.response_to_body(answers[req.api_key], req.api_version)
+
+    requests = [
+        AddRaftVoterRequest("cid", 4, "Zx1W-0mTQzSWb8b0NoQ0Kg", (Endpoint("CONTROLLER", "127.0.0.1", 9094),), 900),
+        RemoveRaftVoterRequest("cid", 3, "AAAAAAAAAAAAAAAAAAAAAQ"),
+        UpdateRaftVoterRequest("cid", 3, 2, "AAAAAAAAAAAAAAAAAAAAAg", (Endpoint("CONTROLLER", "h", 1),), 0, 1),
+    ]
+
+    async def main() -> None:
+        server = KafkaServer(handler, {k: wire.SERVED_API_VERSIONS[k] for k in answers})
+        await server.start()
+        client = KafkaClient("127.0.0.1", server.port)
+        try:
+            await client.connect(timeout_s=2)
+            for req in requests:
+                key = wire.api_key(req)
+                version = client.best_version(key)
+                assert version == 0
+                body = await client.request(key, version, wire.request_to_body(req, version), 2)
+                assert wire.response_from_kafka(key, version, body) == (
+                    answers[key] if key != wire.REMOVE_RAFT_VOTER else RemoveRaftVoterResponse(Errors.NONE, "NONE"))
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(main())
+    assert seen == requests
+
+
+def test_a_node_serves_the_kip853_apis_and_features_over_its_socket(tmp_path: Path) -> None:
+    """A real node (static voters, kraft.version 0): its ApiVersions advertises the KIP-853 ranges and
+    ``kraft.version`` 0-1 (v4), it answers AddRaftVoter/RemoveRaftVoter in Kafka's order of checks (a foreign
+    cluster id first: INCONSISTENT_CLUSTER_ID; then kraft.version 0: UNSUPPORTED_VERSION,
+    KafkaRaftClientReconfigTest.testAddVoterWithKraftVersion0), and its Fetch v17 answers name the leader's
+    endpoint (RaftUtil.singletonFetchResponse)."""
+    from kraft_tck.reference.messages import AddRaftVoterRequest, Endpoint, FetchRequest, RemoveRaftVoterRequest
+
+    from tests.reference.test_node_fetch_answers import leading, start_nodes
+
+    async def main() -> None:
+        _, nodes = await start_nodes(tmp_path / "c")
+        try:
+            leader = await leading(nodes)
+            assert leader.core is not None
+            client = KafkaClient("127.0.0.1", leader.config.listener.endpoint.port)
+            await client.connect(timeout_s=5)
+            try:
+                assert client.features == {"kraft.version": (0, 1)}
+                assert {k: client.versions.get(k) for k in (1, 53, 54, 55, 59, 80, 81, 82)} == {
+                    1: (12, 17), 53: (0, 1), 54: (0, 1), 55: (0, 2), 59: (0, 1), 80: (0, 0), 81: (0, 0), 82: (0, 0)}
+                listeners = (Endpoint("CONTROLLER", "127.0.0.1", 1),)
+                for req, error in (
+                        (AddRaftVoterRequest("not-ours", 9, "Zx1W-0mTQzSWb8b0NoQ0Kg", listeners),
+                         Errors.INCONSISTENT_CLUSTER_ID),
+                        (AddRaftVoterRequest(None, 9, "Zx1W-0mTQzSWb8b0NoQ0Kg", listeners), Errors.UNSUPPORTED_VERSION),
+                        (RemoveRaftVoterRequest(None, 2, "Zx1W-0mTQzSWb8b0NoQ0Kg"), Errors.UNSUPPORTED_VERSION)):
+                    key = wire.api_key(req)
+                    answer = await client.request(key, 0, wire.request_to_body(req, 0), 5)
+                    assert wire.response_from_kafka(key, 0, answer).error == error, req
+                fetch = FetchRequest(leader.core.cluster_id, 2, leader.core.epoch, 0, 0)
+                answer = await client.request(1, 17, wire.request_to_body(fetch, 17), 5)
+                assert answer["NodeEndpoints"] == [{"NodeId": leader.config.node_id, "Host": "127.0.0.1",
+                                                    "Port": leader.config.listener.endpoint.port, "Rack": None}]
+            finally:
+                await client.close()
+        finally:
+            for n in nodes:
+                await n.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("acl", "refused"), [
+    ("ClusterAction", {80, 81}),  # Kafka's ControllerApis: ALTER for Add/RemoveRaftVoter, CLUSTER_ACTION for Update
+    ("Alter", {82}),
+    ("Alter,ClusterAction", set()),
+])
+def test_the_voter_change_apis_pass_the_authorization_gate_as_kafka(acl: str, refused: set[int]) -> None:
+    """The node's gate (Node._authorize, reference/security.REQUIRED_OPERATION) on a real socket: a principal
+    without the operation gets CLUSTER_AUTHORIZATION_FAILED in the api's own response layout."""
+    from types import SimpleNamespace
+
+    from kraft_tck.reference.messages import (
+        AddRaftVoterRequest,
+        AddRaftVoterResponse,
+        RemoveRaftVoterRequest,
+        RemoveRaftVoterResponse,
+        UpdateRaftVoterRequest,
+        UpdateRaftVoterResponse,
+    )
+    from kraft_tck.reference.node import Node
+    from kraft_tck.reference.security import ANONYMOUS, AuthorizerSettings
+
+    ops = frozenset({"ALTER"} if acl == "Alter" else {"CLUSTER_ACTION"} if acl == "ClusterAction"
+                    else {"ALTER", "CLUSTER_ACTION"})
+    shell = SimpleNamespace(config=SimpleNamespace(authorizer=AuthorizerSettings(acls=((ANONYMOUS, ops),))),
+                            _denials={})
+    answers: dict[int, Any] = {80: AddRaftVoterResponse(), 81: RemoveRaftVoterResponse(),
+                               82: UpdateRaftVoterResponse()}
+
+    def handler(req: ServerRequest) -> Answer:
+        return wire.response_to_body(answers[req.api_key], req.api_version)
+
+    requests = [AddRaftVoterRequest("c", 4, "Zx1W-0mTQzSWb8b0NoQ0Kg"), RemoveRaftVoterRequest("c", 4, None),
+                UpdateRaftVoterRequest("c", 1, 4, "Zx1W-0mTQzSWb8b0NoQ0Kg")]
+
+    async def main() -> set[int]:
+        server = KafkaServer(handler, {k: (0, 0) for k in answers},
+                             gate=lambda req: Node._authorize(shell, req))
+        await server.start()
+        client = KafkaClient("127.0.0.1", server.port)
+        denied = set()
+        try:
+            await client.connect(timeout_s=2)
+            for req in requests:
+                key = wire.api_key(req)
+                answer = await client.request(key, 0, wire.request_to_body(req, 0), 2)
+                if wire.response_from_kafka(key, 0, answer).error == Errors.CLUSTER_AUTHORIZATION_FAILED:
+                    denied.add(key)
+        finally:
+            await client.close()
+            await server.close()
+        return denied
+
+    assert asyncio.run(main()) == refused

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -369,4 +370,204 @@ def test_a_voter_change_on_a_static_quorum_is_refused_in_one_line(tmp_path: Path
     finally:
         cluster.stop_all()
     assert done.returncode == 1 and done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
-    assert "does not serve RemoveRaftVoter (api key 81)" in done.stderr
+    # A node that does not serve api key 81 is named as a static quorum; one that serves it answers a kraft.version 0
+    # quorum UNSUPPORTED_VERSION (KafkaRaftClient.handleRemoveVoterRequest via RemoveVoterHandler).
+    err = done.stderr
+    assert ("does not serve RemoveRaftVoter (api key 81)" in err
+            or ("RemoveRaftVoter failed at the leader" in err and "UNSUPPORTED_VERSION" in err)), err
+
+
+class FakeLeader:
+    """A Kafka-protocol server on a real socket that says it leads (DescribeQuorum) and answers AddRaftVoter /
+    RemoveRaftVoter with the error given, recording what it was sent. Runs its own event loop in a thread, since
+    the CLI runs asyncio.run in the test's thread."""
+
+    def __init__(self, error: int = 0, message: str | None = None, serves: tuple[int, ...] = (80, 81)) -> None:
+        import threading
+
+        from kraft_tck.reference.net import KafkaServer
+
+        self.error, self.message = error, message
+        self.requests: list[tuple[int, int, dict[str, object]]] = []
+        ranges = {55: (0, 1), **{k: (0, 0) for k in serves}}
+        self.server = KafkaServer(self.handle, ranges)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        self.port = self.server.port
+
+    def handle(self, req: object) -> dict[str, object]:
+        api_key, version, body = req.api_key, req.api_version, req.body  # type: ignore[attr-defined]
+        if api_key == 55:
+            voter = {"ReplicaId": 1, "LogEndOffset": 10, "LastFetchTimestamp": -1, "LastCaughtUpTimestamp": -1}
+            return {"ErrorCode": 0, "Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{
+                "PartitionIndex": 0, "ErrorCode": 0, "LeaderId": 1, "LeaderEpoch": 3, "HighWatermark": 10,
+                "CurrentVoters": [voter], "Observers": []}]}]}
+        self.requests.append((api_key, version, body))
+        return {"ThrottleTimeMs": 0, "ErrorCode": self.error, "ErrorMessage": self.message}
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture
+def fake_leader() -> Iterator[Callable[..., FakeLeader]]:
+    made: list[FakeLeader] = []
+
+    def make(error: int = 0, message: str | None = None, serves: tuple[int, ...] = (80, 81)) -> FakeLeader:
+        made.append(FakeLeader(error, message, serves))
+        return made[-1]
+
+    yield make
+    for leader in made:
+        leader.close()
+
+
+def test_add_controller_sends_add_raft_voter_to_the_leader_and_prints_kafkas_line(
+        tmp_path: Path, fake_leader: Callable[..., FakeLeader]) -> None:
+    """MetadataQuorumCommand.handleAddController: AddRaftVoter(node.id, directory.id of meta.properties, every
+    controller listener) sent once to the leader (KafkaAdminClient.addRaftVoter), then Kafka's "Added" line."""
+    cfg, directory = controller_config(tmp_path)
+    leader = fake_leader()
+    code, out, err = run("quorum", "--bootstrap-controller", f"127.0.0.1:{leader.port}", "--command-config", str(cfg),
+                         "add-controller")
+    assert (code, out, err) == (0, f"Added controller 5 with directory id {directory} and endpoints: "
+                                   "CONTROLLER://localhost:9093\n", "")
+    assert len(leader.requests) == 1
+    api_key, version, body = leader.requests[0]
+    from kraft_tck.reference.quorum_client import kafka_uuid
+
+    assert (api_key, version) == (80, 0)
+    assert body["ClusterId"] is None and body["TimeoutMs"] == 5000 and body["VoterId"] == 5
+    assert kafka_uuid(body["VoterDirectoryId"]) == directory
+    assert [(x["Name"], x["Host"], x["Port"]) for x in body["Listeners"]] == [  # type: ignore[attr-defined]
+        ("CONTROLLER", "localhost", 9093)]
+
+
+def test_remove_controller_sends_remove_raft_voter_and_prints_kafkas_line(
+        fake_leader: Callable[..., FakeLeader]) -> None:
+    leader = fake_leader()
+    code, out, err = run("quorum", "--bootstrap-controller", f"127.0.0.1:{leader.port}", "remove-controller",
+                         "--controller-id", "2", "--controller-directory-id", "_KWDkTahTVaiVVVTaugNew")
+    # Kafka's printf("%s KRaft controller ...", "Removed "): two spaces.
+    assert (code, out, err) == (0, "Removed  KRaft controller 2 with directory id _KWDkTahTVaiVVVTaugNew\n", "")
+    from kraft_tck.reference.quorum_client import kafka_uuid
+
+    [(api_key, version, body)] = leader.requests
+    assert (api_key, version, body["VoterId"], body["ClusterId"]) == (81, 0, 2, None)
+    assert kafka_uuid(body["VoterDirectoryId"]) == "_KWDkTahTVaiVVVTaugNew"
+
+
+@pytest.mark.parametrize(("error", "message", "shown"), [
+    (126, None, "DUPLICATE_VOTER: The voter is already part of the set of voters."),
+    (127, "VoterKey(id=2, directoryId=x) not in the voter set", "VOTER_NOT_FOUND: VoterKey(id=2, directoryId=x) not "
+                                                                "in the voter set"),
+    (7, None, "REQUEST_TIMED_OUT"),
+    (35, None, "UNSUPPORTED_VERSION"),
+])
+def test_an_error_answer_is_one_line_and_not_retried(tmp_path: Path, fake_leader: Callable[..., FakeLeader],
+                                                       error: int, message: str | None, shown: str) -> None:
+    """KafkaAdminClient completes the call with the answer's error (ApiError: its message, else the code's)."""
+    cfg, _ = controller_config(tmp_path)
+    leader = fake_leader(error, message)
+    for args in (["--command-config", str(cfg), "add-controller"],
+                 ["remove-controller", "-i", "2", "-d", "_KWDkTahTVaiVVVTaugNew"]):
+        code, out, err = run("quorum", "--bootstrap-controller", f"127.0.0.1:{leader.port}", *args)
+        assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+        name = "AddRaftVoter" if "add-controller" in args else "RemoveRaftVoter"
+        assert err.startswith(f"Error: {name} failed at the leader 127.0.0.1:{leader.port}: ") and shown in err, err
+    assert [k for k, _, _ in leader.requests] == [80, 81]  # one request each: no retry
+
+
+def test_a_leader_that_does_not_serve_the_rpc_is_named(tmp_path: Path, fake_leader: Callable[..., FakeLeader]) -> None:
+    leader = fake_leader(serves=())
+    code, out, err = run("quorum", "--bootstrap-controller", f"127.0.0.1:{leader.port}", "remove-controller",
+                         "-i", "2", "-d", "_KWDkTahTVaiVVVTaugNew")
+    assert code == 1 and out == "" and "does not serve RemoveRaftVoter (api key 81)" in err and leader.requests == []
+
+
+def test_add_controller_needs_the_directory_id_of_meta_properties(tmp_path: Path) -> None:
+    """MetadataQuorumCommand.getMetadataDirectoryId: "No directory id found in <dir>"."""
+    cfg, _ = controller_config(tmp_path)
+    meta = tmp_path / "data" / "meta.properties"
+    meta.write_text("\n".join(line for line in meta.read_text().splitlines() if not line.startswith("directory.id")))
+    assert run("quorum", "--bootstrap-controller", "127.0.0.1:1", "--command-config", str(cfg), "add-controller") == (
+        1, "", f"No directory id found in {tmp_path / 'data'}\n")
+
+
+@pytest.mark.parametrize(("directory", "problem"), [
+    ("AAAA", "decoded as 3 bytes, which is not equal to the expected 16 bytes"),
+    ("short", "Input string `short` is not valid base64"),
+    ("_KWDkTahTVaiVVVTaugNew==xx", "is too long to be decoded as a base64 UUID"),
+    ("_KWDkTahTVaiVVVTaugNe!", "Input string `_KWDkTahTVaiVVVTaugNe!` is not valid base64"),
+])
+def test_remove_controller_refuses_a_directory_id_that_is_not_a_kafka_uuid(directory: str, problem: str) -> None:
+    code, out, err = run("quorum", "--bootstrap-controller", "127.0.0.1:1", "remove-controller", "-i", "2",
+                         "-d", directory, "--dry-run")
+    assert code == 1 and out == "" and err.startswith("Failed to parse --controller-directory-id: ") and problem in err
+    assert run("quorum", "--bootstrap-controller", "127.0.0.1:1", "remove-controller", "-i", "2", "-d",
+               "_KWDkTahTVaiVVVTaugNew==", "--dry-run")[0] == 0  # Java's URL decoder takes the padding
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(240)
+def test_add_and_remove_controller_against_real_nodes(tmp_path: Path) -> None:
+    """KIP-853 end to end through this command line: node 1 formatted --standalone, node 2 --no-initial-controllers
+    (an observer through controller.quorum.bootstrap.servers); add-controller makes node 2 a voter (describe
+    --status lists both with their directory ids and endpoints), remove-controller makes it an observer again."""
+    cluster = LocalCluster(tmp_path / "c", voters=2, base_port=free_base_port(2), quorum="dynamic")
+    cluster.prepare()
+    cluster.start_all()
+    bootstrap = f"127.0.0.1:{cluster.port(1)}"
+    dir1, dir2 = cluster.directory_id(1), cluster.directory_id(2)
+    try:
+        def status_until(test: Callable[[str], bool], what: str) -> str:
+            deadline, last = time.monotonic() + 90, ""
+            while time.monotonic() < deadline:
+                done = cli("quorum", "--bootstrap-controller", bootstrap, "describe", "--status")
+                last = done.stdout + done.stderr
+                if done.returncode == 0 and test(done.stdout):
+                    return done.stdout
+                time.sleep(0.5)
+            raise AssertionError(f"{what}: not within 90 s; last: {last}")
+
+        status_until(lambda out: '"id": 2' in out.splitlines()[7], "node 2 an observer")
+        deadline, outputs = time.monotonic() + 90, []
+        while True:
+            # The leader answers REQUEST_TIMED_OUT to a joiner not caught up yet (LeaderState.isReplicaCaughtUp), and
+            # also when the VotersRecord was appended but not committed in time (then the voter is added:
+            # KafkaRaftClientReconfigTest.testAddVoterTimeout, and asking again is DUPLICATE_VOTER).
+            added = cli("quorum", "--bootstrap-controller", bootstrap, "--command-config",
+                        str(cluster.config_path(2)), "add-controller")
+            outputs.append(added.stdout + added.stderr)
+            if added.returncode == 0:
+                assert added.stdout == (f"Added controller 2 with directory id {dir2} and endpoints: "
+                                        f"CONTROLLER://127.0.0.1:{cluster.port(2)}\n")
+                break
+            # NOT_LEADER_OR_FOLLOWER: the leader lost its leadership while the change was pending
+            # (LeaderState.close, KafkaRaftClientReconfigTest.testAddVoterFailsWhenLosingLeadership): ask again.
+            assert "REQUEST_TIMED_OUT" in added.stderr or "NOT_LEADER_OR_FOLLOWER" in added.stderr or (
+                "DUPLICATE_VOTER" in added.stderr and any("REQUEST_TIMED_OUT" in o or "NOT_LEADER" in o
+                                                          for o in outputs[:-1])), outputs
+            if "DUPLICATE_VOTER" in added.stderr:
+                break
+            assert time.monotonic() < deadline, outputs
+            time.sleep(0.5)
+        # The leader keeps its leadership while the set grows from 1 to 2 voters (testAddVoter answers NONE): the
+        # joiner follows leader 1 found through its bootstrap server, and the sole voter's check-quorum timer runs on.
+        assert not any("NOT_LEADER_OR_FOLLOWER" in o for o in outputs), outputs
+        out = status_until(lambda out: '"id": 2' in out.splitlines()[6], "node 2 a voter")
+        assert out.splitlines()[6] == (
+            f'CurrentVoters:          [{{"id": 1, "directoryId": "{dir1}", "endpoints": ["CONTROLLER://127.0.0.1:'
+            f'{cluster.port(1)}"]}}, {{"id": 2, "directoryId": "{dir2}", "endpoints": ["CONTROLLER://127.0.0.1:'
+            f'{cluster.port(2)}"]}}]')
+        removed = cli("quorum", "--bootstrap-controller", bootstrap, "remove-controller", "-i", "2", "-d", str(dir2))
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout == f"Removed  KRaft controller 2 with directory id {dir2}\n"
+        status_until(lambda out: '"id": 2' not in out.splitlines()[6], "node 2 no longer a voter")
+    finally:
+        cluster.stop_all()

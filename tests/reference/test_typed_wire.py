@@ -41,8 +41,12 @@ int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 cluster_ids = st.none() | st.text(max_size=10)
 
+# KIP-853 (v17 tagged ReplicaDirectoryId): None is ZERO_UUID, which leaves the tag out
+directory_ids = st.none() | st.sampled_from(
+    ["AAAAAAAAAAAAAAAAAAAAAQ", "Zx1W-0mTQzSWb8b0NoQ0Kg", "_____________________w"])
 fetch_requests = st.builds(
-    FetchRequest, cluster_ids, int32, int32, int64, int32, max_wait_ms=int32, max_bytes=int32, replica_epoch=int64)
+    FetchRequest, cluster_ids, int32, int32, int64, int32, max_wait_ms=int32, max_bytes=int32, replica_epoch=int64,
+    replica_directory_id=directory_ids)
 
 batches = st.lists(
     st.builds(data_batch, st.integers(0, 10**6), st.integers(0, 1000), st.lists(st.binary(max_size=40), min_size=1,
@@ -56,7 +60,7 @@ fetch_responses = st.builds(
     FetchResponse, int64, batches, st.none() | st.tuples(int32, int64), st.builds(LeaderIdAndEpoch, int32, int32),
     errors, st.just(Errors.NONE), int64)
 
-ENDPOINTS = {i: wire.NodeEndpoint("CONTROLLER", "127.0.0.1", 9090 + i) for i in (1, 2, 3)}
+ENDPOINTS = {i: wire.ListenerEndpoint("CONTROLLER", "127.0.0.1", 9090 + i) for i in (1, 2, 3)}
 
 
 def outcome(fn: Any, *args: Any) -> tuple[bool, Any]:
@@ -121,18 +125,22 @@ def test_a_fetch_answer_is_written_and_read_as_the_dict_path_does(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("error", [Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH])
-def test_an_answer_naming_the_leaders_endpoint_is_left_to_the_dict_path(version: int, error: Errors) -> None:
-    # KIP-951: from v16 these errors carry NodeEndpoints, which the binding does not write.
+@pytest.mark.parametrize("error", [Errors.NONE, Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH])
+def test_the_bound_code_writes_and_reads_the_leaders_endpoint_from_v17(version: int, error: Errors) -> None:
+    # KIP-853 (RaftUtil.singletonFetchResponse): from v17 every answer naming a leader with a known endpoint
+    # carries it in NodeEndpoints, whatever the error; v16 has the field (KIP-951) but KRaft leaves it empty.
     resp = FetchResponse(-1, current_leader=LeaderIdAndEpoch(2, 7), partition_error=error)
     tc = TypedCodec()
     body = tc.encode_response_body(version, resp, ENDPOINTS)
-    if version >= 16:
-        assert body is None and tc.fallbacks == 1
-        dict_body = wire.response_to_body(resp, version, ENDPOINTS)
-        assert dict_body["NodeEndpoints"][0]["Port"] == 9092
-    else:
-        assert body == codec.encode_response_body(FETCH, version, wire.response_to_body(resp, version, ENDPOINTS))
+    assert body is not None and tc.fallbacks == 0
+    dict_body = wire.response_to_body(resp, version, ENDPOINTS)
+    assert body == codec.encode_response_body(FETCH, version, dict_body)
+    named = [(2, "127.0.0.1", 9092)] if version >= 17 else []
+    assert [(e["NodeId"], e["Host"], e["Port"]) for e in dict_body.get("NodeEndpoints", [])] == named
+    payload = codec.frame_response(FETCH, version, 4, body)[4:]
+    (c1, typed), (c2, plain) = read_response_typed(tc, version, payload), read_response_dict(version, payload)
+    assert (c1, typed) == (c2, plain) and tc.fallbacks == 0
+    assert [(e.node_id, e.host, e.port) for e in typed.node_endpoints] == named
 
 
 # ---------------------------------------------------------------------------- any frame at all

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "spec" / "kafka-behaviour.yaml"
 LEVELS = ("MUST", "KAFKA", "INFO")
 RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "DescribeQuorum", "ApiVersions",
-        "Election", "CheckQuorum")
+        "Election", "CheckQuorum", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter")
 
 _TEXT_OR_NULL = {"type": ["string", "null"]}
 SCHEMA: dict[str, Any] = {

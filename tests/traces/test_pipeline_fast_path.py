@@ -27,7 +27,7 @@ pytestmark = pytest.mark.spark
 
 KEYS = ["zz", "clusterId", "note", "cause", "body", "broker", "digest", "epoch", "state", "log", "msg"]
 VALUES: list[Any] = [None, 5, -1, 2.5, "x", "", "5", "{}", "a:b", ' "c"', {}, {"a": 1}, {"clusterId": None}, [],
-                     [1], ["x"], True, False]
+                     [1], ["x"], True, False, [1, 1], [-2]]
 TAILS = [" x", "}", "{}", "]}", '"}', ' {"a":1}', ":}", "\n}", "x}"]
 NOTES = [":", "{", "}", "[]", ",", "null", '"note":"x"', "a\\b", "{}", ' x: {y}']
 
@@ -38,6 +38,11 @@ def _events(tmp_path: Path) -> list[dict[str, Any]]:
     lines = path.read_text().splitlines()[1:]
     events = [json.loads(x) for x in lines]
     events += [{"type": "event", "seq": 0, **e} for e in synth.synth_run("fp", 3, 300)]
+    # KIP-853: states with voters and kraftVersion, the voter-change events and messages, voterKey.
+    path = tmp_path / "reconfig.ndjson"
+    simulate(SimConfig(seed=5, duration_ms=8_000, profile="reconfig"), path)
+    events += [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    events += [{"type": "event", "seq": 0, **e} for e in synth.reconfig_run("two-uncommitted")[0]]
     return events
 
 

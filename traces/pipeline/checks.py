@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kraft_tck.traces.checker import CREATE_SNAPSHOT, INSTALL_SNAPSHOT, Completeness, Violation, sorted_violations
+from kraft_tck.traces.checker import (
+    CREATE_SNAPSHOT,
+    INSTALL_SNAPSHOT,
+    Completeness,
+    Violation,
+    VoterConfigs,
+    sorted_violations,
+)
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -242,11 +249,90 @@ def leader_completeness(events: DataFrame) -> DataFrame:
         .sortWithinPartitions("source", "run", "node", "seq", "file", "line") \
         .select("source", "run", "node", "seq", "event", "epoch", "highWatermark", "truncatedTo", "appended",
                 "snapshotEnd", "snapshotEpoch")
-    schema = T.StructType([T.StructField("invariant", T.StringType()), T.StructField("source", T.StringType()),
-                           T.StructField("run", T.StringType()), T.StructField("node", T.LongType()),
-                           T.StructField("epoch", T.LongType()), T.StructField("seq", T.LongType()),
-                           T.StructField("detail", T.StringType())])
-    return events.sparkSession.createDataFrame(rows.rdd.mapPartitions(_replay_runs), schema)
+    return events.sparkSession.createDataFrame(rows.rdd.mapPartitions(_replay_runs), _VIOLATION_SCHEMA)
+
+
+_VIOLATION_SCHEMA = T.StructType([T.StructField("invariant", T.StringType()), T.StructField("source", T.StringType()),
+                                  T.StructField("run", T.StringType()), T.StructField("node", T.LongType()),
+                                  T.StructField("epoch", T.LongType()), T.StructField("seq", T.LongType()),
+                                  T.StructField("detail", T.StringType())])
+
+
+def _replay_configs(rows: Iterable[Row]) -> Iterator[tuple[str, str, str, int, int, int, str]]:
+    """One partition's state rows with voters, sorted by (source, run, node, seq): `checker.VoterConfigs` per run."""
+    key: tuple[str, str] | None = None
+    vc = VoterConfigs()
+    for source, run, node, seq, event, epoch, hw, truncated_to, appended, voters, installed in rows:
+        if (source, run) != key:
+            if key is not None:
+                yield from _rows(vc.violations(*key))
+            key, vc = (source, run), VoterConfigs()
+        if epoch is None or hw is None:
+            continue
+        vc.feed(node, seq, event, epoch, hw, truncated_to, [(b, bool(c)) for b, c in appended or ()], voters,
+                bool(installed))
+    if key is not None:
+        yield from _rows(vc.violations(*key))
+
+
+def voter_configs(events: DataFrame) -> DataFrame:
+    """AtMostOneUncommittedConfig and CommittedConfigsDifferByOne (KIP-853; rules: `checker.VoterConfigs`): the
+    states that carry voters, partitioned by run and replayed in Python by the checker's own class. Only the rows
+    the replay acts on cross: a log change, a Restart, a snapshot, or a high watermark above the previous state's."""
+    w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
+    batch = F.transform("appended", lambda b: F.struct(b["baseOffset"], b["control"]))
+    installed = (F.col("event") == INSTALL_SNAPSHOT) & F.col("snapshotEnd").isNotNull()
+    rows = _states(events).where(_dynamic()) \
+        .select("source", "run", "node", "seq", "file", "line", "event", "epoch", "highWatermark", "truncatedTo",
+                batch.alias("appended"), "voters", installed.alias("installed")) \
+        .repartition("source", "run").withColumn("prevHw", F.lag("highWatermark").over(w)) \
+        .withColumn("prevVoters", F.lag("voters").over(w)) \
+        .where((F.size("appended") > 0) | F.col("truncatedTo").isNotNull() | F.col("installed")
+               | F.col("event").isin("Restart", "BecomeLeader") | F.col("prevHw").isNull()
+               | (F.col("highWatermark") > F.col("prevHw")) | ~F.col("voters").eqNullSafe(F.col("prevVoters"))) \
+        .sortWithinPartitions("source", "run", "node", "seq", "file", "line") \
+        .select("source", "run", "node", "seq", "event", "epoch", "highWatermark", "truncatedTo", "appended",
+                "voters", "installed")
+    return events.sparkSession.createDataFrame(rows.rdd.mapPartitions(_replay_configs), _VIOLATION_SCHEMA)
+
+
+def leader_quorum(events: DataFrame) -> DataFrame:
+    """ElectionSafety's second half (KIP-853 "Leader election"): a BecomeLeader whose state has voters V needs
+    votedId = the leader in its epoch, at a seq <= the BecomeLeader's, from a majority of V; judged only when every
+    node of V has states in the run (`checker._State.leader_quorums`)."""
+    states = _states(events)
+    key = ["source", "run"]
+    leaders = states.where((F.col("event") == "BecomeLeader") & _dynamic()) \
+        .select(*key, F.col("node").alias("leader"), "epoch", F.col("seq").alias("lseq"), "voters")
+    per_voter = leaders.select(*key, "leader", "epoch", "lseq", "voters", F.explode("voters").alias("voter"))
+    seen = states.select(*key, F.col("node").alias("voter")).distinct().withColumn("seen", F.lit(True))
+    votes = states.where(F.col("votedId") != -1).groupBy(*key, F.col("node").alias("voter"), "epoch", "votedId") \
+        .agg(F.min("seq").alias("vseq"))
+    joined = per_voter.join(seen, [*key, "voter"], "left") \
+        .join(votes, [*key, "voter", "epoch"], "left") \
+        .withColumn("granted", (F.col("votedId") == F.col("leader")) & (F.col("vseq") <= F.col("lseq")))
+    per = joined.groupBy(*key, "leader", "epoch", "lseq", "voters").agg(
+        F.min(F.coalesce("seen", F.lit(False))).alias("allSeen"),
+        F.array_sort(F.collect_set(F.when(F.col("granted"), F.col("voter")))).alias("granted"))
+    bad = per.where(F.col("allSeen") & (F.size("granted") <= F.floor(F.size("voters") / 2)))
+    detail = F.format_string("node %d became leader of epoch %d with votes from %s, not a majority of its voter "
+                             "set %s", "leader", "epoch", _ids("granted"), _ids("voters"))
+    return _shape(bad, "ElectionSafety", F.col("leader"), F.col("epoch"), F.col("lseq"), detail)
+
+
+def _ids(col: str) -> Column:
+    """A list of ids as Python prints it: [1, 2, 3]."""
+    return F.concat(F.lit("["), F.array_join(F.col(col).cast("array<string>"), ", "), F.lit("]"))
+
+
+def has_voters(events: DataFrame) -> bool:
+    """Does any state carry KIP-853's voters (kraft.version >= 1)? (One pass that stops at the first.)"""
+    return bool(events.where(_dynamic()).limit(1).count())
+
+
+def _dynamic() -> Column:
+    """A state of a kraft.version >= 1 node with its voter set (KIP-853)."""
+    return F.col("voters").isNotNull() & (F.coalesce(F.col("kraftVersion"), F.lit(0)) >= 1)
 
 
 def has_snapshots(events: DataFrame) -> bool:
@@ -261,6 +347,8 @@ def all_checks(events: DataFrame, appends: DataFrame, steps: DataFrame) -> DataF
     if has_snapshots(events):  # KIP-630: traces without snapshots have nothing these could find
         out = out.unionByName(snapshot_at_committed_offset(events)).unionByName(log_start_covered(events)) \
             .unionByName(install_resets_log(events))
+    if has_voters(events):  # KIP-853: kraft.version 0 traces have no voter sets to judge
+        out = out.unionByName(voter_configs(events)).unionByName(leader_quorum(events))
     return out
 
 

@@ -8,6 +8,10 @@
 * truncation depth — log end offset before a truncation minus `truncatedTo`;
 * fetch round trip — a Fetch request's Send to its response's Receive at the same node (correlation id);
 * commit latency — a leader's ClientAppend to the first step where its high watermark passes the batch.
+
+`membership_rows` (KIP-853) is the report's "Membership changes" table: per source and implementation, the
+AddRaftVoter/RemoveRaftVoter requests a node received, its answers by error (NONE = committed, REQUEST_TIMED_OUT),
+and the leaders that resigned because they removed themselves (Resign, cause RemovedFromVoters).
 """
 
 from __future__ import annotations
@@ -23,10 +27,37 @@ GROUP = ["source", "implementation"]
 PLOT_SAMPLE = 200_000
 
 
+#: Kafka's error code of REQUEST_TIMED_OUT (spec/errors).
+REQUEST_TIMED_OUT = 7
+VOTER_CHANGE_APIS = ("AddRaftVoter", "RemoveRaftVoter")
+MEMBERSHIP_COLUMNS = ["source", "implementation", "runs with changes", "changes requested", "committed",
+                      "timed out", "refused (other errors)", "leader removals"]
+
+
+def membership_rows(events: DataFrame) -> list[list[Any]]:
+    """The "Membership changes" table's rows (empty when no trace holds a voter change)."""
+    change = F.col("api").isin(*VOTER_CHANGE_APIS)
+    code = F.get_json_object("body", "$.ErrorCode").cast("long")
+    answer = (F.col("event") == "Send") & (F.col("kind") == "response") & change
+    rows = events.where((change & (F.col("kind").isNotNull())) | (F.col("cause") == "RemovedFromVoters")) \
+        .groupBy("source", F.coalesce("implementation", F.lit("?")).alias("implementation")).agg(
+            F.countDistinct(F.when(change, F.col("run"))).alias("runs"),
+            F.sum(F.when((F.col("event") == "Receive") & (F.col("kind") == "request") & change
+                         & F.coalesce(F.col("note") != "duplicate", F.lit(True)), 1).otherwise(0)).alias("req"),
+            F.sum(F.when(answer & (code == 0), 1).otherwise(0)).alias("ok"),
+            F.sum(F.when(answer & (code == REQUEST_TIMED_OUT), 1).otherwise(0)).alias("timeout"),
+            F.sum(F.when(answer & (code != 0) & (code != REQUEST_TIMED_OUT), 1).otherwise(0)).alias("other"),
+            F.sum(F.when((F.col("event") == "Resign") & (F.col("cause") == "RemovedFromVoters"), 1).otherwise(0))
+            .alias("resigned")).orderBy("source", "implementation").collect()
+    return [[r["source"], r["implementation"], int(r["runs"]), int(r["req"]), int(r["ok"]), int(r["timeout"]),
+             int(r["other"]), int(r["resigned"])] for r in rows if r["req"] or r["resigned"]]
+
+
 @dataclass
 class Metrics:
     summary: list[dict[str, Any]]  # one row per (source, implementation, metric)
     samples: dict[str, list[float]] = field(default_factory=dict)  # metric -> values for plots
+    membership: list[list[Any]] = field(default_factory=list)  # `membership_rows` (KIP-853)
 
 
 def _impl(events: DataFrame) -> DataFrame:
@@ -112,4 +143,4 @@ def compute(events: DataFrame, messages: DataFrame, appends: DataFrame) -> Metri
                             "max": r["max"], "mean": r["mean"]})
         samples[name] = [float(x["value"]) for x in df.select("value").where("value IS NOT NULL")
                          .limit(PLOT_SAMPLE).collect()]
-    return Metrics(summary, samples)
+    return Metrics(summary, samples, membership_rows(events))

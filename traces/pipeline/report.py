@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft_tck.traces.checker import INVARIANTS, Violation
-from kraft_tck.traces.pipeline.metrics import Metrics
+from kraft_tck.traces.pipeline.metrics import MEMBERSHIP_COLUMNS, Metrics
 from kraft_tck.traces.pipeline.tlc_fanout import Verdict
 
 MAX_ROWS = 200  # per table in the documents; the Parquet tables and report.json hold everything
@@ -84,13 +84,18 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
         sections.insert(4, ("Pre-vote: leader changes side by side",
                             ["source", "implementation", "metric", "runs (off / on)", "mean without pre-vote",
                              "mean with pre-vote", "max without", "max with"], pre_vote))
+    if metrics.membership:  # KIP-853
+        sections.insert(4, ("Membership changes", MEMBERSHIP_COLUMNS, metrics.membership))
     if validator_name is not None:
         sections.append((f"Trace validation ({validator_name})", ["file", "ok", "first bad seq", "message", "s"],
                          [[v.file, v.ok, v.first_bad_seq, v.message, v.seconds] for v in verdicts]))
     notes = {"Safety violations": "Checks run: " + ", ".join(INVARIANTS) + ".",
              "Pre-vote: leader changes side by side": "Runs of one implementation with and without KIP-996 "
              "pre-vote (its traces' implementation ends in " + PRE_VOTE_SUFFIX + "), e.g. the same simulator "
-             "seeds of `kraft-tck simulate --faults reconnect --compare-pre-vote`."}
+             "seeds of `kraft-tck simulate --faults reconnect --compare-pre-vote`.",
+             "Membership changes": "KIP-853: AddRaftVoter/RemoveRaftVoter requests the leaders received and their "
+             "answers (NONE once the VotersRecord committed; REQUEST_TIMED_OUT when it did not in time or another "
+             "change was in progress); leader removals = leaders that resigned after removing themselves."}
     md = ["# kraft-tck trace pipeline report", ""]
     body = ["<h1>kraft-tck trace pipeline report</h1>"]
     if pictures:
@@ -135,6 +140,6 @@ def write_report(out: Path, *, summary: dict[str, Any], violations: list[Violati
                          "</head><body>" + "\n".join(body) + "</body></html>\n", encoding="utf-8")
     (out / "report.json").write_text(json.dumps({
         "summary": summary, "violations": [asdict(v) for v in violations], "quarantine": quarantine,
-        "metrics": metrics.summary, "validation": [asdict(v) for v in verdicts],
+        "metrics": metrics.summary, "membership": metrics.membership, "validation": [asdict(v) for v in verdicts],
     }, indent=1, default=str) + "\n", encoding="utf-8")
     return md_path, html_path

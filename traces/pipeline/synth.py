@@ -486,3 +486,60 @@ def plant_fetch_below_install(events: list[Event]) -> tuple[int, int, int]:
             events[j] = {**events[j], "msg": {**msg, "body": body}}
             return j, node, -1
     raise ValueError("no snapshot install to plant on")
+
+
+# ---------------------------------------------------------------------------------------------- KIP-853 voter sets
+
+
+def _rstate(role: str, epoch: int, voted: int, leader: int, leo: int, hw: int, voters: list[int]) -> dict[str, Any]:
+    return {"role": role, "epoch": epoch, "votedId": voted, "leaderId": leader, "logEndOffset": leo,
+            "lastFetchedEpoch": epoch, "highWatermark": hw, "voters": voters, "kraftVersion": 1}
+
+
+def _rbatch(base: int, epoch: int, control: bool = True) -> dict[str, Any]:
+    return {"baseOffset": base, "lastOffset": base, "epoch": epoch, "control": control, "digest": f"{base:08x}"}
+
+
+def reconfig_run(kind: str) -> tuple[list[Event], tuple[str, int, int, int] | None]:
+    """A small kraft.version 1 run (voters 1, 2, 3; node 1 leads epoch 1, its epoch-start batch holds the bootstrap
+    VotersRecord) and what the checkers must report on it: (invariant, node, epoch, seq), or None for ``"clean"``.
+    Kinds: ``clean`` (one removal that commits), ``two-uncommitted`` (a second removal before the first commits:
+    AtMostOneUncommittedConfig), ``differ-by-two`` (committed sets {1,2} then {1,4,5}: CommittedConfigsDifferByOne),
+    ``leader-minority`` (node 1's voter set is {1..5} and 2 of its 5 voters voted for it: ElectionSafety)."""
+    voters = [1, 2, 3]
+    ev: list[Event] = [
+        {"node": 1, "event": "StartElection", "state": _rstate("Candidate", 1, 1, -1, 0, 0, voters)},
+        {"node": 2, "event": "HandleVoteRequest", "state": _rstate("Voted", 1, 1, -1, 0, 0, voters)},
+        {"node": 3, "event": "HandleVoteRequest", "state": _rstate("Voted", 1, 1, -1, 0, 0, voters)},
+        {"node": 1, "event": "BecomeLeader", "state": _rstate("Leader", 1, 1, 1, 1, 0, voters),
+         "log": {"appended": [_rbatch(0, 1)]}},
+        {"node": 1, "event": "HandleFetchRequest", "state": _rstate("Leader", 1, 1, 1, 1, 1, voters)},
+        {"node": 1, "event": "HandleRemoveRaftVoterRequest", "state": _rstate("Leader", 1, 1, 1, 2, 1, [1, 2]),
+         "log": {"appended": [_rbatch(1, 1)]}},
+    ]
+    want: tuple[str, int, int, int] | None = None
+    if kind == "clean":
+        ev.append({"node": 1, "event": "HandleFetchRequest", "state": _rstate("Leader", 1, 1, 1, 2, 2, [1, 2])})
+    elif kind == "two-uncommitted":
+        ev.append({"node": 1, "event": "HandleRemoveRaftVoterRequest", "state": _rstate("Leader", 1, 1, 1, 3, 1, [1]),
+                   "log": {"appended": [_rbatch(2, 1)]}})
+        want = ("AtMostOneUncommittedConfig", 1, 1, 6)
+    elif kind == "differ-by-two":
+        ev.append({"node": 1, "event": "HandleFetchRequest", "state": _rstate("Leader", 1, 1, 1, 2, 2, [1, 2])})
+        ev.append({"node": 1, "event": "HandleApiVersionsResponse",
+                   "state": _rstate("Leader", 1, 1, 1, 3, 2, [1, 4, 5]), "log": {"appended": [_rbatch(2, 1)]}})
+        ev.append({"node": 1, "event": "HandleFetchRequest", "state": _rstate("Leader", 1, 1, 1, 3, 3, [1, 4, 5])})
+        want = ("CommittedConfigsDifferByOne", 1, 1, 8)
+    elif kind == "leader-minority":
+        ev = ev[:4]
+        ev[3]["state"]["voters"] = [1, 2, 3, 4, 5]
+        ev[2]["state"] = _rstate("Voted", 1, 3, -1, 0, 0, voters)  # node 3 votes for itself
+        ev += [{"node": n, "event": "HandleVoteRequest", "state": _rstate("Unattached", 1, -1, -1, 0, 0, voters)}
+               for n in (4, 5)]
+        want = ("ElectionSafety", 1, 1, 3)
+    else:
+        raise ValueError(f"unknown reconfig run kind {kind!r}")
+    return [{"ts": i, **e} for i, e in enumerate(ev)], want
+
+
+RECONFIG_KINDS = ("clean", "two-uncommitted", "differ-by-two", "leader-minority")

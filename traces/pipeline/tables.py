@@ -5,7 +5,8 @@ The big tables (`events`, `messages`) are partitioned by source and run. The sma
 hold one tiny file each (a 10M-event corpus of 500 runs has 69k transitions; writing them as 1,007 files
 took 10-15 s, as one directory per source 0.4-0.8 s).
 
-* `events`      — one row per accepted event: identity, the state after it (with KIP-630's logStartOffset),
+* `events`      — one row per accepted event: identity, the state after it (with KIP-630's logStartOffset and
+                  KIP-853's voters and kraftVersion),
                   the snapshotId of a snapshot event (snapshotEnd, snapshotEpoch), the log change summary, the
                   message fields of a Send/Receive (also in `messages`), and
                   for a `BrokerEvent` the broker change (brokerId, brokerState, brokerEpoch, brokerRecord,
@@ -57,6 +58,7 @@ def events_frame(lines: DataFrame, *, accepted_only: bool = True, carry: tuple[s
         F.col("e.log.truncatedTo").alias("truncatedTo"), F.col("e.log.persisted").alias("persisted"),
         F.col("e.log.appended").alias("appended"),
         *_snapshot_columns(),
+        *_voter_columns(),
         *_broker_columns(F.from_json(F.col("e.broker"), BROKER_TYPE)),
         F.col("e.msg.api").alias("api"), F.col("e.msg.kind").alias("kind"),
         F.col("e.msg.version").alias("version"), F.col("e.msg.correlationId").alias("correlationId"),
@@ -78,6 +80,18 @@ def _snapshot_columns() -> list[Column]:
     return [(F.col("e.state.logStartOffset") if has_start else none).alias("logStartOffset"),
             (F.col("e.snapshotId.endOffset") if has_sid else none).alias("snapshotEnd"),
             (F.col("e.snapshotId.epoch") if has_sid else none).alias("snapshotEpoch")]
+
+
+def _voter_columns() -> list[Column]:
+    """KIP-853: the state's voters (sorted ids in force) and kraftVersion (null where the trace schema or the state
+    has none: kraft.version 0)."""
+    from kraft_tck.traces.pipeline.schema import event_type
+
+    state = {f.name: f.dataType for f in event_type().fields}.get("state")
+    names = state.fieldNames() if isinstance(state, T.StructType) else []
+    return [(F.col("e.state.voters") if "voters" in names else F.lit(None).cast("array<long>")).alias("voters"),
+            (F.col("e.state.kraftVersion") if "kraftVersion" in names else F.lit(None).cast("long"))
+            .alias("kraftVersion")]
 
 
 def _broker_columns(b: Column) -> list[Column]:

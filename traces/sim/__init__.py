@@ -18,8 +18,10 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    ScheduledVoterChange,
     SnapshotCrash,
     random_schedule,
+    reconfig_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
 
@@ -36,11 +38,13 @@ __all__ = [
     "NetConfig",
     "OneWay",
     "Partition",
+    "ScheduledVoterChange",
     "SimConfig",
     "SimResult",
     "Simulation",
     "SimulationError",
     "SnapshotCrash",
     "random_schedule",
+    "reconfig_schedule",
     "simulate",
 ]

@@ -33,6 +33,17 @@ and the state machine from the latest snapshot. ``SnapshotCrash`` kills a node i
 write. The online checks add SnapshotAtCommittedOffset, SnapshotAgreement (same end offset, same epoch and
 state; the committed log's digest), LogStartCoveredBySnapshot and SnapshotInstallResetsLog.
 
+Dynamic voter sets (KIP-853; ``SimConfig.joiners`` or the ``reconfig`` fault profile): every node is formatted
+kraft.version 1 with the voters 1..``nodes`` as its bootstrap set (``CoreConfig.bootstrap_voters``, Kafka's
+``--initial-controllers`` written on every node), and the joiners (ids after the observers') start as observers. An
+admin client (node ``SimConfig.admin_id`` in traces) sends AddRaftVoter/RemoveRaftVoter to the leader of the moment
+on the schedule ``faults.reconfig_schedule`` draws (joiners added one by one, a follower removed, the leader removed,
+then random changes, some right behind another), each with its fault: a crash of the joiner before the change
+commits, a crash of the leader with its VotersRecord uncommitted, a partition of the leader. The leader's ApiVersions
+probe of a joiner is answered by the simulator (a node's shell answers ApiVersions, not its core) when the joiner
+runs and the link delivers, else never. Online checks: AtMostOneUncommittedConfig, CommittedConfigsDifferByOne and
+ElectionSafety's "a majority of the leader's own voter set" (``invariants.py``). No brokers and no snapshots there.
+
 Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
 node process drives: it applies committed records to the node's broker registry (each change a
 ``BrokerEvent``), runs the controller while the node is the active controller, and says when a broker's
@@ -41,6 +52,7 @@ answer may leave. The simulator only routes: appends, answers and session-expiry
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import heapq
 import random
@@ -78,10 +90,18 @@ from kraft_tck.reference.io import (
 )
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
+    Endpoint,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    ReplicaKey,
     Request,
     Response,
     SnapshotId,
@@ -105,10 +125,12 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    ScheduledVoterChange,
     SnapshotCrash,
     fault_sort_key,
     profile,
     random_schedule,
+    reconfig_schedule,
     validate_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
@@ -126,6 +148,10 @@ _FOREIGN = 14
 # KIP-630: a node's snapshot work, run as an event of its own right after the step that called for it (never
 # inside a step): take a snapshot ("take", the trigger's time rule "timer"), report a loaded one ("loaded").
 _SNAPSHOT = 15
+# KIP-853: the admin client's voter change (a ``ScheduledVoterChange``) is due, or one waiting for a leader retries.
+_ADMIN = 16
+#: The controller listener every simulated node advertises (VotersRecord endpoints, the ApiVersions probe's address).
+LISTENER = "CONTROLLER"
 # The other cluster's id (22 characters, like a formatted cluster id).
 FOREIGN_CLUSTER_ID = "ForeignCluster00000000"
 # The online check of the foreign-cluster sender's requests (KIP-595: each handler's cluster id check).
@@ -186,6 +212,11 @@ class SimConfig:
     snapshot_interval_ms: int | None = None
     retention_bytes: int | None = None
     snapshot_chunk_bytes: int | None = None
+    # KIP-853 (None: the profile's; 0 with a profile without voter changes: kraft.version 0, static voters, and a
+    # seed's trace is byte for byte what it was before). Joining replicas, ids after the observers'; with any
+    # joiner or voter change the cluster is formatted kraft.version 1 with the voters 1..``nodes`` as its bootstrap
+    # set (``CoreConfig.bootstrap_voters``), and the admin client runs the profile's ``reconfig_schedule``.
+    joiners: int | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -214,6 +245,11 @@ class SimConfig:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         if self.snapshot_chunk_bytes is not None and self.snapshot_chunk_bytes <= 0:
             raise ValueError(f"snapshot_chunk_bytes must be > 0, got {self.snapshot_chunk_bytes}")
+        if self.joiners is not None and self.joiners < 0:
+            raise ValueError(f"joiners must be >= 0, got {self.joiners}")
+        if self.dynamic and self.snapshot_setting("snapshot_bytes"):
+            raise ValueError("a kraft.version 1 run (joiners or voter changes) takes no snapshots yet: the simulator's "
+                             "snapshots carry no voter set; give snapshot_bytes=0 (--snapshot-bytes 0)")
         if self.faults is not None:
             validate_schedule(self.faults, self.node_ids)
 
@@ -232,9 +268,29 @@ class SimConfig:
         return list(range(self.nodes + 1, self.nodes + self.observers + 1))
 
     @property
+    def joiner_count(self) -> int:
+        return int(profile(self.profile).joiners) if self.joiners is None else self.joiners
+
+    @property
+    def joiner_ids(self) -> list[int]:
+        """KIP-853: replicas that start as observers and may be added as voters."""
+        first = self.nodes + self.observers + 1
+        return list(range(first, first + self.joiner_count))
+
+    @property
+    def dynamic(self) -> bool:
+        """KIP-853: kraft.version 1 (a bootstrap voter set, voter changes possible)."""
+        return self.joiner_count > 0 or profile(self.profile).voter_changes_per_min > 0
+
+    @property
     def foreign_id(self) -> int:
         """The foreign-cluster sender's node id: no replica of this cluster has it."""
-        return self.nodes + self.observers + 1
+        return self.nodes + self.observers + self.joiner_count + 1
+
+    @property
+    def admin_id(self) -> int:
+        """KIP-853: the admin client's id in traces (it sends AddRaftVoter/RemoveRaftVoter)."""
+        return self.foreign_id + 1
 
 
 @dataclass
@@ -264,6 +320,15 @@ class SimResult:
     torn_writes: int = 0
     partials_dropped: int = 0
     max_log_start: int = 0
+    # KIP-853: voter changes asked for, answered NONE (committed), REQUEST_TIMED_OUT, refused with another error or
+    # never answered; committed removals of the leader itself; the initial and the last committed voter set.
+    changes_requested: int = 0
+    changes_committed: int = 0
+    changes_timed_out: int = 0
+    changes_refused: int = 0
+    leader_removals: int = 0
+    initial_voters: tuple[int, ...] = ()
+    final_voters: tuple[int, ...] = ()
 
     @property
     def leader_changes(self) -> int:
@@ -381,9 +446,22 @@ class Simulation:
             self.nodes[i] = _Node(
                 i, cfg, ppm, ElectionState(voters=tuple(ids)), cluster_id=config.cluster_id
             )
+        # KIP-853: kraft.version 1 nodes formatted with the initial voters (every node, joiners too, holds the
+        # bootstrap checkpoint: Kafka's --initial-controllers), the joiners, the admin client's schedule.
+        self.dynamic = config.dynamic
+        self.fault_ids = ids
+        self.addresses: dict[tuple[str, int], int] = {}
+        self.changes: list[ScheduledVoterChange] = []
+        self.change_counts = dict.fromkeys(("changes_requested", "changes_committed", "changes_timed_out",
+                                            "changes_refused", "leader_removals"), 0)
+        # the admin's requests waiting for an answer: correlation id -> (change, leader asked, target)
+        self._admin_calls: dict[int, tuple[ScheduledVoterChange, int, int]] = {}
+        self._admin_corr = 0
+        if self.dynamic:
+            self._make_dynamic(prof)
         # Drawn after everything above and from a stream of its own: brokers change no seed's schedule.
         self.fleet: BrokerFleet | None = None
-        if config.brokers > 0:
+        if config.brokers > 0 and not self.dynamic:
             self.fleet = BrokerFleet(
                 config.seed,
                 config.brokers,
@@ -394,6 +472,8 @@ class Simulation:
                 prof.broker_shutdowns_per_min,
             )
         self.checker = InvariantChecker(config.seed)
+        if self.dynamic:
+            self.checker.initial_voters = frozenset(ids)
         # KIP-630 (0: off): the trigger's and the cleaner's settings, and the counts of the result.
         self.snapshot_bytes = config.snapshot_setting("snapshot_bytes")
         self.snapshot_interval_ms = config.snapshot_setting("snapshot_interval_ms")
@@ -430,6 +510,30 @@ class Simulation:
         self._lines: bytearray | None = None  # trace lines not yet handed to the writer (None: no trace)
         self._bodies = MessageBodies(config.pre_vote) if self.trace_path is not None else None
 
+    def _make_dynamic(self, prof: Any) -> None:
+        """KIP-853: every node's core gets the bootstrap voter set (the voters 1..nodes with their directory ids and
+        controller endpoints) instead of static voters; joiners are added, observers until a change adds them."""
+        from kraft_tck.reference.voters import VoterNode, VoterSet
+
+        config = self.config
+        ids = config.node_ids
+        skew = self.clock.max_skew_ppm
+        template = self.nodes[ids[0]].cfg
+        for i in config.joiner_ids:
+            ppm = self.rng.randint(-skew, skew) if skew else 0
+            self.nodes[i] = _Node(i, dataclasses.replace(template, node_id=i), ppm, ElectionState(voters=tuple(ids)),
+                                  cluster_id=config.cluster_id)
+        for i in self.nodes:
+            self.addresses[endpoint_of(i).host, endpoint_of(i).port] = i
+        bootstrap = VoterSet(tuple(VoterNode(ReplicaKey(i, directory_id_of(i)), (endpoint_of(i),)) for i in ids))
+        for i, node in self.nodes.items():
+            node.cfg = dataclasses.replace(node.cfg, voters=frozenset(), bootstrap_voters=bootstrap,
+                                           directory_id=directory_id_of(i), listeners=(endpoint_of(i),))
+        self.fault_ids = ids + config.joiner_ids
+        self.changes = reconfig_schedule(random.Random(f"reconfig-{config.seed}"), config.joiner_ids,
+                                         config.duration_ms, prof)
+        self.admin_rng = random.Random(f"admin-{config.seed}")
+
     # ------------------------------------------------------------------------------------ running
 
     def header(self) -> dict[str, Any]:
@@ -459,6 +563,11 @@ class Simulation:
             config["metadata.log.max.snapshot.interval.ms"] = self.snapshot_interval_ms
             config["metadata.max.retention.bytes"] = self.retention_bytes
             config["fetch.snapshot.max.bytes"] = c.snapshot_setting("snapshot_chunk_bytes")
+        if self.dynamic:  # KIP-853, only then
+            config["kraft.version"] = 1
+            config["joiners"] = c.joiner_ids
+            config["admin.node"] = c.admin_id
+            config["voter.changes"] = [dataclasses.asdict(ch) for ch in self.changes]
         if self.foreign_rng is not None:
             config["foreign.rate"] = c.foreign_rate
             config["foreign.node"] = c.foreign_id
@@ -513,6 +622,10 @@ class Simulation:
             max_epoch=max(n.core.epoch if n.core is not None else n.durable.leader_epoch
                           for n in self.nodes.values()),
             **self.snap_counts,
+            **self.change_counts,
+            initial_voters=tuple(self.config.node_ids) if self.dynamic else (),
+            final_voters=tuple(sorted(self.checker.committed_configs[-1][1])) if self.checker.committed_configs
+            else tuple(self.config.node_ids) if self.dynamic else (),
         )
 
     def _flush_lines(self) -> None:
@@ -535,6 +648,8 @@ class Simulation:
             self._push(self._next_write_gap(), _WRITE, None)
         if self.foreign_rng is not None:
             self._push(self._next_foreign_gap(), _FOREIGN, None)
+        for ch in self.changes:
+            self._push(ch.at_ms, _ADMIN, ch, 0)
         if self.fleet is not None:
             for bid, at in self.fleet.start_times():
                 self._push(at, _BROKER_TIMER, bid, (0, "start"))
@@ -588,6 +703,8 @@ class Simulation:
                 self._foreign_request()
             elif kind == _SNAPSHOT:
                 self._snapshot_event(nodes[a], b)
+            elif kind == _ADMIN:
+                self._voter_change(a, b)
             else:  # pragma: no cover - the kinds above are exhaustive
                 raise SimulationError(f"unknown event kind {kind}")
 
@@ -674,6 +791,10 @@ class Simulation:
                     latest = node.snaps.latest()
                     checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now,
                                                       latest.end_offset if latest is not None else 0)
+                    voters = ev["state"].get("voters")
+                    if voters is not None and ev["state"].get("kraftVersion", 0) >= 1:  # KIP-853: a majority of the
+                        # voter set in force on the new leader
+                        checker.check_leader_quorum(nid, ev["state"]["epoch"], frozenset(voters), seq - 1, now)
         finally:
             self.seq = seq
         hw = core.high_watermark
@@ -684,6 +805,8 @@ class Simulation:
                 self._apply_committed_records(node)
             if node.sm is not None:
                 self._apply_state_machine(node)
+        if len(node.disk.configs) > 1:  # KIP-853: at most one VotersRecord above the committed prefix
+            checker.check_configs(nid, node.disk, core.epoch, seq - 1, now)
         for out in ready.send:
             self._send_request(node, out)
         for rep in ready.replies:
@@ -762,6 +885,9 @@ class Simulation:
         api = api_name(req)
         node.inflight[corr] = (dst, api, out.request_id)
         target = self.nodes.get(dst)
+        if target is None and out.address is not None and out.address in self.addresses:
+            dst = self.addresses[out.address]  # KIP-853: a node the core knows only by its endpoint
+            target = self.nodes[dst]
         if target is None and (dst != self.config.foreign_id or self.foreign_rng is None):
             raise SimulationError(f"node {src} sent {api} to unknown node {dst}")
         delays: list[int]
@@ -793,11 +919,31 @@ class Simulation:
             heappush(heap, (now + d, self._order, _REQUEST, dst, (src, corr, req, target.incarnation, dup, msg)))
             dup = True
 
+    def _answer_probe(self, node: _Node, src: int, corr: int) -> None:
+        """KIP-853: the leader's ApiVersions probe reached a running joining voter. A node's shell answers ApiVersions,
+        not its core (reference/net.py), so the simulator does: the supported kraft.version range (0, 1), over the
+        network like any answer. A crashed or unreachable node never answers (the leader's request times out)."""
+        resp = ApiVersionsResponse(Errors.NONE, (0, 1))
+        delays, why = self._fate(node.id, src)
+        msg: bytes | None = None
+        if self._bodies is not None:
+            msg = self._bodies.response(resp, corr, node.id, src)
+            self._message_event(node.id, b"Send", msg, why)
+        else:
+            self.seq += 1
+        dup = False
+        for d in delays:
+            self._push(self.now + d, _RESPONSE, src, (node.id, corr, resp, dup, msg))
+            dup = True
+
     def _send_response(self, node: _Node, rep: Reply) -> None:
         token = rep.reply_to
         assert isinstance(token, tuple), f"reply_to {token!r} is not a simulator token"
         dst, corr, candidate = token
         resp = rep.response
+        if self.dynamic and dst == self.config.admin_id:
+            self._admin_answer(node, corr, resp)
+            return
         if type(resp) is VoteResponse and resp.vote_granted and candidate != -1:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
         if corr < 0:  # the foreign sender's: judged by ``_foreign_request``, not sent over the network
@@ -844,6 +990,9 @@ class Simulation:
             self._message_event(node.id, b"Receive", msg, "duplicate" if dup else None)
         else:
             self.seq += 1
+        if type(req) is ApiVersionsRequest:  # KIP-853: the shell answers it, not the core
+            self._answer_probe(node, src, corr)
+            return
         # The token carries the candidate so a granted vote can be checked against the vote's real target;
         # -1 for a pre-vote (KIP-996), whose grant binds nothing and is no vote for VoteOnce.
         candidate = (-1 if req.pre_vote else req.candidate_id) if type(req) is VoteRequest else src
@@ -868,6 +1017,91 @@ class Simulation:
         if pending is not None:
             self._step(node, RequestFailed(dest_id=pending[0], api=pending[1], request_id=pending[2]))
 
+    # ------------------------------------------------------------------------------------ voter changes (KIP-853)
+
+    def _current_leader(self) -> _Node | None:
+        """The running node that leads the highest epoch (what an admin client finds by asking around)."""
+        best: _Node | None = None
+        best_epoch = -1
+        for n in self.nodes.values():
+            core = n.core
+            if core is not None and core.epoch > best_epoch and core.status().role == "Leader":
+                best, best_epoch = n, core.epoch
+        return best
+
+    def _voter_change(self, ch: ScheduledVoterChange, attempt: int) -> None:
+        """The admin client sends one AddRaftVoter/RemoveRaftVoter to the leader (Kafka's kafka-metadata-quorum
+        add-controller / remove-controller), then sets off the change's fault. No leader now: it asks again 500 ms
+        later, up to 10 times."""
+        leader = self._current_leader()
+        if leader is None or leader.core is None:
+            if attempt < 10:
+                self._push(self.now + 500, _ADMIN, ch, attempt + 1)
+            return
+        core = leader.core
+        voters = core.voter_set().ids()
+        rng = self.admin_rng
+        req: Request
+        if ch.op == "add":
+            target = ch.node
+            if target < 0 or target in voters or target not in self.nodes:
+                cands = sorted(i for i, n in self.nodes.items() if i not in voters and n.core is not None)
+                if not cands:
+                    return
+                target = rng.choice(cands)
+            req = AddRaftVoterRequest(core.cluster_id, target, directory_id_of(target), (endpoint_of(target),),
+                                      self.config.request_timeout_ms)
+        else:
+            target = ch.node
+            if target == -1:
+                target = leader.id
+            elif target < 0 or target not in voters:
+                others = sorted(voters - {leader.id})
+                if not others:
+                    return
+                target = rng.choice(others)
+            req = RemoveRaftVoterRequest(core.cluster_id, target, directory_id_of(target))
+        self._admin_corr += 1
+        corr, me = self._admin_corr, self.config.admin_id
+        self._admin_calls[corr] = (ch, leader.id, target)
+        self.change_counts["changes_requested"] += 1
+        if self._bodies is not None:
+            self._message_event(leader.id, b"Receive", self._bodies.request(req, corr, me, leader.id), "admin")
+        else:
+            self.seq += 1
+        self._step(leader, RequestReceived(sender_id=me, reply_to=(me, corr, me), request=req))
+        at = self.now + ch.delay_ms
+        victim = target if ch.fault == "crash-joiner" else leader.id if ch.fault == "crash-leader" else None
+        if victim is not None:
+            node = self.nodes[victim]
+            if node.core is not None:
+                self._push(at, _CRASH, victim, node.incarnation)
+                self._push(at + ch.down_ms, _RESTART, victim, node.incarnation + 1)
+        elif ch.fault == "partition":
+            rest = tuple(i for i in self.fault_ids if i != leader.id)
+            self._push(at, _FAULT_START, Partition(at, ch.down_ms, (rest,)))
+
+    def _admin_answer(self, node: _Node, corr: int, resp: Response) -> None:
+        """The leader answered the admin client: counted by its error (NONE: the change committed)."""
+        if self._bodies is not None:
+            self._message_event(node.id, b"Send", self._bodies.response(resp, corr, node.id, self.config.admin_id),
+                                None)
+        else:
+            self.seq += 1
+        call = self._admin_calls.pop(corr, None)
+        if call is None or type(resp) not in (AddRaftVoterResponse, RemoveRaftVoterResponse):
+            return
+        ch, leader, target = call
+        error = getattr(resp, "error", None)
+        if error is Errors.NONE:
+            self.change_counts["changes_committed"] += 1
+            if ch.op == "remove" and target == leader:
+                self.change_counts["leader_removals"] += 1
+        elif error is Errors.REQUEST_TIMED_OUT:
+            self.change_counts["changes_timed_out"] += 1
+        else:
+            self.change_counts["changes_refused"] += 1
+
     # ------------------------------------------------------------------------------------ faults
 
     def _fault_start(self, f: Fault) -> None:
@@ -888,14 +1122,14 @@ class Simulation:
                 self._crash(node)
                 self._push(self.now + f.down_ms, _RESTART, node.id, node.incarnation)
             return
-        for pair in _blocked_pairs(f, self.config.node_ids):
+        for pair in _blocked_pairs(f, self.fault_ids):
             self._blocked[pair] = self._blocked.get(pair, 0) + 1
         if isinstance(f, Lossy):
             self._extra_loss.append(f.loss)
         self._push(self.now + f.duration_ms, _FAULT_END, f)
 
     def _fault_end(self, f: Fault) -> None:
-        for pair in _blocked_pairs(f, self.config.node_ids):
+        for pair in _blocked_pairs(f, self.fault_ids):
             self._blocked[pair] -= 1
         if isinstance(f, Lossy):
             self._extra_loss.remove(f.loss)
@@ -1437,6 +1671,17 @@ class Simulation:
             broker.inflight = None
             reply = fleet.on_timeout(broker)
             self._push(self.now + reply.delay_ms, _BROKER_TIMER, bid, (broker.generation, "send"))
+
+
+def directory_id_of(node: int) -> str:
+    """KIP-853: a simulated node's metadata directory id (Kafka's Uuid string: url-safe base64 of 16 bytes, no
+    padding), fixed per node id so every seed's trace names the same ones; never Kafka's ZERO_UUID."""
+    return base64.urlsafe_b64encode((node + 1).to_bytes(16, "big")).rstrip(b"=").decode()
+
+
+def endpoint_of(node: int) -> Endpoint:
+    """A simulated node's controller listener (a name only the simulator resolves)."""
+    return Endpoint(LISTENER, f"sim-node-{node}", 9093)
 
 
 def _blocked_pairs(f: Fault, ids: Sequence[int]) -> list[tuple[int, int]]:

@@ -19,23 +19,46 @@ from collections.abc import Iterator, Sequence
 
 from kraft_tck.reference.log import MemorySnapshot
 from kraft_tck.reference.messages import SnapshotId
-from kraft_tck.spec.records import RecordBatch
+from kraft_tck.spec.records import ControlType, RecordBatch, decode_control
+
+_VOTERS_KEY = int(ControlType.KRAFT_VOTERS).to_bytes(2, "big")
+
+
+def voters_in(batch: RecordBatch) -> frozenset[int] | None:
+    """KIP-853: the voter ids of the last VotersRecord in ``batch`` (None: the batch holds none). Only control
+    batches can hold one; a record's key is int16 version + int16 type (``spec.records.control_batch``)."""
+    if not batch.is_control:
+        return None
+    found = None
+    for rec in batch.records:
+        key = rec.key
+        if key is not None and key[2:4] == _VOTERS_KEY:
+            found = frozenset(v["VoterId"] for v in decode_control(rec)[1]["Voters"])
+    return found
 
 
 class DiskLog:
-    __slots__ = ("_bases", "batches", "end_offset", "start")
+    """``configs``: KIP-853, the (base offset, voter ids) of every batch of the log that holds a VotersRecord, in
+    offset order (what AtMostOneUncommittedConfig counts)."""
+
+    __slots__ = ("_bases", "batches", "configs", "end_offset", "start")
 
     def __init__(self) -> None:
         self.batches: list[RecordBatch] = []
         self._bases: list[int] = []
         self.end_offset = 0
         self.start = 0  # the log start offset (KIP-630)
+        self.configs: list[tuple[int, frozenset[int]]] = []
 
     def append(self, batches: Sequence[RecordBatch]) -> None:
         for b in batches:
             self.batches.append(b)
             self._bases.append(b.base_offset)
             self.end_offset = b.last_offset + 1
+            if b.is_control:
+                ids = voters_in(b)
+                if ids is not None:
+                    self.configs.append((b.base_offset, ids))
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch that starts at ``offset`` or later (the core truncates at batch boundaries)."""
@@ -43,6 +66,8 @@ class DiskLog:
         del self.batches[i:]
         del self._bases[i:]
         self.end_offset = self.batches[-1].last_offset + 1 if self.batches else self.start
+        while self.configs and self.configs[-1][0] >= offset:
+            self.configs.pop()
 
     def advance_start(self, offset: int) -> None:
         """CleanLog: the batches wholly below ``offset`` go; the log starts there (a snapshot's end, a batch
@@ -51,6 +76,7 @@ class DiskLog:
         del self.batches[:i]
         del self._bases[:i]
         self.start = offset
+        self.configs = [c for c in self.configs if c[0] >= offset]
         if not self.batches:
             self.end_offset = max(self.end_offset, offset)
 
@@ -58,6 +84,7 @@ class DiskLog:
         """An installed snapshot: the log is emptied and starts and ends at ``offset``."""
         self.batches.clear()
         self._bases.clear()
+        self.configs.clear()
         self.start = self.end_offset = offset
 
     def batches_from(self, offset: int) -> Iterator[RecordBatch]:

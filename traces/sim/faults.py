@@ -74,6 +74,29 @@ class SnapshotCrash:
 
 Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash
 
+
+@dataclass(frozen=True, slots=True)
+class ScheduledVoterChange:
+    """KIP-853: at ``at_ms`` an admin client asks the leader of that moment to change the voter set.
+
+    ``op``: ``"add"`` (AddRaftVoter of ``node``; -1: any running replica that is not a voter then) or ``"remove"``
+    (RemoveRaftVoter of ``node``; -1: the leader itself, -2: a voter other than the leader). ``fault``: what goes
+    wrong during the change — ``""`` nothing; ``"crash-joiner"`` the added node dies ``delay_ms`` after the leader
+    took the request, before the change can commit, and restarts ``down_ms`` later; ``"crash-leader"`` the leader
+    dies ``delay_ms`` after it took the request (with its VotersRecord uncommitted); ``"partition"`` the leader is
+    cut off from every other node from ``delay_ms`` after the request for ``down_ms``.
+    """
+
+    at_ms: int
+    op: str
+    node: int = -1
+    fault: str = ""
+    delay_ms: int = 0
+    down_ms: int = 0
+
+
+VOTER_CHANGE_FAULTS = ("", "crash-joiner", "crash-leader", "partition")
+
 #: How long a gracefully stopping node keeps running after ``Shutdown`` (to send EndQuorumEpoch).
 GRACE_MS = 200
 #: How long an isolated voter stays cut off (``FaultProfile.isolations_per_min``): [low, high) virtual ms,
@@ -163,6 +186,10 @@ class FaultProfile:
     # Voters cut off for ``LAG_MS`` (longer than ISOLATION_MS): the leader snapshots and cleans meanwhile, so they
     # come back below its log start and catch up through its snapshot.
     lags_per_min: float = 0.0
+    # KIP-853. Joining replicas (observers that may be added as voters) and a voter-change schedule
+    # (``reconfig_schedule``): the cluster is formatted kraft.version 1 with the initial voters as its bootstrap set.
+    joiners: int = 0
+    voter_changes_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -207,6 +234,21 @@ PROFILES: dict[str, FaultProfile] = {
         snapshot_chunk_bytes=256,
         snapshot_crashes_per_min=3,
         lags_per_min=3,
+    ),
+    # KIP-853 under faults: two joiners are added one by one, a follower and then the leader itself are removed,
+    # then random adds and removes; some changes meet a crash of the joiner before the commit, a crash of the
+    # leader with its VotersRecord uncommitted, or a partition of the leader. Light steady faults besides. No
+    # snapshots (the simulator's state machine snapshots carry no voter set) and no brokers.
+    "reconfig": FaultProfile(
+        "reconfig",
+        NetConfig(1, 20, loss=0.01, duplicate=0.01),
+        ClockConfig(max_skew_ppm=20_000, tick_jitter_ms=5),
+        crashes_per_min=1,
+        partitions_per_min=1,
+        one_ways_per_min=0,
+        lossy_per_min=1,
+        joiners=2,
+        voter_changes_per_min=12,
     ),
     "heavy": FaultProfile(
         "heavy",
@@ -279,6 +321,37 @@ def random_schedule(
                                         rng.random() < prof.torn_fraction))
     faults.sort(key=fault_sort_key)
     return faults
+
+
+def reconfig_schedule(
+    rng: random.Random, joiners: Sequence[int], duration_ms: int, prof: FaultProfile
+) -> list[ScheduledVoterChange]:
+    """Draw a seed's voter changes (KIP-853): from 2 s on, one every ~60/``voter_changes_per_min`` s (±40 %): each
+    joiner added in turn, a follower removed, the leader removed, then adds of any non-voter and removes of any
+    voter (the leader one time in four) at random. Each change meets one of ``VOTER_CHANGE_FAULTS`` (a third of
+    them a fault); a quarter of them are followed 1-30 ms later by another change (KIP-853: refused while the first
+    one is uncommitted). Drawn from a stream of its own: the other faults of the seed stay what they were."""
+    if prof.voter_changes_per_min <= 0:
+        return []
+    gap = 60_000 / prof.voter_changes_per_min
+    plan: list[tuple[str, int]] = [("add", j) for j in joiners] + [("remove", -2), ("remove", -1)]
+    out: list[ScheduledVoterChange] = []
+    at = 2000 + rng.randrange(int(gap))
+    while at < duration_ms:
+        if plan:
+            op, node = plan.pop(0)
+        else:
+            op = rng.choice(("add", "remove"))
+            node = -1 if op == "add" else rng.choice((-1, -2, -2, -2))
+        fault = rng.choice(VOTER_CHANGE_FAULTS[1:]) if rng.random() < 1 / 3 else ""
+        if fault == "crash-joiner" and op != "add":
+            fault = ""
+        out.append(ScheduledVoterChange(at, op, node, fault, rng.randrange(1, 40), rng.randrange(500, 4000)))
+        if rng.random() < 0.25:  # a second change right behind it, likely while the first is uncommitted
+            when, op2 = at + rng.randrange(1, 30), rng.choice(("add", "remove"))  # draws in this order: seeds stay
+            out.append(ScheduledVoterChange(when, op2, -1 if rng.random() < 0.5 else -2))
+        at += int(gap * rng.uniform(0.6, 1.4))
+    return out
 
 
 def fault_sort_key(f: Fault) -> tuple[int, str, str]:

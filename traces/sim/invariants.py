@@ -3,6 +3,10 @@
 Names are the vocabulary's (spec/README.md "Invariants"); the Spark pipeline checks the same properties
 offline over trace files, this checker checks them on the live objects while the simulation runs.
 
+KIP-853 (dynamic voter sets): AtMostOneUncommittedConfig, CommittedConfigsDifferByOne, and ElectionSafety's
+second half (a leader holds the votes of a majority of its own voter set) — ``check_configs``,
+``_committed_config``, ``check_leader_quorum``.
+
 OnlineRequiresRegistration (KIP-631 "Register Flow" / "Controller Action"): a node reports a
 broker Online only after it reported that broker's RegisterBrokerRecord with the same broker epoch, at an
 offset below the node's high watermark — and the log itself holds that committed registration.
@@ -24,7 +28,10 @@ from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.reference.registry import REGISTER, BrokerChange, BrokerState, decode_broker_record
 from kraft_tck.spec.records import RecordBatch, batch_digest
 from kraft_tck.traces.checker import (
+    RECONFIG_INVARIANTS,
     SNAPSHOT_INVARIANTS,
+    configs_differ,
+    configs_uncommitted,
     fetch_below_install,
     install_not_reset,
     log_below_install,
@@ -33,8 +40,9 @@ from kraft_tck.traces.checker import (
     online_unregistered,
     snapshot_epochs_differ,
     snapshot_uncommitted,
+    too_few_votes,
 )
-from kraft_tck.traces.sim.disk import DiskLog
+from kraft_tck.traces.sim.disk import DiskLog, voters_in
 from kraft_tck.traces.sim.statemachine import EMPTY_DIGEST, commit_digest
 
 INVARIANTS: tuple[str, ...] = (
@@ -47,6 +55,7 @@ INVARIANTS: tuple[str, ...] = (
     "EpochMonotonic",
     "OnlineRequiresRegistration",
     *SNAPSHOT_INVARIANTS,
+    *RECONFIG_INVARIANTS,
 )
 
 
@@ -122,6 +131,10 @@ class InvariantChecker:
     _digest: bytes = EMPTY_DIGEST
     _digest_end: int = 0
     snapshots: dict[int, tuple[int, bytes, int, int, int]] = field(default_factory=dict)
+    # KIP-853. The voter set the cluster was formatted with (offset -1; None: kraft.version 0, static voters), and
+    # the committed VotersRecords as (base offset, voter ids), in offset order.
+    initial_voters: frozenset[int] | None = None
+    committed_configs: list[tuple[int, frozenset[int]]] = field(default_factory=list)
 
     def fail(
         self, invariant: str, node: int, epoch: int, seq: int, ts: int, detail: str
@@ -273,6 +286,10 @@ class InvariantChecker:
                     )
                 self.committed[base] = _BatchSeen(batch)
                 self.committed_bases.append(base)
+                if batch.is_control:
+                    ids = voters_in(batch)
+                    if ids is not None:
+                        self._committed_config(node, base, ids, epoch, seq, ts)
                 if base == self._digest_end:
                     self._digest = commit_digest(self._digest, batch)
                     self._digest_end = batch.last_offset + 1
@@ -315,6 +332,42 @@ class InvariantChecker:
                     f"of epoch {seen.batch.partition_leader_epoch} (committed in epoch "
                     f"{self.committed_epoch.get(base)}); its log has {have} there (log end {log.end_offset})",
                 )
+
+    # ------------------------------------------------------------------------------------- voter sets (KIP-853)
+
+    def check_configs(self, node: int, log: DiskLog, epoch: int, seq: int, ts: int) -> None:
+        """AtMostOneUncommittedConfig (KAFKA-16580's first simulation invariant; KIP-853 "one voter change at a
+        time"): at most one VotersRecord of ``node``'s log lies at or above the committed prefix. The committed
+        prefix is the highest high watermark any node reached (``committed_end``), not the node's own: a
+        restarted node's high watermark starts at 0 although its log holds committed VotersRecords."""
+        configs, end = log.configs, self.committed_end
+        if len(configs) < 2 or configs[-2][0] < end:
+            return
+        offsets = [off for off, _ in configs if off >= end]
+        raise self.fail("AtMostOneUncommittedConfig", node, epoch, seq, ts, configs_uncommitted(offsets, end))
+
+    def _committed_config(self, node: int, base: int, ids: frozenset[int], epoch: int, seq: int, ts: int) -> None:
+        """CommittedConfigsDifferByOne (KAFKA-16580's second simulation invariant): a newly committed VotersRecord
+        differs from the committed one before it (or the initial voter set) by at most one voter, and so does the
+        committed one after it, if any."""
+        configs = self.committed_configs
+        i = bisect.bisect_left(configs, base, key=lambda c: c[0])
+        prev = configs[i - 1] if i else (None if self.initial_voters is None else (-1, self.initial_voters))
+        configs.insert(i, (base, ids))
+        for a, b in ((prev, (base, ids)), ((base, ids), configs[i + 1] if i + 1 < len(configs) else None)):
+            if a is not None and b is not None and len(a[1] ^ b[1]) > 1:
+                raise self.fail("CommittedConfigsDifferByOne", node, epoch, seq, ts,
+                                configs_differ(a[0], sorted(a[1]), b[0], sorted(b[1])))
+
+    def check_leader_quorum(self, node: int, epoch: int, voters: frozenset[int], seq: int, ts: int) -> None:
+        """ElectionSafety with the voter set in force (KIP-853 "Leader election"): ``node`` became leader of
+        ``epoch`` with the votes of a majority of its own voter set (``voters``, its state's ``voters`` then). The
+        votes are the ones recorded for VoteOnce: a voter's votedId, or a granted VoteResponse leaving it."""
+        votes = self.votes
+        granted = sorted(v for v in voters if votes.get((v, epoch)) == node)
+        if len(granted) <= len(voters) // 2:
+            raise self.fail("ElectionSafety", node, epoch, seq, ts,
+                            too_few_votes(node, epoch, granted, sorted(voters)))
 
     # ------------------------------------------------------------------------------------- brokers
 
