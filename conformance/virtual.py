@@ -998,11 +998,21 @@ class Quorum:
         return task
 
     async def stop_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Python 3.11's asyncio.wait_for can lose a cancellation that arrives as its inner future completes
+        # (fixed in 3.12): such a task survives one cancel() and an unbounded ``await task`` hangs the case's
+        # end. Cancel again until every task is done, for at most about 5 s.
+        tasks = list(self._tasks)
+        pending = set(tasks)
+        for _ in range(50):
+            pending = {t for t in pending if not t.done()}
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.1)
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
     async def reset(self) -> FrameLog:
         """Between scenarios: every virtual voter passive (refuses votes, leads nothing), a new frame log."""
