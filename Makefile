@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants faults
+.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants faults tlc-slow
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -60,6 +60,10 @@ mutants: setup
 # Every fault node against the cases of the rule it breaks (make test runs a sample of the snapshot faults).
 faults: setup
 	KRAFT_TCK_ALL_FAULTS=1 $(BIN)/pytest -q tests/conformance/test_faults.py $(PYTEST_ARGS)
+
+# The TLC runs too long for make test (the deep reconfiguration model, ~5 min; the committed-only variant).
+tlc-slow: setup
+	KRAFT_TCK_SLOW_TLC=1 $(BIN)/pytest -q tests/tla/test_reconfig.py $(PYTEST_ARGS)
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim

@@ -70,7 +70,8 @@ def test_reconfig_model_passes(tmp_path: Path) -> None:
 @pytest.mark.tlc
 @pytest.mark.slow
 @needs_tlc
-@pytest.mark.skipif(not os.environ.get("KRAFT_TCK_SLOW_TLC"), reason="4+ minutes of TLC: set KRAFT_TCK_SLOW_TLC=1")
+@pytest.mark.skipif(not os.environ.get("KRAFT_TCK_SLOW_TLC"),
+                    reason="4+ minutes of TLC: run make tlc-slow (KRAFT_TCK_SLOW_TLC=1)")
 def test_deeper_reconfig_model_passes(tmp_path: Path) -> None:
     # Two VotersRecords per log: the joiner added and then a voter removed, then an election.
     result = _run(tmp_path, "MCKRaftReconfigDeep.cfg", timeout=1800)
@@ -127,7 +128,8 @@ def test_two_changes_at_once_breaks_at_most_one_uncommitted_config_first(tmp_pat
 @pytest.mark.tlc
 @pytest.mark.slow
 @needs_tlc
-@pytest.mark.skipif(not os.environ.get("KRAFT_TCK_SLOW_TLC"), reason="an optional variant: set KRAFT_TCK_SLOW_TLC=1")
+@pytest.mark.skipif(not os.environ.get("KRAFT_TCK_SLOW_TLC"),
+                    reason="an optional variant: run make tlc-slow (KRAFT_TCK_SLOW_TLC=1)")
 def test_voter_set_from_committed_records_only(tmp_path: Path) -> None:
     # The variant the issue names: a node's voter set (for quorums too) is the latest COMMITTED VotersRecord's.
     # TLC's answer, measured: no invariant breaks at this bound (86,854 distinct states, ~30 s) nor at
