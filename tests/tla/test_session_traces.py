@@ -12,8 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +152,16 @@ def test_an_address_target_gets_a_black_box_verdict(tmp_path: Path) -> None:
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
+        # a node started by hand is up before the harness runs: wait until it listens (its start-up, not the
+        # harness's, is what the test is not about)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and node.poll() is None, "the node never listened"
+                time.sleep(0.1)
         report = tmp_path / "report"
         proc = _run(
             [
@@ -163,6 +175,7 @@ def test_an_address_target_gets_a_black_box_verdict(tmp_path: Path) -> None:
         node.kill()
         node.wait(10)
         log.close()
+    assert (report / "results.json").exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
     results = _results(report)
     assert results["tlcValidation"]["status"] == "UNAVAILABLE"
     bb = results["tlcBlackBox"]
