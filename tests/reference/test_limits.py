@@ -409,8 +409,9 @@ def test_requests_sent_before_a_half_close_are_all_answered_one_at_a_time() -> N
 
 
 def test_a_request_the_trace_cannot_record_is_dropped_and_the_node_serves_on(tmp_path: Path) -> None:
-    """With --trace-file, a Vote whose CandidateId the trace schema refuses (-5) closes its connection
-    unhandled (it used to escape the protocol as an error); the node keeps serving and its trace stays valid."""
+    """With --trace-file, a Vote whose CandidateId the trace schema refuses (-5000: no node, client or bootstrap
+    server) closes its connection unhandled (it used to escape the protocol as an error); the node keeps serving
+    and its trace stays valid."""
     from kraft_tck.spec.trace import read_trace
 
     c = LocalCluster(tmp_path / "traced", voters=1, base_port=free_base_port(1), trace=True)
@@ -422,7 +423,7 @@ def test_a_request_the_trace_cannot_record_is_dropped_and_the_node_serves_on(tmp
             client = KafkaClient("127.0.0.1", c.port(1))
             await client.connect(timeout_s=3)
             body = {"ClusterId": None, "VoterId": 1, "Topics": [{"TopicName": "__cluster_metadata", "Partitions": [
-                {"PartitionIndex": 0, "CandidateEpoch": 2, "CandidateId": -5, "LastOffsetEpoch": 0,
+                {"PartitionIndex": 0, "CandidateEpoch": 2, "CandidateId": -5000, "LastOffsetEpoch": 0,
                  "LastOffset": 0}]}]}
             with pytest.raises(RequestError):
                 await client.request(wire.VOTE, 1, body, 3)
