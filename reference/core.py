@@ -1719,8 +1719,9 @@ class KRaftCore:
 
     def voter_set(self) -> VoterSet:
         """KIP-853 "Voter changes": the voter set in force, the latest VotersRecord of the log (committed or not),
-        else the snapshot's or bootstrap checkpoint's, else controller.quorum.voters (``lastVoterSet``)."""
-        return self._voter_set_for_quorum()
+        else the snapshot's or bootstrap checkpoint's, else controller.quorum.voters (``lastVoterSet``). The core
+        decides with ``_voters()``, which a fault node may bend (``_voter_set_for_quorum``); this is the log's."""
+        return self._vh.last()
 
     def kraft_version(self) -> int:
         """The latest KRaftVersionRecord's kraft.version (0 without one: static voters)."""
