@@ -15,7 +15,8 @@ this table lists all of them, one line each, with the handler that makes it.
     Leader     --graceful shutdown-----------------------------> Resigned    resign
     Leader     --its removal committed (KIP-853)---------------> Resigned    _resign_removed (cause RemovedFromVoters)
     Follower   --fetch timeout (voter)-------------------------> Candidate   start_election         [no pre-vote]
-    Follower   --fetch timeout (observer)----------------------> Unattached  _become_unattached
+    Follower   --fetch timeout (observer)----------------------> Unattached  _observer_fetch_timeout
+                                                                 | Voted (it voted in the epoch: the vote stays)
     Follower   --EndQuorumEpoch from its leader, then backoff--> Candidate   start_election         [no pre-vote]
     Resigned   --election timeout------------------------------> Candidate   start_election         [no pre-vote]
     Resigned   --election timeout, not a voter (KIP-853)-------> Unattached  _become_unattached (epoch + 1)
@@ -36,6 +37,10 @@ this table lists all of them, one line each, with the handler that makes it.
     any        --sees a higher epoch, leader unknown-----------> Unattached  _maybe_transition
     (restart)  --quorum-state + log----------------------------> Unattached | Voted | Candidate
                                                                  | Follower | Resigned          restart
+                                                                 (Resigned whenever it led the epoch, even
+                                                                 when no longer a voter; a vote always stays)
+    (restart)  --the only voter of its set---------------------> Candidate (Prospective first with pre-vote),
+                                                                 then Leader                 _start_as_only_voter
 
 Snapshots (KIP-630) change no role: a Follower downloads a snapshot (``Follower.fetching_snapshot``, sending
 FetchSnapshot instead of Fetch) and installs it (``handle_fetch_snapshot_response``); any role records a
@@ -57,13 +62,15 @@ are small named methods a test-only subclass can override: ``_cluster_id_ok``, `
 ``_truncation_point``, ``_guard_truncation``, ``_should_resign``, ``_counts_toward_hw``; for snapshots
 ``_snapshot_allowed``, ``_fetch_needs_snapshot``, ``_clean_limit``, ``_snapshot_chunk_bytes``; for KIP-853
 ``_voter_change_blocked``, ``_replica_caught_up``, ``_voter_key_ok``, ``_voter_set_for_quorum``,
-``_should_resign_after_removal``, ``_add_completes_at_append``.
+``_should_resign_after_removal``, ``_add_completes_at_append`` (in ``voter_changes.py``, inherited).
 
 Dynamic quorum (KIP-853, Kafka 3.9/4.0): "voter" means a member of the voter set in force, the latest VotersRecord
 of the log, committed or not (``voters.VoterHistory``, fed by every append, truncation, snapshot and the bootstrap
 checkpoint; with static controller.quorum.voters, kraft.version 0, it is that set and nothing changes). A node
 outside it is an observer: it never campaigns. A leader changes the set one voter at a time
 (``handle_add_raft_voter_request``, ``handle_remove_raft_voter_request``, ``handle_update_raft_voter_request``).
+That part of the core, the voter set in force and the voter-change handlers, is ``voter_changes.ReconfigHandlers``, a
+mixin ``KRaftCore`` inherits (Kafka keeps it apart too: AddVoterHandler, RemoveVoterHandler, UpdateVoterHandler).
 """
 
 from __future__ import annotations
@@ -105,8 +112,6 @@ from kraft_tck.reference.log import Log, records_digest
 from kraft_tck.reference.messages import (
     EPOCH_LIMIT,
     AddRaftVoterRequest,
-    AddRaftVoterResponse,
-    ApiVersionsRequest,
     ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -120,10 +125,8 @@ from kraft_tck.reference.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     LeaderIdAndEpoch,
-    NodeEndpoint,
     NodeListeners,
     RemoveRaftVoterRequest,
-    RemoveRaftVoterResponse,
     ReplicaKey,
     ReplicaState,
     Request,
@@ -143,14 +146,11 @@ from kraft_tck.reference.roles import (
     Role,
     Unattached,
     Voted,
-    VoterChange,
 )
+from kraft_tck.reference.voter_changes import ENDPOINT_RESPONSES, ReconfigHandlers, first_batch_bytes
 from kraft_tck.reference.voters import (
-    VoterHistory,
-    VoterNode,
     VoterSet,
     kraft_version_record,
-    voter_set_from_record,
     voters_record,
 )
 from kraft_tck.spec.codec import encode_data
@@ -159,12 +159,10 @@ from kraft_tck.spec.records import (
     CONTROL_SCHEMAS,
     HEADER_SIZE,
     ControlType,
-    DecodeError,
     Record,
     RecordBatch,
     control_batch,
     data_batch,
-    decode_control,
 )
 
 # KIP-595 "Cluster Bootstrapping" leaves the cluster-id record to the state machine above Raft. This
@@ -174,6 +172,10 @@ CLUSTER_ID_KEY = b"kraft-tck/cluster-id"
 # Kafka's unit for the randomised exponential election backoff (KafkaRaftClient.RETRY_BACKOFF_BASE_MS).
 ELECTION_BACKOFF_BASE_MS = 100
 
+# Kafka's LeaderState.OBSERVER_SESSION_TIMEOUT_MS: a leader forgets an observer that has not fetched for 5 minutes
+# (DescribeQuorum stops listing it).
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
 # Kafka's LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR: a leader resigns after 1.5 x the fetch timeout without
 # fetches from a majority of the voters (the KIP says the fetch timeout itself).
 CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
@@ -181,16 +183,6 @@ CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 # A data record's bytes besides its value: length, attributes, timestamp and offset deltas, null key,
 # value length, header count — at most 3+1+1+3+1+3+1 for offsets and values below 2**20.
 RECORD_SIZE_BOUND = 13
-
-# KIP-853: the control record types the voter history reads (KRaftVersionRecord, VotersRecord).
-_KRAFT_CONTROL_TYPES = (int(ControlType.KRAFT_VERSION), int(ControlType.KRAFT_VOTERS))
-
-# Responses with a tagged NodeEndpoints (KIP-853): the leader's endpoint, filled when known.
-_ENDPOINT_RESPONSES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse,
-                       FetchSnapshotResponse)
-
-# ``LeaderState.isReplicaCaughtUp``: the joining replica must have fetched within the last hour.
-_CAUGHT_UP_WINDOW_MS = 3_600_000
 
 
 class SafetyViolation(RuntimeError):
@@ -316,8 +308,9 @@ class _ParkedFetch:
     deadline_ms: int
 
 
-class KRaftCore:
-    """One KRaft node's protocol logic. See the module docstring for the contract."""
+class KRaftCore(ReconfigHandlers):
+    """One KRaft node's protocol logic. See the module docstring for the contract. KIP-853's voter set in force and
+    voter-change handlers are in ``voter_changes.ReconfigHandlers``."""
 
     def __init__(
         self, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
@@ -388,8 +381,23 @@ class KRaftCore:
             core._forget_snapshots_before(core._restart_install)
         core._emit("Restart", note=f"restored as {core.role.name} from quorum-state {durable}",
                    snapshot_id=core.latest_snapshot_id)
+        core._start_as_only_voter()
         core._poll()
         return core, core._finish()
+
+    def _start_as_only_voter(self) -> None:
+        """Kafka's ``KafkaRaftClient.initialize``: the only voter of its set does not wait for an election timeout.
+        Kafka 3.9 (``quorum.isOnlyVoter() && !quorum.isCandidate()``) becomes Candidate at once; Kafka 4.x, with
+        pre-vote, Prospective from Unattached (voted or not), Follower or Resigned. Its own vote is the majority, so
+        it leads in the same step (``onBecomeCandidate`` / ``onBecomeProspective``); a node restarted as Candidate
+        leads at its first poll (``_fire_timers``), as Kafka's ``onBecomeCandidate`` at start. Cause ``OnlyVoter``.
+
+        One difference, in the epoch number only: Kafka 4.x makes a restarted Resigned leader Prospective in its
+        epoch (leader in epoch + 1); here, as on every Resigned timeout (``become_prospective``, tla/KRaft.tla
+        BecomeProspective), it first moves to epoch + 1 (leader in epoch + 2)."""
+        role = self.role
+        if isinstance(role, (Unattached, Voted, Follower, Resigned)) and self._sole_voter() and not self._shutting_down:
+            self._elect("OnlyVoter")
 
     # ============================================================================ public interface
 
@@ -557,7 +565,7 @@ class KRaftCore:
             return
         self._ready_at[inp.sender_id] = self._now  # that destination is free for the next request
         resp = inp.response
-        if isinstance(resp, _ENDPOINT_RESPONSES) and resp.node_endpoints:
+        if isinstance(resp, ENDPOINT_RESPONSES) and resp.node_endpoints:
             self._learn_endpoints(resp.node_endpoints)
         if isinstance(resp, VoteResponse):
             self.handle_vote_response(inp.sender_id, resp)
@@ -581,7 +589,7 @@ class KRaftCore:
     def start_election(self, cause: str) -> None:
         """KIP-595 "Leader Election": bump the epoch, vote for yourself (persisted), ask every voter.
 
-        ``cause``: ElectionTimeout, FetchTimeout, ElectionBackoff or EndQuorumEpoch.
+        ``cause``: ElectionTimeout, FetchTimeout, ElectionBackoff, EndQuorumEpoch or OnlyVoter (at start).
         """
         if self.epoch + 1 >= EPOCH_LIMIT:
             self._rearm_exhausted_epoch()
@@ -1042,19 +1050,21 @@ class KRaftCore:
 
     def _progress_for_fetch(self, leader: Leader, replica_id: int, directory_id: str | None) -> ReplicaProgress | None:
         """The replica state a fetch by (``replica_id``, ``directory_id``) updates (KIP-853: Kafka keys replicas by
-        ReplicaKey). A voter's state is kept from a fetch under its id with another directory id (Kafka makes
-        that another observer, ``ReplicaState.matchesKey``): None, no progress."""
+        ReplicaKey, ``LeaderState.getOrCreateReplicaState``). A fetch under a voter's id with another directory id
+        is another replica, an observer (``ReplicaState.matchesKey``): its own state in ``Leader.other_keys``, listed
+        by DescribeQuorum, never counted; so is a second directory id under an observer's id. A voter of a static
+        set (no directory id) matches any directory id. None: no state (never, here; fault nodes may say so)."""
         progress = leader.replicas.get(replica_id)
         if progress is None:
             progress = leader.replicas[replica_id] = ReplicaProgress(replica_id, directory_id=directory_id)
         elif progress.directory_id != directory_id:
+            key = ReplicaKey(replica_id, directory_id)
             vs = self._voters()
-            if vs.is_voter(progress.key):
-                if not vs.is_voter(ReplicaKey(replica_id, directory_id)):
-                    return None
+            if vs.is_voter(progress.key) and vs.is_voter(key):
                 progress.directory_id = directory_id  # a voter without a directory id (static set) matches any
             else:
-                progress = leader.replicas[replica_id] = ReplicaProgress(replica_id, directory_id=directory_id)
+                progress = leader.other_keys.get(key) or leader.other_keys.setdefault(
+                    key, ReplicaProgress(replica_id, directory_id=directory_id))
         return progress
 
     def _note_fetch_from(self, replica_id: int) -> None:
@@ -1119,7 +1129,16 @@ class KRaftCore:
         """New data, a new high watermark or a lost leadership: every parked fetch has an answer now.
 
         Caught-up followers park identical fetches (same offset, size limit and epoch), so they get one
-        answer object: read once here, and encoded once by the shell, which sees the same object."""
+        answer object: read once here, and encoded once by the shell, which sees the same object.
+
+        KIP-853: not while a leader whose removal just committed is about to resign (``resign_requested``: it
+        resigns at its next poll, which it asks for at once). Its parked fetches are answered by that transition, with
+        NOT_LEADER_OR_FOLLOWER, as Kafka's ``transitionToResigned`` completes its fetch purgatory; answered here
+        instead, they would carry a leader's data but follow the ``Resign`` in the trace (a shell writes a
+        step's events before its replies), which no behaviour of tla/KRaft.tla produces."""
+        leader = self.role
+        if isinstance(leader, Leader) and leader.resign_requested:
+            return
         parked, self._parked = self._parked, []
         answers: dict[tuple[int, int, int], FetchResponse] = {}
         replies = self._out.replies
@@ -1389,10 +1408,12 @@ class KRaftCore:
             return DescribeQuorumResponse(0, 0, 0, partition_error=Errors.NOT_LEADER_OR_FOLLOWER)
         me = self.config.node_id
         vs = self._voters()
+        self._expire_observers(leader, vs)
         voters: list[ReplicaState] = []
         observers: list[ReplicaState] = []
         # KIP-853 (``LeaderState.voterStates/observerStates``): the voters of the set in force, committed or not;
-        # every other replica that fetched is an observer (a removed voter, the leader itself after its removal).
+        # every other replica that fetched is an observer (a removed voter, the leader itself after its removal,
+        # another directory id under a voter's id).
         for rid in sorted(set(leader.replicas) | vs.ids()):
             node = vs.node(rid)
             p = leader.replicas.get(rid)
@@ -1405,10 +1426,30 @@ class KRaftCore:
             else:
                 row = ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms, p.directory_id)
             (voters if is_voter else observers).append(row)
+        if leader.other_keys:
+            observers.extend(ReplicaState(p.replica_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms,
+                                          p.directory_id) for p in leader.other_keys.values())
+            observers.sort(key=lambda r: (r.replica_id, r.replica_directory_id or ""))
         nodes = tuple(NodeListeners(n.id, n.endpoints) for n in vs.nodes if n.endpoints)
         self._emit("HandleDescribeQuorumRequest")
         return DescribeQuorumResponse(me, self.epoch, self._published_hw(), tuple(voters), tuple(observers),
                                       nodes=nodes)
+
+    def _expire_observers(self, leader: Leader, vs: VoterSet) -> None:
+        """Kafka's ``LeaderState.clearInactiveObservers`` (run when DescribeQuorum lists them): an observer that has
+        not fetched for ``OBSERVER_SESSION_TIMEOUT_MS`` (5 minutes) is forgotten, the leader's own state (after its
+        removal) excepted. One that never fetched from this leader (a voter removed before its first fetch:
+        LastFetchTimestamp -1) is forgotten at once, as Kafka's wall-clock test ``now - (-1) >= 5 min`` is."""
+        now, me = self._now, self.config.node_id
+
+        def expired(p: ReplicaProgress) -> bool:
+            return p.last_fetch_ms < 0 or now - p.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS
+
+        for rid in [rid for rid, p in leader.replicas.items()
+                    if rid != me and not vs.is_voter(p.key) and expired(p)]:
+            del leader.replicas[rid]
+        for key in [key for key, p in leader.other_keys.items() if expired(p)]:
+            del leader.other_keys[key]
 
     # ============================================================================ Snapshots (KIP-630)
 
@@ -1557,7 +1598,7 @@ class KRaftCore:
             return
         if role.fetching_snapshot is not None and role.fetching_snapshot != snapshot_id:
             self._out.log_ops.append(AbortSnapshotDownload(role.fetching_snapshot))
-        role.fetching_snapshot, role.snapshot_position = snapshot_id, 0
+        role.fetching_snapshot, role.snapshot_position, role.snapshot_head = snapshot_id, 0, b""
         self._emit("HandleFetchResponse", note=f"fetch snapshot {snapshot_id.end_offset}-{snapshot_id.epoch}")
 
     def send_fetch_snapshot_request(self, dest_id: int) -> None:
@@ -1609,12 +1650,17 @@ class KRaftCore:
         data = resp.records
         self._out.log_ops.append(WriteSnapshotChunk(sid, resp.position, data))
         role.snapshot_position += len(data)
+        role.snapshot_head = first_batch_bytes(role.snapshot_head, data)
         if role.snapshot_position != resp.size:
             self._emit("HandleFetchSnapshotResponse", note=f"{sid.end_offset}-{sid.epoch}: "
                                                            f"{role.snapshot_position} of {resp.size} bytes")
             return
-        role.fetching_snapshot, role.snapshot_position = None, 0
+        head = role.snapshot_head
+        role.fetching_snapshot, role.snapshot_position, role.snapshot_head = None, 0, b""
         self._install_snapshot(sid)
+        # KIP-853: the snapshot's voter set is in force at once, as Kafka's ``log.truncateToLatestSnapshot()`` is
+        # followed by ``partitionState.updateState()`` in the same step; the shell's SnapshotLoaded loads it again.
+        self._load_snapshot_header(sid, head)
         self._emit("HandleFetchSnapshotResponse", note=f"installed {sid.end_offset}-{sid.epoch}", snapshot_id=sid)
 
     def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
@@ -1628,8 +1674,8 @@ class KRaftCore:
         self._guard_truncation(end)
         self.log.reset_to_snapshot(snapshot_id)
         self._out.log_ops.append(InstallSnapshot(snapshot_id))
-        # KIP-853: the replaced log's records from ``end`` on are gone; the snapshot's own voter set arrives with
-        # SnapshotLoaded (``_load_snapshot_voters``).
+        # KIP-853: the replaced log's records from ``end`` on are gone; the snapshot's own voter set is loaded from its
+        # header by the caller (``_load_snapshot_header``) and again by the shell's SnapshotLoaded.
         self._vh.truncate_new(end)
         self._voter_set_changed()
         if snapshot_id not in self._snapshot_ids:
@@ -1692,493 +1738,6 @@ class KRaftCore:
         in a snapshot), never past the high watermark."""
         latest = self.latest_snapshot_id
         return -1 if latest is None else min(latest.end_offset, self._hw)
-
-    # ============================================================================ KIP-853 voter sets
-
-    def _init_voters(self, start_snapshot: SnapshotLoaded | None) -> None:
-        """The voter history at start-up (Kafka's ``KRaftControlRecordStateMachine`` + ``VoterSetHistory``): the
-        static set of controller.quorum.voters (kraft.version 0) as fallback, the bootstrap checkpoint's set at
-        offset -1, the snapshot at the log start at its end offset - 1, then every KRaftVersion/Voters record
-        of the log."""
-        config = self.config
-        self._local_key = ReplicaKey(config.node_id, config.directory_id)
-        self._vh = VoterHistory(VoterSet.static(config.voters))
-        # Endpoints learnt from LeaderEndpoints / NodeEndpoints (node id -> (host, port)), and the bootstrap
-        # servers by Kafka's ids -2, -3, ... (KafkaRaftClient constructor).
-        self._learned_endpoints: dict[int, tuple[str, int]] = {}
-        self._bootstrap_addresses = {-2 - i: addr for i, addr in enumerate(config.bootstrap_servers)}
-        self._completion_note: str | None = None
-        self._fetch_directory_id = None  # the ReplicaDirectoryId of the Fetch being handled
-        if config.bootstrap_voters is not None:
-            self._vh.add_kraft_version_at(-1, 1)
-            self._vh.add_voters_at(-1, config.bootstrap_voters)
-        if start_snapshot is not None and start_snapshot.snapshot_id == self.log.start_snapshot:
-            self._load_snapshot_voters(start_snapshot)
-        else:
-            self._read_kraft_records(self.log.control_batches())
-
-    def voter_set(self) -> VoterSet:
-        """KIP-853 "Voter changes": the voter set in force, the latest VotersRecord of the log (committed or not),
-        else the snapshot's or bootstrap checkpoint's, else controller.quorum.voters (``lastVoterSet``). The core
-        decides with ``_voters()``, which a fault node may bend (``_voter_set_for_quorum``); this is the log's."""
-        return self._vh.last()
-
-    def kraft_version(self) -> int:
-        """The latest KRaftVersionRecord's kraft.version (0 without one: static voters)."""
-        return self._vh.kraft_version()
-
-    def voters_at(self, offset: int) -> tuple[int, VoterSet | None]:
-        """For the snapshot writer (Kafka's ``kraftVersionAtOffset`` / ``voterSetAtOffset``): kraft.version and the
-        voter set read from the log in force at ``offset`` (None when no VotersRecord precedes it)."""
-        return self._vh.kraft_version_at(offset), self._vh.voters_at(offset)
-
-    def _voters(self) -> VoterSet:
-        return self._voter_set_for_quorum()
-
-    def _voter_ids(self) -> frozenset[int]:
-        return self._voter_set_for_quorum().ids()
-
-    def _majority(self) -> int:
-        return self._voter_set_for_quorum().majority()
-
-    def _is_voter(self) -> bool:
-        """``QuorumState.isVoter``: is this node's key in the voter set in force? Otherwise it is an observer."""
-        return self._voter_set_for_quorum().is_voter(self._local_key)
-
-    def _local_node(self) -> VoterNode:
-        """This node as a voter (Kafka's ``QuorumState.localVoterNodeOrThrow``): key, own listeners (the entry it
-        has when the shell names none), supported kraft.version range."""
-        endpoints = self.config.listeners
-        if not endpoints:
-            node = self._vh.last().node(self.config.node_id)
-            endpoints = node.endpoints if node is not None else ()
-        lo, hi = self.config.kraft_version_range
-        return VoterNode(self._local_key, endpoints, lo, hi)
-
-    def _listener_name(self) -> str | None:
-        """The default controller listener (controller.listener.names[0]); None: take a node's first endpoint."""
-        return self.config.listeners[0].name if self.config.listeners else None
-
-    def _read_kraft_records(self, batches: Any) -> bool:
-        """Enter every KRaftVersionRecord / VotersRecord of these batches into the history at its offset
-        (``KRaftControlRecordStateMachine.handleBatch``). True when one was found. A record that does not
-        decode is skipped (Kafka would stop the node)."""
-        found = False
-        history = self._vh
-        for batch in batches:
-            if not batch.is_control:
-                continue
-            for rec in batch.records:
-                key = rec.key
-                if key is None or len(key) != 4 or key[:3] != b"\0\0\0" or key[3] not in _KRAFT_CONTROL_TYPES:
-                    continue
-                offset = batch.base_offset + rec.offset_delta
-                try:
-                    ctype, body = decode_control(rec)
-                    if ctype is ControlType.KRAFT_VERSION:
-                        history.add_kraft_version_at(offset, int(body["KRaftVersion"]))
-                    else:
-                        # Kafka 3.9.0 refuses a set without an overlapping majority here; 3.9.1 (KAFKA-17973)
-                        # relaxed that: the leader's one-change-at-a-time rule is what keeps majorities overlapping.
-                        history.add_voters_at(offset, voter_set_from_record(body), strict=False)
-                except (DecodeError, ValueError, KeyError, TypeError):
-                    continue
-                found = True
-        return found
-
-    def _load_snapshot_voters(self, loaded: SnapshotLoaded) -> None:
-        """``KRaftControlRecordStateMachine.maybeLoadSnapshot``: the snapshot at the log start replaces the history;
-        its records count at its end offset - 1, the log's after it. A snapshot that names neither (a shell that
-        reads no KIP-853 header) leaves the history alone."""
-        sid = loaded.snapshot_id
-        if sid != self.log.start_snapshot or (loaded.voters is None and loaded.kraft_version == 0):
-            return
-        history = self._vh
-        history.clear()
-        at = sid.end_offset - 1
-        if loaded.kraft_version:
-            history.add_kraft_version_at(at, loaded.kraft_version)
-        if loaded.voters is not None:
-            history.add_voters_at(at, loaded.voters)
-        self._read_kraft_records(self.log.control_batches())
-        if hasattr(self, "role"):
-            self._voter_set_changed()
-
-    def _voter_set_changed(self) -> None:
-        """After an append, truncation or snapshot changed the set in force. A leader's replica states follow it
-        (``LeaderState.updateVoterAndObserverStates``): a new voter gets a state (its observer progress kept when
-        the key matches), a removed one stays as an observer and stops counting at once (KIP-853: the set is
-        the latest in the log). A node that became a voter gets an election timer, one that stopped being one
-        loses it."""
-        role = self.role
-        vs = self._voters()
-        if isinstance(role, Leader):
-            for node in vs.nodes:
-                p = role.replicas.get(node.id)
-                if p is None or not node.is_voter(p.key):
-                    role.replicas[node.id] = ReplicaProgress(node.id, directory_id=node.key.directory_id)
-            role.fetched_voters = frozenset(v for v in role.fetched_voters if v in vs.ids())
-        elif isinstance(role, (Unattached, Voted)):
-            if self._is_voter() and role.election_deadline_ms is None:
-                role.election_deadline_ms = self._random_election_deadline()
-            elif not self._is_voter():
-                role.election_deadline_ms = None
-
-    def _voter_key_ok(self, voter_id: int, voter_directory_id: str | None) -> bool:
-        """Kafka's ``isValidVoterKey`` (Vote and BeginQuorumEpoch v1): a request naming a voter (VoterId >= 0) must
-        name this node, and its directory id, when given, must be ours."""
-        if voter_id < 0:
-            return True
-        if voter_id != self.config.node_id:
-            return False
-        return voter_directory_id is None or voter_directory_id == self.config.directory_id
-
-    def _address_of(self, dest: int) -> tuple[str, int] | None:
-        """Where ``dest`` listens, when the core knows: a bootstrap server (-2, -3, ...), a voter's endpoint on the
-        default listener in the set in force, or an endpoint learnt from a leader. None: the shell's address book."""
-        if dest < -1:
-            return self._bootstrap_addresses.get(dest)
-        node = self._vh.last().node(dest)
-        if node is not None:
-            ep = node.endpoint(self._listener_name()) or node.endpoint()
-            if ep is not None:
-                return ep.host, ep.port
-        return self._learned_endpoints.get(dest)
-
-    def _learn_endpoints(self, node_endpoints: tuple[NodeEndpoint, ...]) -> None:
-        for ne in node_endpoints:
-            if ne.node_id >= 0:
-                self._learned_endpoints[ne.node_id] = (ne.host, ne.port)
-
-    def _learn_leader_endpoints(self, leader_id: int, endpoints: tuple[Endpoint, ...]) -> None:
-        """BeginQuorumEpoch / EndQuorumEpoch v1 ``LeaderEndpoints`` (``handleBeginQuorumEpochRequest``)."""
-        name = self._listener_name()
-        ep = next((e for e in endpoints if e.name == name), endpoints[0] if endpoints else None)
-        if ep is not None and leader_id >= 0:
-            self._learned_endpoints[leader_id] = (ep.host, ep.port)
-
-    def _leader_node_endpoints(self) -> tuple[NodeEndpoint, ...]:
-        """A response's ``NodeEndpoints`` (Vote/BeginQuorumEpoch/EndQuorumEpoch v1, Fetch v17, FetchSnapshot v1): the
-        known leader's endpoint on the default listener (``RaftUtil.singletonVoteResponse`` and friends). The
-        wire drops it below those versions."""
-        leader = self.leader_id
-        if leader < 0:
-            return ()
-        if leader == self.config.node_id:
-            listeners = self.config.listeners
-            return (NodeEndpoint(leader, listeners[0].host, listeners[0].port),) if listeners else ()
-        addr = self._address_of(leader)
-        return () if addr is None else (NodeEndpoint(leader, addr[0], addr[1]),)
-
-    def _with_node_endpoints(self, resp: Any) -> Any:
-        if isinstance(resp, _ENDPOINT_RESPONSES) and not resp.node_endpoints:
-            eps = self._leader_node_endpoints()
-            if eps:
-                resp.node_endpoints = eps
-        return resp
-
-    def _observer_targets(self) -> list[int]:
-        """Whom an observer without a leader asks (Kafka's ``maybeSendAnyVoterFetch``): the bootstrap servers
-        when configured, else the voters."""
-        if self._bootstrap_addresses:
-            return sorted(self._bootstrap_addresses, reverse=True)  # -2, -3, ...
-        return sorted(self._voter_ids() - {self.config.node_id})
-
-    # ------------------------------------------------------------------ Add/Remove/UpdateRaftVoter
-
-    def handle_add_raft_voter_request(self, req: AddRaftVoterRequest, reply_to: object = None
-                                      ) -> AddRaftVoterResponse | None:
-        """KIP-853 "AddVoter" handling, Kafka's order (``KafkaRaftClient.handleAddVoterRequest``,
-        ``AddVoterHandler.handleAddVoterRequest``): cluster id, leadership, the key, the default-listener endpoint,
-        the one-change rule, an existing id; then the new voter's ApiVersions is asked (its supported kraft.version)
-        and the change waits (None: answered later, by ``handle_api_versions_response``, the commit, a timeout or
-        a lost leadership)."""
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        error, message = self._check_add_voter(req, key)
-        if error is None:
-            endpoint = self._endpoint_on_listener(req.listeners)
-            assert endpoint is not None and isinstance(self.role, Leader)
-            if self._ready_at.get(req.voter_id, 0) > self._now:
-                error, message = Errors.REQUEST_TIMED_OUT, f"New voter {req.voter_id} is not ready to receive requests"
-            else:
-                # The request's endpoint on the default listener (``AddVoterHandler``: ``requestSender.send``).
-                self._learned_endpoints[req.voter_id] = (endpoint.host, endpoint.port)
-                self._send(req.voter_id, ApiVersionsRequest())
-                self.role.voter_change = VoterChange("add", key, reply_to, self._now + self.config.request_timeout_ms,
-                                                     req.listeners)
-                self._emit("HandleAddRaftVoterRequest", note=f"asking {endpoint.host}:{endpoint.port} for ApiVersions",
-                           voter_key=key)
-                return None
-        self._emit("HandleAddRaftVoterRequest", note=f"refused: {error.name}", voter_key=key)
-        return AddRaftVoterResponse(error, message)
-
-    def _check_add_voter(self, req: AddRaftVoterRequest, key: ReplicaKey) -> tuple[Errors | None, str | None]:
-        error = self._check_change_request(req.cluster_id, self.epoch, key)
-        if error is not None:
-            return error
-        if self._endpoint_on_listener(req.listeners) is None:
-            return Errors.INVALID_REQUEST, f"Listeners do not contain the default listener {self._listener_name()}"
-        blocked = self._voter_change_blocked(self._now)
-        if blocked is not None:
-            return blocked, "Request timed out waiting for the previous voter change" if blocked is \
-                Errors.REQUEST_TIMED_OUT else "Cluster does not support adding voters (kraft.version 0)"
-        if req.voter_id in self._vh.last().ids():
-            return Errors.DUPLICATE_VOTER, f"The voter id for {key} is already part of the set of voters"
-        return None, None
-
-    def _check_change_request(self, cluster_id: str | None, request_epoch: int, key: ReplicaKey
-                              ) -> tuple[Errors, str | None] | None:
-        """The common first checks of the three RPCs: cluster id, ``validateLeaderOnlyRequest`` (with the
-        shutting-down case, BROKER_NOT_AVAILABLE), then the voter key (``RaftUtil.addVoterRequestVoterKey``: an id
-        >= 0 and a directory id)."""
-        if not self._cluster_id_ok(cluster_id):
-            return Errors.INCONSISTENT_CLUSTER_ID, f"The cluster id in the request ({cluster_id}) is not ours"
-        error = self._validate_leader_only_request(request_epoch)
-        if error is None and self._shutting_down:
-            error = Errors.BROKER_NOT_AVAILABLE
-        if error is not None:
-            return error, None
-        if key.id < 0 or key.directory_id is None:
-            return Errors.INVALID_REQUEST, f"Invalid voter key {key}"
-        return None
-
-    def _endpoint_on_listener(self, listeners: tuple[Endpoint, ...]) -> Endpoint | None:
-        name = self._listener_name()
-        if name is None:
-            return listeners[0] if listeners else None
-        return next((e for e in listeners if e.name == name), None)
-
-    def handle_api_versions_response(self, sender_id: int, resp: ApiVersionsResponse) -> None:
-        """``AddVoterHandler.handleApiVersionsResponse``: the joining voter's answer. Ignored without a pending add
-        from that node; an error aborts (REQUEST_TIMED_OUT); a kraft.version range that does not hold the
-        finalized one is INVALID_REQUEST; a replica not caught up (``_replica_caught_up``) REQUEST_TIMED_OUT;
-        else the VotersRecord with the new voter is appended: in force at once, answered at its commit."""
-        leader = self.role
-        change = leader.voter_change if isinstance(leader, Leader) else None
-        if change is None or change.kind != "add" or change.offset is not None or change.key.id != sender_id:
-            self._emit("HandleApiVersionsResponse", note=f"ignored: no add of {sender_id} waits for it")
-            return
-        assert isinstance(leader, Leader)
-        key, kv, supported = change.key, self.kraft_version(), resp.kraft_version_range
-        error: Errors | None = None
-        if resp.error != Errors.NONE:
-            error, message = Errors.REQUEST_TIMED_OUT, f"ApiVersions returned {resp.error.name}"
-        elif supported is None or not supported[0] <= kv <= supported[1]:
-            error, message = Errors.INVALID_REQUEST, f"kraft.version range {supported} does not hold {kv}"
-        elif not self._replica_caught_up(key, self._now):
-            error, message = Errors.REQUEST_TIMED_OUT, f"Replica {key} is not caught up to the leader"
-        if error is not None:
-            leader.voter_change = None
-            self._reply_voter_change(change, error, message)
-            self._emit("HandleApiVersionsResponse", note=f"add aborted: {error.name}", voter_key=key)
-            return
-        assert supported is not None
-        new = self._vh.last().add(VoterNode(key, change.endpoints, supported[0], supported[1]))
-        if new is None:
-            leader.voter_change = None
-            self._reply_voter_change(change, Errors.DUPLICATE_VOTER, f"{key.id} is already a voter")
-            self._emit("HandleApiVersionsResponse", note="add aborted: DUPLICATE_VOTER", voter_key=key)
-            return
-        self._append_voters_record(new, change)
-        self._emit("HandleApiVersionsResponse", note=f"VotersRecord at {change.offset} adds {key.id}", voter_key=key)
-        if self._add_completes_at_append() and leader.voter_change is change:
-            leader.voter_change = None
-            self._reply_voter_change(change, Errors.NONE)
-
-    def handle_remove_raft_voter_request(self, req: RemoveRaftVoterRequest, reply_to: object = None
-                                         ) -> RemoveRaftVoterResponse | None:
-        """KIP-853 "RemoveVoter" handling (``KafkaRaftClient.handleRemoveVoterRequest``, ``RemoveVoterHandler``):
-        cluster id, leadership, key, the one-change rule, ``VoterSet.removeVoter`` (exact key, never the last
-        voter: VOTER_NOT_FOUND); then the VotersRecord without it is appended at once (in force: the removed
-        voter stops counting now) and the answer waits for its commit (None)."""
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        failed = self._check_change_request(req.cluster_id, self.epoch, key)
-        new: VoterSet | None = None
-        if failed is None:
-            blocked = self._voter_change_blocked(self._now)
-            if blocked is not None:
-                failed = blocked, "Request timed out waiting for the previous voter change" \
-                    if blocked is Errors.REQUEST_TIMED_OUT else "Cluster does not support removing voters"
-            else:
-                new = self._vh.last().remove(key)
-                if new is None:
-                    failed = Errors.VOTER_NOT_FOUND, f"Cannot remove voter {key} from the set of voters"
-        if failed is not None or new is None:
-            error, message = failed if failed is not None else (Errors.UNKNOWN_SERVER_ERROR, None)
-            self._emit("HandleRemoveRaftVoterRequest", note=f"refused: {error.name}", voter_key=key)
-            return RemoveRaftVoterResponse(error, message)
-        leader = self.role
-        assert isinstance(leader, Leader)
-        change = VoterChange("remove", key, reply_to, self._now + self.config.request_timeout_ms)
-        leader.voter_change = change
-        self._append_voters_record(new, change)
-        self._emit("HandleRemoveRaftVoterRequest", note=f"VotersRecord at {change.offset} removes {key.id}",
-                   voter_key=key)
-        return None
-
-    def handle_update_raft_voter_request(self, req: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
-        """KIP-853 "UpdateVoter" handling (``KafkaRaftClient.handleUpdateVoterRequest``, ``UpdateVoterHandler``):
-        cluster id, ``validateLeaderOnlyRequest(CurrentLeaderEpoch)``, key, default-listener endpoint, the range,
-        the one-change rule, the range against the finalized kraft.version, ``VoterSet.updateVoter``; then the
-        VotersRecord with the voter's new endpoints and range is appended and answered NONE at once."""
-        key = ReplicaKey(req.voter_id, req.voter_directory_id)
-        error = self._check_update_voter(req, key)
-        if error is None:
-            node = VoterNode(key, req.listeners, req.kraft_version_min, req.kraft_version_max)
-            new = self._vh.last().update(node)
-            if new is None:
-                error = Errors.VOTER_NOT_FOUND
-            else:
-                self._append_voters_record(new, None)
-        note = f"VotersRecord updates {key.id}" if error is None else f"refused: {error.name}"
-        self._emit("HandleUpdateRaftVoterRequest", note=note, voter_key=key)
-        eps = self._leader_node_endpoints()
-        return UpdateRaftVoterResponse(error or Errors.NONE, self._current_leader(), eps[0] if eps else None)
-
-    def _check_update_voter(self, req: UpdateRaftVoterRequest, key: ReplicaKey) -> Errors | None:
-        failed = self._check_change_request(req.cluster_id, req.current_leader_epoch, key)
-        if failed is not None:
-            return failed[0]
-        if self._endpoint_on_listener(req.listeners) is None:
-            return Errors.INVALID_REQUEST
-        lo, hi = req.kraft_version_min, req.kraft_version_max
-        if lo < 0 or hi < 0 or hi < lo:
-            return Errors.INVALID_REQUEST
-        blocked = self._voter_change_blocked(self._now)
-        if blocked is not None:
-            return blocked
-        if not lo <= self.kraft_version() <= hi:
-            return Errors.INVALID_REQUEST
-        return None
-
-    def _append_voters_record(self, new: VoterSet, change: VoterChange | None) -> None:
-        """Append one VotersRecord as leader (``LeaderState.appendVotersRecord``), after any held-back client writes
-        (their offsets were promised). ``change.offset`` is its offset, set before the append so that a commit in
-        the same step (a sole remaining voter) completes it."""
-        self._drain_accumulator()
-        offset = self.log.end_offset
-        if change is not None:
-            change.offset = offset
-        batch = control_batch(offset, self.epoch, ControlType.KRAFT_VOTERS, voters_record(new), timestamp=self._now)
-        self._append_as_leader([batch])
-
-    def _reply_voter_change(self, change: VoterChange, error: Errors, message: str | None = None) -> None:
-        kind = AddRaftVoterResponse if change.kind == "add" else RemoveRaftVoterResponse
-        resp: AddRaftVoterResponse | RemoveRaftVoterResponse = kind(error, message)
-        self._out.replies.append(Reply(change.reply_to, resp))
-
-    def _maybe_complete_voter_change(self) -> None:
-        """``AddVoterHandler/RemoveVoterHandler.highWatermarkUpdated``: the high watermark passed the change's
-        VotersRecord: answer NONE. A leader whose removal committed resigns (``requestResign``)."""
-        leader = self.role
-        if not isinstance(leader, Leader) or leader.voter_change is None:
-            return
-        change = leader.voter_change
-        if change.offset is None or self._hw <= change.offset:
-            return
-        leader.voter_change = None
-        self._reply_voter_change(change, Errors.NONE)
-        # No action of its own: the step that moved the high watermark says so in its event's note.
-        self._completion_note = f"{'Add' if change.kind == 'add' else 'Remove'}RaftVoter committed"
-        if change.kind == "remove" and not self._is_voter() and self._should_resign_after_removal():
-            leader.resign_requested = True
-
-    def _expire_voter_change(self) -> None:
-        """``LeaderState.maybeExpirePendingOperation``: a change past its deadline is answered REQUEST_TIMED_OUT."""
-        leader = self.role
-        if isinstance(leader, Leader) and leader.voter_change is not None \
-                and self._now >= leader.voter_change.deadline_ms:
-            self.voter_change_timeout()
-
-    def voter_change_timeout(self) -> None:
-        """KIP-853 ``VoterChangeTimeout``: the pending Add/Remove is answered REQUEST_TIMED_OUT; the log is untouched
-        (a VotersRecord already appended stays, and stays in force: ``testAddVoterTimeout``)."""
-        leader = self.role
-        assert isinstance(leader, Leader) and leader.voter_change is not None
-        change, leader.voter_change = leader.voter_change, None
-        self._reply_voter_change(change, Errors.REQUEST_TIMED_OUT, f"{change.kind} of {change.key} timed out")
-        self._emit("VoterChangeTimeout", note=f"{change.kind} of {change.key.id}", voter_key=change.key)
-
-    def _resign_removed(self) -> None:
-        """KIP-853: the committed voter set no longer holds the leader: resign (``pollLeader`` after
-        ``requestResign``), telling the remaining voters with EndQuorumEpoch."""
-        self._become_resigned("RemovedFromVoters")
-        self._emit("Resign", cause="RemovedFromVoters")
-
-    def _update_voter_due(self, role: Follower) -> bool:
-        """``pollFollowerAsVoter``: every 3 x fetch timeout a voter whose entry in the set in force differs from
-        itself (endpoints, supported range) sends UpdateRaftVoter instead of that round's Fetch."""
-        if self._vh.kraft_version() < 1:
-            return False
-        now, period = self._now, 3 * self.config.fetch_timeout_ms
-        if role.update_voter_deadline_ms is None:
-            role.update_voter_deadline_ms = now + period
-            return False
-        if now < role.update_voter_deadline_ms:
-            return False
-        role.update_voter_deadline_ms = now + period
-        return bool(self.config.listeners) and self._is_voter() and self._voters().needs_update(self._local_node())
-
-    def send_update_raft_voter_request(self, dest_id: int) -> None:
-        """KIP-853 ``SendUpdateRaftVoterRequest`` (``buildUpdateVoterRequest``): own key, epoch, listeners and range."""
-        node = self._local_node()
-        req = UpdateRaftVoterRequest(self._cluster_id, self.epoch, node.key.id, node.key.directory_id,
-                                     node.endpoints, node.kraft_min, node.kraft_max)
-        self._send(dest_id, req)
-        self._emit("SendUpdateRaftVoterRequest", note=f"to {dest_id}", voter_key=node.key)
-
-    def handle_update_raft_voter_response(self, sender_id: int, resp: UpdateRaftVoterResponse) -> None:
-        """``handleUpdateVoterResponse``: only the common response handling (epochs, leaders)."""
-        if resp.leader_endpoint is not None:
-            self._learn_endpoints((resp.leader_endpoint,))
-        current = resp.current_leader
-        handled = self._handle_common_response(sender_id, resp.error, current.leader_id, current.leader_epoch)
-        if not handled and resp.error != Errors.NONE:
-            self._request_failed(sender_id)
-        self._emit("HandleUpdateRaftVoterResponse", note=resp.error.name, voter_key=self._local_key)
-
-    # ------------------------------------------------------------------ KIP-853 fault-injection points
-
-    def _voter_change_blocked(self, now_ms: int) -> Errors | None:
-        """The one-change-at-a-time rule, in Kafka's order (Add/Remove/UpdateVoterHandler): a pending change (after
-        expiring a timed-out one) or an unknown high watermark (no entry of this epoch committed) is
-        REQUEST_TIMED_OUT; kraft.version 0 is UNSUPPORTED_VERSION; an uncommitted VotersRecord (or none)
-        REQUEST_TIMED_OUT."""
-        self._expire_voter_change()
-        leader = self.role
-        if isinstance(leader, Leader) and leader.voter_change is not None:
-            return Errors.REQUEST_TIMED_OUT
-        hw = self._published_hw()
-        if hw < 0:
-            return Errors.REQUEST_TIMED_OUT
-        if self._vh.kraft_version() < 1:
-            return Errors.UNSUPPORTED_VERSION
-        offset = self._vh.last_offset()
-        if offset is None or offset >= hw:
-            return Errors.REQUEST_TIMED_OUT
-        return None
-
-    def _replica_caught_up(self, key: ReplicaKey, now_ms: int) -> bool:
-        """``LeaderState.isReplicaCaughtUp``: an observer under exactly this key that has fetched up to this leader's
-        end at least once (LastCaughtUpTimestamp known) and fetched within the last hour."""
-        leader = self.role
-        p = leader.replicas.get(key.id) if isinstance(leader, Leader) else None
-        return (p is not None and p.directory_id == key.directory_id and p.last_caught_up_ms >= 0
-                and p.last_fetch_ms > now_ms - _CAUGHT_UP_WINDOW_MS)
-
-    def _voter_set_for_quorum(self) -> VoterSet:
-        """The voter set elections, the high watermark and check quorum use: the latest in the log, committed or
-        not (KIP-853; Kafka's ``lastVoterSet``)."""
-        return self._vh.last()
-
-    def _should_resign_after_removal(self) -> bool:
-        """A leader removed by a committed VotersRecord resigns (KIP-853 RemoveVoter; ``requestResign``)."""
-        return True
-
-    def _add_completes_at_append(self) -> bool:
-        """False: AddRaftVoter is answered when its VotersRecord commits (Kafka 3.9/4.0; 4.2's AckWhenCommitted=false
-        answers at append)."""
-        return False
 
     # ============================================================================ shared rules
 
@@ -2273,6 +1832,18 @@ class KRaftCore:
         self._transition(Unattached(epoch, deadline))
         self._persist()
 
+    def _observer_fetch_timeout(self, role: Follower) -> None:
+        """An observer's fetch timer ran out: it forgets the leader and asks the voters in turn who leads, in the
+        same epoch. The vote it cast in this epoch stays (KIP-595 "Vote Request Handling": one vote per epoch,
+        persisted; TLA+ VoteOnce): Voted when it voted, else Unattached, and quorum-state keeps the votedId.
+        Kafka 3.9 (``pollFollowerAsObserver``) stays Follower and sends its Fetch to any bootstrap server
+        (``maybeSendAnyVoterFetch``) until one names a leader; neither way forgets the epoch's vote."""
+        if role.voted_id >= 0:
+            self._transition(Voted(role.epoch, role.voted_id, None, role.voted_directory_id))
+            self._persist()
+        else:
+            self._become_unattached(role.epoch)
+
     def _become_follower(self, epoch: int, leader_id: int) -> None:
         voted = self.voted_id if epoch == self.epoch else -1
         role = self.role
@@ -2289,14 +1860,22 @@ class KRaftCore:
         if self.log.last_fetched_epoch > epoch:
             # The log saw a later epoch than quorum-state (possible only if quorum-state was lost).
             return Unattached(self.log.last_fetched_epoch, election)
-        if durable.leader_id == me and is_voter:
+        if durable.leader_id == me:
             # A leader cannot lead again after a restart (its unflushed tail may be gone, and another
-            # vote in this epoch would break VoteOnce): resign and let the voters know.
-            assert election is not None
-            return Resigned(epoch, (), voters - {me}, election, cause="Restart")
+            # vote in this epoch would break VoteOnce): resign and let the voters know. Also a leader since
+            # removed from the voter set (KIP-853): Kafka's QuorumState.initialize makes any node whose
+            # quorum-state names itself leader Resigned, voter or not; ``pollResigned`` then moves a non-voter
+            # to Unattached in epoch + 1 at its election timeout (``_fire_timers``).
+            return Resigned(epoch, (), voters - {me}, election if election is not None
+                            else self._random_election_deadline(), cause="Restart")
         if durable.leader_id < 0 and durable.voted_id == me and is_voter:
             assert election is not None
             return Candidate(epoch, frozenset({me}), frozenset(), 1, election)
+        if durable.leader_id < 0 and durable.voted_id == me:
+            # KIP-853: a candidate removed from the voter set meanwhile (its log's VotersRecords no longer name
+            # it) keeps its vote for itself in this epoch as an observer (Kafka 3.9's initialize would build a
+            # CandidateState, which refuses a non-voter): Voted, no election timer, probing the voters.
+            return Voted(epoch, me, None, durable.voted_directory_id)
         if durable.leader_id < 0 and durable.voted_id >= 0 and durable.voted_id != me:
             # an observer may have voted too (Kafka 3.9+)
             return Voted(epoch, durable.voted_id, election, durable.voted_directory_id)
@@ -2304,6 +1883,10 @@ class KRaftCore:
             deadline = self._now + self.config.fetch_timeout_ms
             return Follower(epoch, durable.leader_id, deadline, durable.voted_id,
                             voted_directory_id=durable.voted_directory_id)
+        if durable.voted_id >= 0:
+            # A Follower's quorum-state keeps its vote; its leader is no longer a voter (KIP-853), so the node
+            # does not know where it listens and looks for it Unattached (Kafka's initialize), keeping the vote.
+            return Voted(epoch, durable.voted_id, election, durable.voted_directory_id)
         return Unattached(epoch, election)
 
     # ============================================================================ fault-injection points
@@ -2395,10 +1978,14 @@ class KRaftCore:
                     if self._may_elect():
                         self._elect(role.deadline_cause)
                 else:
-                    self._become_unattached(role.epoch)  # an observer looks for the leader again
+                    self._observer_fetch_timeout(role)  # an observer looks for the leader again
         elif isinstance(role, Leader):
             if role.resign_requested:
-                self._resign_removed()  # KIP-853: its removal committed (``pollLeader`` after ``requestResign``)
+                # KIP-853: its removal committed (``requestResign``); it resigns at the next poll (``pollLeader``)
+                if role.resign_due:
+                    self._resign_removed()
+                else:
+                    role.resign_due = True
             elif self._should_resign():
                 self.leader_progress_timeout()
             else:
@@ -2516,6 +2103,8 @@ class KRaftCore:
         deadline: int | None
         if isinstance(role, Follower):
             deadline = role.fetch_deadline_ms
+        elif isinstance(role, Leader) and role.resign_requested:
+            deadline = self._now  # KIP-853: resign at the next poll, at once
         elif isinstance(role, Leader):
             # a sole voter has no check quorum and nobody to send BeginQuorumEpoch to
             deadline = None if self._sole_voter() else min(role.progress_deadline_ms, role.begin_epoch_deadline_ms)

@@ -137,6 +137,14 @@ class Leader:
     # leader must resign because a committed VotersRecord removed it (``LeaderState.requestResign``).
     voter_change: VoterChange | None = None
     resign_requested: bool = False
+    # Set by the first poll after the request: the resignation happens at the NEXT poll, as Kafka's
+    # ``pollLeader`` acts on ``requestResign`` in a later poll, never inside the step that committed the removal
+    # (whose answers are then traced before the ``Resign``).
+    resign_due: bool = False
+    # KIP-853: replica states under a key whose id already has another key's state in ``replicas`` (a fetch under a
+    # voter's id with another directory id, an observer displaced by a voter of its id). Kafka keys observer states
+    # by ReplicaKey (``LeaderState.observerStates``): each is an observer of its own, never a voter.
+    other_keys: dict[ReplicaKey, ReplicaProgress] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -161,6 +169,9 @@ class Follower:
     # many of its bytes have arrived; while set, the follower sends FetchSnapshot instead of Fetch.
     fetching_snapshot: SnapshotId | None = None
     snapshot_position: int = 0
+    # KIP-853: the download's first batch (its header: SnapshotHeader, KRaftVersion, Voters records) as its bytes
+    # arrive, so the voter set the snapshot holds is in force the moment it is installed.
+    snapshot_head: bytes = b""
     # KIP-853: when a voter next checks whether its VotersRecord entry needs an UpdateRaftVoter (Kafka's
     # ``FollowerState.updateVoterPeriodTimer``, 3 x the fetch timeout); None until its first request.
     update_voter_deadline_ms: int | None = None

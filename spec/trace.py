@@ -73,6 +73,8 @@ CAUSES: tuple[str, ...] = (
     "PreVoteGranted", "UnsupportedVersion", "PreVoteRejected",
     # KIP-853: the cause of a Resign of a leader whose own removal has committed (Kafka's requestResign)
     "RemovedFromVoters",
+    # the only voter of its set starts an election at once when it starts (Kafka's KafkaRaftClient.initialize)
+    "OnlyVoter",
 )
 
 #: Steps of tla/KRaft.tla's Next that are no node action of the vocabulary, and why no trace line names them.

@@ -5,6 +5,7 @@ Vote and BeginQuorumEpoch, self-removal, truncation, snapshots and restart. Hand
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -406,6 +407,83 @@ def test_removed_voter_stops_counting_at_append() -> None:
     assert isinstance(n.core.role, Resigned)
 
 
+def test_fetch_under_a_voters_id_with_another_directory_id_is_another_observer() -> None:
+    """LeaderState.updateReplicaState / getOrCreateReplicaState (ReplicaState.matchesKey): a Fetch under voter 2's id
+    with another directory id is another replica, an observer of its own: answered, listed among the observers
+    (testDescribeQuorumWithObserver's rows), never counted for the high watermark or check quorum; voter 2's own
+    state is untouched."""
+    n = leader_of(1, 2, 3)  # voter 2 fetched at 3 (DIRS[2])
+    deadline = n.core.role.progress_deadline_ms
+    resp, _ = n.fetch(2, 0, 0, OTHER_DIR)
+    assert isinstance(resp, FetchResponse) and resp.partition_error == Errors.NONE and resp.batches
+    at = n.now
+    describe, _ = n.request(DescribeQuorumRequest())
+    assert [(r.replica_id, r.replica_directory_id, r.log_end_offset) for r in describe.voters] == [
+        (1, DIRS[1], 3), (2, DIRS[2], 3), (3, DIRS[3], -1)]
+    from kraft_tck.reference.messages import ReplicaState
+
+    assert describe.observers == (ReplicaState(2, 0, at, -1, OTHER_DIR),)
+    n.fetch(2, 3, 1, OTHER_DIR)  # caught up under the other key: still no commit credit, no check-quorum credit
+    assert n.core.high_watermark == 3 and n.core.role.progress_deadline_ms == deadline
+    describe, _ = n.request(DescribeQuorumRequest())
+    assert [(r.replica_id, r.replica_directory_id, r.log_end_offset) for r in describe.observers] == [
+        (2, OTHER_DIR, 3)]
+
+
+def test_voter_added_under_another_directory_id_keeps_its_observer_progress() -> None:
+    """LeaderState.updateVoterAndObserverStates: voter (2, DIRS[2]) removed, then (2, OTHER_DIR), which fetched up to
+    the end as an observer, is added: its observer state becomes the voter state (caught up: the add goes through,
+    isReplicaCaughtUp by exact key) and the old key's state stays an observer."""
+    n = leader_of(1, 2, 3)
+    n.fetch(3, 3, 1)
+    n.request(RemoveRaftVoterRequest(CID, 2, DIRS[2]))
+    n.fetch(3, 4, 1)
+    assert n.core.voter_set().ids() == {1, 3} and n.core.high_watermark == 4
+    n.now += REQUEST_TIMEOUT  # the leader's last BeginQuorumEpoch to 2 (then a voter) is no longer in flight
+    n.fetch(3, 4, 1)
+    n.fetch(2, 4, 1, OTHER_DIR)
+    resp, ready = n.request(add_request(2, voter_directory_id=OTHER_DIR))
+    assert resp is None
+    ready = n.step(ResponseReceived(2, ApiVersionsResponse(Errors.NONE, (0, 1)), probe(ready).request_id))
+    assert "adds 2" in ready.trace[-1]["note"]
+    assert n.core.voter_set().node(2) is not None and n.core.voter_set().node(2).key == ReplicaKey(2, OTHER_DIR)
+    describe, _ = n.request(DescribeQuorumRequest())
+    assert [(r.replica_id, r.replica_directory_id, r.log_end_offset) for r in describe.voters] == [
+        (1, DIRS[1], 5), (2, OTHER_DIR, 4), (3, DIRS[3], 4)]
+    assert [(r.replica_id, r.replica_directory_id) for r in describe.observers] == [(2, DIRS[2])]
+
+
+def test_observer_states_expire_after_the_observer_session_timeout() -> None:
+    """testDescribeQuorumWithObserver (LeaderState.OBSERVER_SESSION_TIMEOUT_MS = 5 min, clearInactiveObservers): an
+    observer that has not fetched for 5 minutes is no longer listed; the voters keep the leader in office
+    meanwhile. Time is the core's ``now_ms`` argument."""
+    n = leader_of(1, 2, 3)
+    n.fetch(4, 3, 1)
+    seen = n.now
+    while n.now < seen + 300_000 - 3_000:
+        n.now += 2_999  # within check quorum (1.5 x fetch timeout)
+        n.fetch(2, 3, 1)
+    n.now = seen + 300_000 - 3
+    n.fetch(2, 3, 1)
+    describe, _ = n.request(DescribeQuorumRequest())  # at seen + 299,999
+    assert [r.replica_id for r in describe.observers] == [4]
+    describe, _ = n.request(DescribeQuorumRequest())  # at seen + 300,000
+    assert isinstance(n.core.role, Leader) and describe.observers == ()
+    n.fetch(4, 3, 1)  # fetching again: a fresh observer state
+    describe, _ = n.request(DescribeQuorumRequest())
+    assert [(r.replica_id, r.last_fetch_timestamp) for r in describe.observers] == [(4, n.now - 1)]
+
+
+def test_removed_voter_that_never_fetched_is_not_listed() -> None:
+    """clearInactiveObservers: a voter removed before it ever fetched from this leader (LastFetchTimestamp -1) is an
+    expired observer at once (Kafka's wall-clock ``now - (-1) >= 5 min``); one that fetched is listed."""
+    n = leader_of(1, 2, 3)  # 3 never fetched
+    n.request(RemoveRaftVoterRequest(CID, 3, DIRS[3]))
+    n.fetch(2, 4, 1)
+    describe, _ = n.request(DescribeQuorumRequest())
+    assert [r.replica_id for r in describe.voters] == [1, 2] and describe.observers == ()
+
+
 def test_remove_voter_timed_out() -> None:
     """testRemoveVoterTimedOut: not committed within the request timeout: REQUEST_TIMED_OUT."""
     n = leader_of(1, 2, 3)
@@ -431,6 +509,10 @@ def test_remove_voter_is_leader() -> None:
     assert n.core.high_watermark == 4
     assert [r.response for r in ready.replies if isinstance(r.response, RemoveRaftVoterResponse)] == [
         RemoveRaftVoterResponse(Errors.NONE)]
+    # requestResign: it resigns at its next poll, which it asks for at once (pollLeader), not in this step
+    assert isinstance(n.core.role, Leader) and not [e for e in ready.trace if e["event"] == "Resign"]
+    assert ready.next_deadline_ms == n.now
+    ready = n.tick(n.now)
     resign = [e for e in ready.trace if e["event"] == "Resign"]
     assert resign and resign[0]["cause"] == "RemovedFromVoters"
     role = n.core.role
@@ -448,6 +530,39 @@ def test_remove_voter_is_leader() -> None:
     assert [type(o.request) for o in ready.send] == [FetchRequest]
     n.tick(n.now + 10_000)
     assert isinstance(n.core.role, Unattached)  # never a candidate: an observer
+
+
+def test_removed_leader_answers_parked_fetches_when_it_resigns() -> None:
+    """A leader whose own removal commits resigns at its next poll (Kafka's ``requestResign`` then
+    ``pollLeader``), which it asks for at once, and its parked long polls are answered by the resignation with
+    NOT_LEADER_OR_FOLLOWER (Kafka's ``KafkaRaftClient.transitionToResigned`` completes the fetch purgatory with
+    NotLeaderOrFollowerException; ``testRemoveVoterIsLeader``), not with the new high watermark in the step that
+    committed the removal."""
+    n = leader_of(1, 2, 3)
+    n.fetch(4, 3, 1)  # an observer, caught up
+    resp, _ = n.request(RemoveRaftVoterRequest(CID, 1, DIRS[1]), sender=900)
+    assert resp is None
+    parked = []
+    for rid in (2, 4):  # long polls at the end of the log: parked
+        req = FetchRequest(CID, rid, 1, 4, 1, max_wait_ms=500, replica_directory_id=DIRS.get(rid))
+        ready = n.step(RequestReceived(rid, ("fetch", rid), req))
+        assert not ready.replies
+        parked.append(("fetch", rid))
+    assert n.core.high_watermark == 3  # voter 2 has the record, voter 3 not yet
+    commit = FetchRequest(CID, 3, 1, 4, 1, max_wait_ms=500, replica_directory_id=DIRS[3])
+    ready = n.step(RequestReceived(3, ("fetch", 3), commit))
+    assert n.core.high_watermark == 4 and isinstance(n.core.role, Leader)
+    assert n.events(ready) == ["HandleFetchRequest"]
+    assert [r.response for r in ready.replies if isinstance(r.response, RemoveRaftVoterResponse)] == [
+        RemoveRaftVoterResponse(Errors.NONE)]
+    assert not [r for r in ready.replies if isinstance(r.response, FetchResponse)]  # no leader answer after it
+    ready = n.tick(n.now)
+    assert isinstance(n.core.role, Resigned) and n.events(ready) == ["Resign"]
+    fetch_answers = {r.reply_to: r.response for r in ready.replies if isinstance(r.response, FetchResponse)}
+    assert sorted(fetch_answers, key=str) == sorted([*parked, ("fetch", 3)], key=str)
+    for answer in fetch_answers.values():  # Kafka's buildEmptyFetchResponse with the error
+        assert answer.partition_error == Errors.NOT_LEADER_OR_FOLLOWER and answer.high_watermark == -1
+        assert answer.batches == () and answer.current_leader == LeaderIdAndEpoch(1, 1)
 
 
 # ============================================================================ UpdateRaftVoter
@@ -574,6 +689,37 @@ def test_snapshot_load_and_restart_read_the_voter_set() -> None:
                                  Log([*leader_batches(voters(1, 2, 3)), data_batch(3, 1, [b"x"])]),
                                  random.Random(1), 0)
     assert core2.voter_set() == voters(1, 2, 3) and core2.voters_at(2) == (1, voters(1, 2, 3))
+
+
+def test_downloaded_snapshot_voter_set_is_in_force_when_installed() -> None:
+    """KafkaRaftClient.handleFetchSnapshotResponse: the download that completes is installed
+    (``log.truncateToLatestSnapshot``) and the partition state reloaded from it in the same step
+    (``partitionState.updateState``): the snapshot header's VotersRecord is in force at once, and the
+    HandleFetchSnapshotResponse event shows it, before the shell's SnapshotLoaded (which loads it again). The header
+    batch arrives split across chunks."""
+    from kraft_tck.reference.messages import FetchSnapshotRequest, FetchSnapshotResponse
+    from kraft_tck.reference.snapshot import encode_snapshot
+
+    n = Node(KRaftCore(config(2, voters(1, 2, 3)), ElectionState(1, 1), Log(), random.Random(1), 0))
+    ready = n.tick(1)
+    fetch = next(o for o in ready.send if isinstance(o.request, FetchRequest))
+    sid = SnapshotId(10, 1)
+    ready = n.step(ResponseReceived(1, FetchResponse(10, (), None, LeaderIdAndEpoch(1, 1), snapshot_id=sid),
+                                    fetch.request_id))
+    data = encode_snapshot(sid, [[b"a", b"b"]], kraft_version=1, voters=voters(1, 2, 4))
+    cuts = [0, 7, 30, len(data)]  # the header batch is longer than 30 bytes: split in three
+    for lo, hi in itertools.pairwise(cuts):
+        out: OutboundRequest = next(o for o in ready.send if isinstance(o.request, FetchSnapshotRequest))
+        assert out.request.position == lo
+        resp = FetchSnapshotResponse(sid, LeaderIdAndEpoch(1, 1), len(data), lo, data[lo:hi])
+        ready = n.step(ResponseReceived(1, resp, out.request_id))
+        if hi < len(data):
+            assert n.core.voter_set() == voters(1, 2, 3)  # not installed yet
+    [event] = [e for e in ready.trace if e["event"] == "HandleFetchSnapshotResponse"]
+    assert event["state"]["voters"] == [1, 2, 4] and event["state"]["logStartOffset"] == 10
+    assert n.core.voter_set() == voters(1, 2, 4) and n.core.voters_at(9) == (1, voters(1, 2, 4))
+    n.step(SnapshotLoaded(sid, CID, kraft_version=1, voters=voters(1, 2, 4)))
+    assert n.core.voter_set() == voters(1, 2, 4)
 
 
 def test_restart_of_a_removed_voter_is_an_observer() -> None:
@@ -795,3 +941,77 @@ def test_trace_carries_sends_to_bootstrap_servers() -> None:
     state = {"role": "Follower", "epoch": 1, "votedId": -1, "leaderId": -2, "logEndOffset": 0,
              "lastFetchedEpoch": 0, "highWatermark": -1}
     assert line_errors({"type": "event", "seq": 2, "ts": 1, "node": 2, "event": "HandleFetchResponse", "state": state})
+
+
+# ============================================================================ one vote per epoch, observers too
+
+
+def _vote(candidate: int, epoch: int, voter: int) -> VoteRequest:
+    return VoteRequest(CID, epoch, candidate, 0, 0, voter_id=voter, candidate_directory_id=DIRS[candidate],
+                       voter_directory_id=DIRS[voter])
+
+
+def test_observer_fetch_timeout_keeps_its_vote_of_the_epoch() -> None:
+    """KIP-595 "Vote Request Handling": a replica grants at most one vote per epoch, persisted (TLA+ VoteOnce). An
+    observer may vote (Kafka 3.9 ``UnattachedState.canGrantVote``, KafkaRaftClientTest.testHandleVoteRequestAsObserver,
+    QuorumStateTest.testObserverWithIdCanVote), then follow the winner keeping the vote. When its fetch timer runs out
+    it looks for the leader again (Kafka stays Follower and asks any voter:
+    testFollowerAsObserverDoesNotBecomeCandidateAfterFetchTimeout, testObserverSendDiscoveryFetchAfterFetchTimeout);
+    the vote of the epoch stays, in memory and in quorum-state, so a second candidate of that epoch is refused."""
+    n = Node(KRaftCore(config(4, voters(1, 2, 3)), ElectionState(1), Log(), random.Random(1), 0))
+    n.tick(1)
+    resp, ready = n.request(_vote(2, 2, 4), 2)
+    assert isinstance(resp, VoteResponse) and resp.vote_granted and isinstance(n.core.role, Voted)
+    assert ready.persist is not None and (ready.persist.leader_epoch, ready.persist.voted_id) == (2, 2)
+    probe_out = next(o for o in ready.send if isinstance(o.request, FetchRequest))  # a Voted observer asks voters
+    n.step(ResponseReceived(probe_out.dest_id, FetchResponse(-1, (), None, LeaderIdAndEpoch(2, 2),
+                                                             partition_error=Errors.NOT_LEADER_OR_FOLLOWER),
+                            probe_out.request_id))
+    role = n.core.role
+    assert isinstance(role, Follower) and (role.epoch, role.leader_id, role.voted_id) == (2, 2, 2)
+    ready = n.tick(n.now + FETCH_TIMEOUT + 1)  # the observer's fetch timeout
+    role = n.core.role
+    assert n.core.epoch == 2 and n.core.leader_id == -1 and n.core.voted_id == 2, role
+    assert isinstance(role, Voted) and role.election_deadline_ms is None  # an observer: no election timer
+    assert ready.persist is None or (ready.persist.leader_epoch, ready.persist.voted_id) == (2, 2)
+    assert any(isinstance(o.request, FetchRequest) for o in ready.send)  # it asks a voter who leads
+    resp, _ = n.request(_vote(3, 2, 4), 3)
+    assert isinstance(resp, VoteResponse) and not resp.vote_granted, "a second vote in epoch 2"
+    assert n.core.voted_id == 2
+
+
+def test_restart_of_a_removed_leader_keeps_its_epoch_and_vote() -> None:
+    """QuorumState.initialize: a node whose quorum-state names itself leader of its epoch restarts Resigned in that
+    epoch (QuorumStateTest.testInitializeAsResignedLeader,
+    KafkaRaftClientTest.testInitializeAsResignedLeaderFromStateStore), whatever its log's voter set says: a leader
+    removed by a VotersRecord (KIP-853) keeps its vote for itself in that epoch and refuses another candidate of it.
+    At its election timeout it moves on as an observer, Unattached in epoch + 1 (``pollResigned``), with no election
+    of its own."""
+    log = Log([*leader_batches(voters(1, 2, 3)),
+               control_batch(3, 1, ControlType.KRAFT_VOTERS, voters_record(voters(2, 3)))])
+    core, ready = KRaftCore.restart(config(1, voters(1, 2, 3)), ElectionState(1, 1, 1), log, random.Random(1), 0)
+    assert core.voter_set().ids() == {2, 3}
+    assert isinstance(core.role, Resigned) and core.epoch == 1 and core.voted_id == 1 and core.leader_id == 1
+    [restart] = [e for e in ready.trace if e["event"] == "Restart"]
+    assert (restart["state"]["role"], restart["state"]["votedId"]) == ("Resigned", 1)
+    n = Node(core)
+    resp, _ = n.request(VoteRequest(CID, 1, 2, 1, 4, voter_id=1, candidate_directory_id=DIRS[2],
+                                    voter_directory_id=DIRS[1]), 2)
+    assert isinstance(resp, VoteResponse) and not resp.vote_granted, "a second vote in epoch 1"
+    deadline = core.role.election_deadline_ms
+    ready = n.tick(deadline)
+    assert isinstance(core.role, Unattached) and core.epoch == 2 and core.role.election_deadline_ms is None
+    assert not any(isinstance(o.request, VoteRequest) for o in ready.send)
+
+
+def test_restart_keeps_a_vote_whose_leader_left_the_voter_set() -> None:
+    """QuorumState.initialize: a Follower whose leader is no longer in the voter set of its log does not know where
+    that leader listens and restarts without it (Kafka: Unattached,
+    QuorumStateTest.testInitializeAsUnattachedWhenMissingEndpoints); the vote its quorum-state holds for the epoch
+    stays (Voted), so VoteOnce holds across the restart."""
+    log = Log([*leader_batches(voters(1, 2, 3)),
+               control_batch(3, 1, ControlType.KRAFT_VOTERS, voters_record(voters(2, 3)))])
+    core, _ = KRaftCore.restart(config(3, voters(1, 2, 3)), ElectionState(1, 1, 1), log, random.Random(1), 0)
+    assert isinstance(core.role, Voted) and core.epoch == 1 and core.voted_id == 1 and core.leader_id == -1
+    resp, _ = Node(core).request(_vote(2, 1, 3), 2)
+    assert isinstance(resp, VoteResponse) and not resp.vote_granted
