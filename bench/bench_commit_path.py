@@ -24,24 +24,49 @@ Both of the node's Fetch paths run in the same run, passes alternating: the **di
 body dict, ``wire`` to the core's message: what a node that traces frames uses) and the **typed** path
 (``typed_wire``: the core's message straight from and to bytes, what a node uses otherwise).
 
-    .venv/bin/python bench/bench_commit_path.py [--quick] [--evict-mib N]
+**Follower CPU per commit, 3 node processes** (``--processes``, on by default): what the stages above cost a
+follower once sockets, the event loop, the segment file and the broker registry are added, as CPU time, not
+wall-clock (a loaded machine stretches latencies, much less the CPU a process spends). A 3-process cluster
+(``kraft-tck node``, no fsync, linger 0, the node's event loop) runs the closed-loop workload (one write at a
+time: each commit is exactly one Fetch round per follower) and the paced 1,000 writes/s one; each follower's
+user and system CPU (``/proc/<pid>/stat``) over a window, divided by the records committed in it (the high
+watermark's growth, DescribeQuorum). Beside it, in the same run, its floor: the CPU an echo server process
+on the same event loop spends per round trip when it reads a Fetch request and writes a Fetch response as
+the node reads and writes them (one reused buffer, ``bench_cluster._BufferedEcho``) — the socket work of one
+commit with no protocol at all. Rounds alternate; medians are printed. ``--baseline-tree DIR`` runs the
+same rounds, interleaved, with node processes importing ``kraft_tck`` from ``DIR`` first (e.g. a copy of
+another commit's ``reference/`` as ``DIR/kraft_tck/reference``, the other packages linked), for a before /
+after in one run.
+
+    .venv/bin/python bench/bench_commit_path.py [--quick] [--evict-mib N] [--no-processes] [--baseline-tree DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
 import random
+import shutil
+import signal
 import statistics
+import sys
+import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bench_cluster import SETTINGS, buffered_round_trips, fetch_frames  # the same frames and settings
 from kraft_tck.reference import wire
 from kraft_tck.reference.core import CoreConfig, KRaftCore
 from kraft_tck.reference.io import ClientWrite, ElectionState, Ready, RequestReceived, ResponseReceived
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import VoteResponse
+from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 
@@ -220,11 +245,165 @@ def measure(commits: int, evict_mib: int, passes: int) -> dict[tuple[str, bool],
             for key, stages in pooled.items()}
 
 
+# ================================================================================================ processes
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: (label, ``kraft-tck node`` workload arguments) of the process rounds.
+WORKLOADS = (("closed loop (one write at a time)", ["--closed-loop"]),
+             ("paced, 1,000 writes/s", ["--throughput", "1000"]))
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` so far, every thread (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+@dataclass
+class CpuRound:
+    """One window of one cluster: µs of CPU per committed record, per process."""
+
+    tree: str  # "this tree" or the baseline's
+    workload: str
+    commits_per_s: float
+    followers: list[tuple[float, float]]  # (user, system) µs per commit, each follower
+    leader: tuple[float, float]
+
+    @property
+    def follower_total(self) -> float:
+        """The followers' mean CPU per commit (user + system), µs."""
+        return statistics.fmean(u + k for u, k in self.followers)
+
+
+@contextlib.contextmanager
+def _pythonpath(tree: Path | None) -> Iterator[None]:
+    """Child processes started inside import ``kraft_tck`` from ``tree`` first (None: this tree)."""
+    before = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = str(tree) + (os.pathsep + before if before else "")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+async def cluster_cpu(root: Path, tree: Path | None, label: str, workload: list[str], warmup_s: float,
+                      window_s: float) -> CpuRound:
+    """A fresh 3-process cluster running ``workload``; CPU per committed record over ``window_s``."""
+    c = LocalCluster(root, voters=3, base_port=free_base_port(3),
+                     settings={**SETTINGS, "controller.quorum.append.linger.ms": 0},
+                     extra_args=[*workload, "--record-size", str(len(RECORD)), "--no-fsync"])
+    c.prepare()
+    with _pythonpath(tree):
+        c.start_all()
+    try:
+        leader = (await c.wait_for_leader(30, min_hw=2)).leader_id
+        await asyncio.sleep(warmup_s)
+        q0 = await c.describe([leader], timeout_s=2)
+        cpu0 = {i: cpu_seconds(p.pid) for i, p in c.procs.items()}
+        await asyncio.sleep(window_s)
+        q1 = await c.describe([leader], timeout_s=2)
+        cpu1 = {i: cpu_seconds(p.pid) for i, p in c.procs.items()}
+        if q0 is None or q1 is None or q1.leader_id != leader or q1.leader_epoch != q0.leader_epoch:
+            raise RuntimeError(f"{label}: the leader changed or did not answer during the window")
+        commits = max(1, q1.high_watermark - q0.high_watermark)
+
+        def per_commit(i: int) -> tuple[float, float]:
+            return ((cpu1[i][0] - cpu0[i][0]) * 1e6 / commits, (cpu1[i][1] - cpu0[i][1]) * 1e6 / commits)
+
+        return CpuRound(label, " ".join(workload), commits / window_s,
+                        [per_commit(i) for i in sorted(c.procs) if i != leader], per_commit(leader))
+    finally:
+        c.stop_all(signal.SIGTERM)
+
+
+async def echo_cpu(n: int) -> tuple[float, float]:
+    """(user, system) µs of CPU per round trip of an echo server process on the node's event loop, reading
+    Fetch requests and writing Fetch responses as the node does (``bench_cluster --echo-server-buffered``)."""
+    request, _ = fetch_frames()
+    script = str(Path(__file__).with_name("bench_cluster.py"))
+    child = await asyncio.create_subprocess_exec(sys.executable, script, "--echo-server-buffered",
+                                                 "--event-loop", "auto", stdout=asyncio.subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        port = int((await asyncio.wait_for(child.stdout.readline(), 20)).decode())
+        await buffered_round_trips(port, request, n // 10)  # warm-up
+        cpu0 = cpu_seconds(child.pid)
+        await buffered_round_trips(port, request, n)
+        cpu1 = cpu_seconds(child.pid)
+        return (cpu1[0] - cpu0[0]) * 1e6 / n, (cpu1[1] - cpu0[1]) * 1e6 / n
+    finally:
+        child.terminate()
+        await child.wait()
+
+
+def _median_pair(values: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(u for u, _ in values), statistics.median(k for _, k in values)
+
+
+async def processes(rounds: int, warmup_s: float, window_s: float, echo_n: int, baseline: Path | None) -> None:
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if baseline is not None:
+        trees.append((f"baseline {baseline}", baseline))
+    root = Path(tempfile.mkdtemp(prefix="bench-commit-path-"))
+    results: list[CpuRound] = []
+    echoes: list[tuple[float, float]] = []
+    try:
+        for r in range(rounds):
+            echoes.append(await echo_cpu(echo_n))
+            for label, workload in WORKLOADS:
+                order = trees if r % 2 == 0 else list(reversed(trees))
+                for name, tree in order:
+                    res = await cluster_cpu(root / f"r{r}-{len(results)}", tree, name, workload, warmup_s, window_s)
+                    res.workload = label
+                    results.append(res)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"\nfollower CPU per commit, 3 node processes (no fsync, linger 0, the node's event loop), one 100-byte "
+          f"record per write; median of {rounds} round(s), {window_s:g} s windows; load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 CPUs shared with whatever else runs)")
+    eu, ek = _median_pair(echoes)
+    header = ["workload", "node processes", "commits/s", "follower user µs", "follower sys µs",
+              "follower total µs", "÷ echo", "leader total µs"]
+    rows = [["echo floor (server process, per round trip)", "-", "-", f"{eu:.1f}", f"{ek:.1f}", f"{eu + ek:.1f}",
+             "1.00", "-"]]
+    for label, _ in WORKLOADS:
+        for name, _tree in trees:
+            mine = [x for x in results if x.workload == label and x.tree == name]
+            fu, fk = _median_pair([f for x in mine for f in x.followers])
+            total = statistics.median(x.follower_total for x in mine)
+            rows.append([label, name, f"{statistics.median(x.commits_per_s for x in mine):,.0f}", f"{fu:.1f}",
+                         f"{fk:.1f}", f"{total:.1f}", f"{total / max(eu + ek, 1e-9):.2f}",
+                         f"{statistics.median(sum(x.leader) for x in mine):.1f}"])
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    for line in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(line, widths, strict=True))))
+    print("(a follower's commit = receive one Fetch response, append, apply, send the next Fetch: the echo floor is "
+          "the same two socket operations with no protocol)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer commits (a smoke run)")
     ap.add_argument("--evict-mib", type=int, default=16, help="memory written between segments (default 16)")
+    ap.add_argument("--no-processes", action="store_true", help="skip the 3-process follower CPU table")
+    ap.add_argument("--processes-only", action="store_true", help="only the 3-process follower CPU table")
+    ap.add_argument("--baseline-tree", type=Path, default=None,
+                    help="also run the process rounds with node processes importing kraft_tck from this directory")
     args = ap.parse_args()
+    if not args.processes_only:
+        stages(args)
+    if not args.no_processes:
+        rounds, warmup_s, window_s, echo_n = (1, 1.0, 3.0, 3000) if args.quick else (3, 1.5, 6.0, 10_000)
+        asyncio.run(processes(rounds, warmup_s, window_s, echo_n, args.baseline_tree))
+
+
+def stages(args: argparse.Namespace) -> None:
     commits, passes = (300, 1) if args.quick else (1500, 3)
     res = measure(commits, args.evict_mib, passes)
     print(f"commit path, one 100-byte record, 3 voters (2 followers), Fetch v{VERSION}: median µs per stage "
@@ -254,7 +433,7 @@ def main() -> None:
     for evicting in (False, True):
         ratio = path_total[("typed", evicting)] / path_total[("dict", evicting)]
         print(f"typed / dict, critical path, {'evicted' if evicting else 'warm'}: {ratio:.2f}×")
-    print("\n(sockets, disk and the event loop are not in these figures)")
+    print("\n(sockets, disk and the event loop are not in these figures; the 3-process table has them)")
 
 
 if __name__ == "__main__":

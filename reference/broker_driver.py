@@ -58,6 +58,8 @@ from kraft_tck.spec.records import HEADER_SIZE, Record, RecordBatch
 Body = dict[str, Any]
 #: Reads of the node's log: batches from an offset on, and the epoch of the record at an offset.
 BatchesFrom = Callable[[int], Iterable[RecordBatch]]
+#: The same with each batch's encoded size, up to (not past) an offset: ``Log.iter_sized(from, until)``.
+SizedBatchesFrom = Callable[[int, int], Iterable[tuple[RecordBatch, int]]]
 EpochOf = Callable[[int], int]
 
 
@@ -136,15 +138,20 @@ class BrokerDriver:
 
     # ------------------------------------------------------------------------------------ log and leadership
 
-    def commit(self, high_watermark: int, batches_from: BatchesFrom, epoch_of: EpochOf) -> Committed:
-        """The high watermark moved: apply newly committed records, release the answers they complete."""
+    def commit(self, high_watermark: int, batches_from: BatchesFrom, epoch_of: EpochOf,
+               sized_from: SizedBatchesFrom | None = None) -> Committed:
+        """The high watermark moved: apply newly committed records, release the answers they complete.
+        ``sized_from``, when the log can tell, reads the committed batches with their encoded sizes (the node's
+        log keeps the bytes): every node calls this on every commit, so the sizes are not recomputed."""
         registry, controller = self.registry, self.controller
         changes: list[BrokerChange] = []
         errors: list[RegistryError] = []
         applied = _Applied()
         if registry.next_offset < high_watermark:
             # Read as far as the registry applies: the log may hold more than the committed prefix.
-            batches = _counting(batches_from(registry.next_offset), registry, high_watermark, applied)
+            sized = (sized_from(registry.next_offset, high_watermark) if sized_from is not None
+                     else ((b, batch_size(b)) for b in batches_from(registry.next_offset)))
+            batches = _counting(sized, registry, high_watermark, applied)
             changes, errors = registry.apply_committed(batches, high_watermark)
             controller.committed(high_watermark)
             if applied.end:
@@ -318,17 +325,19 @@ class _Applied:
 
 
 def _counting(
-    batches: Iterable[RecordBatch], registry: BrokerRegistry, high_watermark: int, applied: _Applied
+    batches: Iterable[tuple[RecordBatch, int]], registry: BrokerRegistry, high_watermark: int, applied: _Applied
 ) -> Iterable[RecordBatch]:
-    """``batches``, noting in ``applied`` each one the registry is about to finish applying (it consumes them
-    in order, so ``registry.next_offset`` is where it stands when a batch is handed over)."""
-    for batch in batches:
+    """``batches`` (with their sizes), noting in ``applied`` each one the registry is about to finish applying (it
+    consumes them in order, so ``registry.next_offset`` is where it stands when a batch is handed over)."""
+    for batch, size in batches:
         if batch.base_offset >= high_watermark:
             return
-        if registry.next_offset <= batch.last_offset < high_watermark:
-            applied.bytes += batch_size(batch)
-            applied.end = batch.last_offset + 1
-            applied.timestamp = max(applied.timestamp, batch.max_timestamp)
+        last = batch.last_offset
+        if registry.next_offset <= last < high_watermark:
+            applied.bytes += size
+            applied.end = last + 1
+            if batch.max_timestamp > applied.timestamp:
+                applied.timestamp = batch.max_timestamp
         yield batch
 
 

@@ -217,6 +217,9 @@ _INT_SETTINGS: tuple[tuple[str, str, int, int], ...] = (
     ("connections.max.idle.ms", "connections_max_idle_ms", 600000, -1),
     ("queued.max.request.bytes", "queued_max_request_bytes", -1, -1),
     ("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1),
+    # Kafka's KRaftConfigs: the brokers' heartbeat period, which the controller reads too (ControllerApis gives each
+    # BrokerHeartbeat a deadline of half of it).
+    ("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", 2000, 1),
     # This node's own setting, not Kafka's (Kafka leaves old log data to the OS page cache): how many
     # bytes of the newest batches the core's log keeps in memory; older ones are read back from the
     # segment files when a follower lags (reference/log.py). Memory then stays bounded in long runs.
@@ -339,6 +342,7 @@ class NodeConfig:
     fetch_max_wait_ms: int = 500
     socket_request_max_bytes: int = 104857600
     broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
     log_cache_bytes: int = 8 * 1024 * 1024
     #: reference.quorum.pre.vote (this node's own key): KIP-996 pre-vote as Kafka 4.x, or Kafka 3.9's elections.
     pre_vote: bool = PRE_VOTE_DEFAULT

@@ -136,7 +136,8 @@ class Controller:
 
     def committed(self, high_watermark: int) -> None:
         """Forget pending records the registry now holds."""
-        self._pending = [(off, rec) for off, rec in self._pending if off >= high_watermark]
+        if self._pending:  # every commit of every node: nothing to build when nothing is pending
+            self._pending = [(off, rec) for off, rec in self._pending if off >= high_watermark]
 
     def view(self) -> BrokerRegistry:
         """The committed registry plus what this controller has appended since (Kafka's in-memory view)."""

@@ -157,6 +157,28 @@ class Log:
             yield from batches
             offset = batches[-1].last_offset + 1
 
+    def iter_sized(self, from_offset: int, until: int) -> Iterator[tuple[RecordBatch, int]]:
+        """The batches holding an offset in ``[from_offset, until)`` (from the log start at the earliest), each with
+        its encoded size: what a state machine applying the committed prefix
+        (``until`` = the high watermark) reads on every commit. Held batches are walked in place, nothing past
+        ``until`` is looked at (a leader may hold thousands of uncommitted batches), and the sizes are the kept
+        bytes' lengths, not recomputed from the records."""
+        offset, until = max(self._start, from_offset), min(until, self._end)
+        while offset < until:
+            first = self._first_held
+            if self._batches and offset >= self._bases[first]:
+                bases, held, index = self._bases, self._batches, bisect.bisect_right(self._bases, offset, first) - 1
+                while index < len(bases) and bases[index] < until:
+                    yield held[index - first], len(self.encoded_at(index))
+                    index += 1
+                return
+            batches, encoded = self.read_encoded(offset, 1 << 20)  # released: read back, a chunk at a time
+            for batch, data in zip(batches, encoded, strict=True):
+                if batch.base_offset >= until:
+                    return
+                yield batch, len(data)
+            offset = batches[-1].last_offset + 1
+
     def control_batches(self) -> Iterator[RecordBatch]:
         """The control batches of the log, in offset order (KIP-853: where KRaftVersion/Voters records are)."""
         for base in list(self._control_bases):

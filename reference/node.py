@@ -1065,7 +1065,7 @@ class Node:
         """Every node applies newly committed records to its broker registry, in log order (broker_driver.py)."""
         log_ = self.metadata_log
         assert log_ is not None
-        done = self.brokers.commit(self.high_watermark, log_.iter_batches, log_.epoch_of)
+        done = self.brokers.commit(self.high_watermark, log_.iter_batches, log_.epoch_of, log_.iter_sized)
         if done.bytes or self.brokers.applied_offset != self.snapshot_trigger.applied_offset:
             self._note_commit(done.bytes)
         if done.changes:
@@ -1109,13 +1109,37 @@ class Node:
             return answer.response
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._broker_answers[token] = fut
+        heartbeat = req.api_key == broker_controller.BROKER_HEARTBEAT
         try:
-            # An answer later than a session is worthless to the broker; it will ask again.
-            return await asyncio.wait_for(fut, self.config.broker_session_timeout_ms / 1000)
+            return await asyncio.wait_for(fut, self._broker_deadline_ms(heartbeat) / 1000)
         except TimeoutError:
             self._broker_answers.pop(token, None)
             self.brokers.forget(token)
+            if heartbeat:
+                # Kafka's answer to a heartbeat its controller did not complete by the deadline (see
+                # _broker_deadline_ms): retriable; the broker heartbeats again and its session was kept.
+                log.warning("broker heartbeat from broker %s timed out after %d ms: its records did not commit",
+                            req.body.get("BrokerId"), self._broker_deadline_ms(True))
+                return broker_controller.error_response(req.api_key, Errors.REQUEST_TIMED_OUT)
             return broker_controller.error_response(req.api_key, Errors.NOT_CONTROLLER)
+
+    def _broker_deadline_ms(self, heartbeat: bool) -> int:
+        """How long a broker request's answer may wait for its records to commit.
+
+        A BrokerHeartbeat: broker.heartbeat.interval.ms / 2, answered REQUEST_TIMED_OUT past it, as Kafka does
+        (ControllerApis.handleBrokerHeartBeatRequest gives the controller event that deadline; KafkaEventQueue
+        fails an event not run by then with TimeoutException, which Errors.forException maps to
+        REQUEST_TIMED_OUT, and QuorumController.processBrokerHeartbeat then keeps the broker's session alive,
+        ReplicationControlManager.processExpiredBrokerHeartbeat). Kafka's deadline bounds the time the heartbeat
+        waits in the controller's queue; this node decides a heartbeat the moment it reads it (its session is
+        renewed then), so the only wait left to bound is the one for its records to commit. A heartbeat answer
+        later than that is no use to the broker, which sends the next one an interval later.
+        A BrokerRegistration has no deadline in Kafka (ControllerApis.handleBrokerRegistration); here it is
+        bounded by the session timeout and answered NOT_CONTROLLER, so that a registration never waits forever
+        on a leader that can no longer commit."""
+        if heartbeat:
+            return max(1, self.config.broker_heartbeat_interval_ms // 2)
+        return self.config.broker_session_timeout_ms
 
     def _commit_decision(self, decision: Decision, token: int | None, api_key: int) -> BrokerAnswer | None:
         """Append the decision's records (one ClientWrite); the answer for ``token`` if it is known now."""

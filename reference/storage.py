@@ -849,56 +849,63 @@ class LogDir:
         Refused as a whole, before anything is written, unless offsets continue exactly from the log
         end and leader epochs never decrease.
         """
-        batches = list(batches)
+        batches = batches if isinstance(batches, (list, tuple)) else list(batches)
         if encoded is not None and len(encoded) != len(batches):
             raise StorageError(f"append: {len(batches)} batches but {len(encoded)} encoded forms")
-        expected, last_epoch = self.end_offset, self._epochs[-1].epoch if self._epochs else -1
-        for b in batches:
-            if not b.records:
-                raise StorageError(f"append: batch at offset {b.base_offset} has no records")
-            if b.base_offset != expected:
+        epochs = self._epochs
+        expected, last_epoch = self._segments[-1].end_offset, epochs[-1].epoch if epochs else -1
+        for b in batches:  # every batch checked before anything is written
+            records, base, epoch = b.records, b.base_offset, b.partition_leader_epoch
+            if not records:
+                raise StorageError(f"append: batch at offset {base} has no records")
+            if base != expected:
                 raise StorageError(
-                    f"append: batch base offset {b.base_offset} is not the log end offset {expected} "
+                    f"append: batch base offset {base} is not the log end offset {expected} "
                     "(offsets must be contiguous)"
                 )
-            if b.partition_leader_epoch < last_epoch:
+            if epoch < last_epoch:
                 raise StorageError(
-                    f"append: batch at offset {b.base_offset} has leader epoch {b.partition_leader_epoch}, "
-                    f"below the log's last epoch {last_epoch}"
+                    f"append: batch at offset {base} has leader epoch {epoch}, below the log's last epoch {last_epoch}"
                 )
-            expected, last_epoch = b.last_offset + 1, b.partition_leader_epoch
-        n_epochs = len(self._epochs)
+            expected, last_epoch = base + records[-1].offset_delta + 1, epoch
+        n_epochs = len(epochs)
         # Encoded batches are gathered and written with one write() per segment (or index entry).
         pending: list[bytes] = []
         pending_len = 0
+        segment_bytes = self.segment_bytes
         for i, b in enumerate(batches):
             data = encode_batch(b) if encoded is None else encoded[i]
+            size = len(data)
             seg = self._segments[-1]
             position = seg.size + pending_len
-            if position > 0 and position + len(data) > self.segment_bytes:
+            if position > 0 and position + size > segment_bytes:
                 self._write(pending)
                 pending, pending_len = [], 0
                 self._roll(b.base_offset)
                 seg, position = self._segments[-1], 0
             pending.append(data)
-            pending_len += len(data)
-            if self._note_batch(seg, b, position, len(data), self._epochs):
+            pending_len += size
+            if self._note_batch(seg, b, position, size, epochs):
                 self._write(pending)
                 pending, pending_len = [], 0
                 with open(seg.index_path, "ab") as fh:
                     fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
         self._write(pending)
-        if len(self._epochs) != n_epochs:
+        if len(epochs) != n_epochs:
             self._write_epoch_checkpoint()
 
     def _write(self, chunks: list[bytes]) -> None:
+        """Write ``chunks`` at the end of the active segment: one write() for the usual single batch."""
         if not chunks:
             return
         assert self._fd is not None
-        data = memoryview(b"".join(chunks))
-        while data:
-            data = data[os.write(self._fd, data) :]
-        self._segments[-1].size += sum(map(len, chunks))
+        joined = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        written = os.write(self._fd, joined)
+        if written < len(joined):
+            data = memoryview(joined)[written:]
+            while data:
+                data = data[os.write(self._fd, data) :]
+        self._segments[-1].size += len(joined)
         self._unsynced = True
 
     def flush(self) -> None:
