@@ -561,10 +561,17 @@ BecomeLeaderAppending(i, entries) ==
     /\ IsQuorumOf(votesGranted[i], Config(i))
     /\ role' = [role EXCEPT ![i] = Leader]
     /\ leaderId' = [leaderId EXCEPT ![i] = i]
-    /\ log' = [log EXCEPT ![i] = (@ \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>) \o entries]
-    /\ endOffset' = [endOffset EXCEPT ![i] = [j \in Tracked |-> 0]]
+    /\ LET lg == (log[i] \o <<[epoch |-> epoch[i], value |-> LeaderChange]>>) \o entries
+           eo == [j \in Tracked |-> 0]
+       IN /\ log' = [log EXCEPT ![i] = lg]
+          /\ endOffset' = [endOffset EXCEPT ![i] = eo]
+          \* Kafka's onBecomeLeader appends, then updateLocalState -> maybeUpdateHighWatermark: a
+          \* leader that alone is a majority of its voters (a sole voter) commits its whole log at
+          \* once (its last record is of its epoch); with other voters (end offsets 0) the HW stays.
+          /\ highWatermark' = [highWatermark EXCEPT ![i] =
+                                  IF IsQuorumOf({i}, ConfigOf(lg)) THEN Len(lg) ELSE @]
     /\ msgs' = WithMsgs(msgs, {BeginQuorumEpochTo(i, j) : j \in Config(i) \ {i}})
-    /\ UNCHANGED <<epoch, votedId, highWatermark, clusterId, votesGranted, restarts, hasFetched,
+    /\ UNCHANGED <<epoch, votedId, clusterId, votesGranted, restarts, hasFetched,
                    snapVars, fetchingSnapshot>>
 BecomeLeader(i) == BecomeLeaderAppending(i, <<>>)
 
@@ -645,7 +652,9 @@ FetchOutstanding(i) ==
 \* trace shows when the follower really fetched.
 FetchFromLeader(i) ==
     /\ \/ role[i] = Follower /\ leaderId[i] # Nil
-       \/ i \notin Config(i) /\ role[i] = Unattached
+       \* an observer that granted a vote (KIP-853: any replica answers Vote) is Kafka's UnattachedState
+       \* with a votedKey, and fetches as one (pollUnattachedAsObserver)
+       \/ i \notin Config(i) /\ role[i] \in {Unattached, Voted}
     \* a follower downloading a snapshot sends FetchSnapshot instead (Kafka's maybeSendFetchOrFetchSnapshot)
     /\ fetchingSnapshot[i] = NoSnapshotId
     /\ \E j \in (IF role[i] = Follower THEN {leaderId[i]} ELSE Config(i)) :
@@ -656,15 +665,16 @@ FetchFromLeader(i) ==
     /\ UNCHANGED <<nodeVars, leaderVars, restarts>>
 \* An observer (not in its own voter set) whose timer fires looks for the leader again, in the same
 \* step as its next fetch (the core has no event of its own for it): a Follower's fetch timeout makes it
-\* Unattached in its epoch, leader forgotten (core: _fire_timers); a Resigned leader that removed itself
-\* (KIP-853, Kafka's pollResigned) becomes Unattached in epoch + 1.  It then asks any voter it knows.
+\* Unattached in its epoch, leader forgotten, or Voted when it voted in that epoch (the vote stays: Kafka's
+\* UnattachedState with a votedKey; core: _observer_fetch_timeout), and ends a snapshot download in
+\* progress; a Resigned leader that removed itself (KIP-853, Kafka's pollResigned) becomes Unattached in
+\* epoch + 1.  It then asks any voter it knows.
 \* Static observers never resign, so with Observers = {} this adds nothing.
 ObserverLooksForLeader(i) ==
     /\ i \notin Config(i)
     /\ role[i] \in {Follower, Resigned}
-    /\ fetchingSnapshot[i] = NoSnapshotId
     /\ LET e == IF role[i] = Resigned THEN epoch[i] + 1 ELSE epoch[i]
-       IN /\ role' = [role EXCEPT ![i] = Unattached]
+       IN /\ role' = [role EXCEPT ![i] = IF e = epoch[i] /\ votedId[i] # Nil THEN Voted ELSE Unattached]
           /\ epoch' = [epoch EXCEPT ![i] = e]
           /\ votedId' = [votedId EXCEPT ![i] = IF e # epoch[i] THEN Nil ELSE @]
           /\ leaderId' = [leaderId EXCEPT ![i] = Nil]
@@ -674,7 +684,8 @@ ObserverLooksForLeader(i) ==
                      fetchOffset |-> LogEndOffset(log[i]),
                      lastFetchedEpoch |-> LastEpoch(log[i])])
     /\ hasFetched' = [hasFetched EXCEPT ![i] = FALSE]
-    /\ UNCHANGED <<log, highWatermark, clusterId, snapVars, fetchingSnapshot, leaderVars, restarts>>
+    /\ StopFetching(i)
+    /\ UNCHANGED <<log, highWatermark, clusterId, logStart, snapshots, leaderVars, restarts>>
 SendFetch(i) == FetchFromLeader(i) \/ ObserverLooksForLeader(i)
 SendFetchRequest(i) ==
     /\ ~FetchOutstanding(i)
@@ -903,10 +914,15 @@ HandleFetchResponse(i, m) ==
                          snapVars, fetchingSnapshot>>
 
 \* core: client_append.  The leader appends a client record in its epoch.
+\* Kafka's appendAsLeader, then updateLocalState -> maybeUpdateHighWatermark: the HW
+\* moves at once only when the leader alone is a majority of its voters (a sole voter);
+\* otherwise the other voters' end offsets, which this append does not change, hold it.
 ClientAppend(i, v) ==
     /\ role[i] = Leader
-    /\ log' = [log EXCEPT ![i] = Append(@, [epoch |-> epoch[i], value |-> v])]
-    /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
+    /\ LET lg == Append(log[i], [epoch |-> epoch[i], value |-> v])
+       IN /\ log' = [log EXCEPT ![i] = lg]
+          /\ highWatermark' = [highWatermark EXCEPT ![i] = NewHighWatermarkIn(i, lg, endOffset[i])]
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId,
                    leaderVars, msgs, restarts, hasFetched, snapVars, fetchingSnapshot>>
 
 -----------------------------------------------------------------------------
@@ -1248,12 +1264,14 @@ HandleEndQuorumEpochResponse(i, m) ==
 \* starts at the log start offset: everything below it is committed (core;
 \* Kafka's UnifiedLog never has a HW below its log start).
 \* The role resumed, from quorum-state:
-\*  - a voter that was the leader comes back Resigned (its unflushed tail may
+\*  - a node that was the leader comes back Resigned (its unflushed tail may
 \*    be gone and it cannot be re-elected in the same epoch without a second
-\*    vote) and tells the other voters with EndQuorumEpoch;
+\*    vote) and tells the other voters with EndQuorumEpoch, a voter or not
+\*    (KIP-853: Kafka's QuorumState.initialize has no voter check);
 \*  - a voter that voted for itself with no leader known is again the
 \*    Candidate of its epoch (its own vote only) and re-sends its Vote;
-\*  - a voter that voted for another, with no leader known, is Voted;
+\*  - a node that voted (for another, or a non-voter for itself) and has no
+\*    leader it follows is Voted;
 \*  - with a known leader (a voter), a Follower of it, keeping votedId;
 \*  - otherwise Unattached.
 \* (Kafka's case "the log has a later epoch than quorum-state" cannot occur
@@ -1261,10 +1279,10 @@ HandleEndQuorumEpochResponse(i, m) ==
 \* RestartKeeping(i, snaps): the restart with the snapshots snaps on disk (trace validation: a
 \* snapshot the shell wrote just before the crash, before the core recorded it); Restart keeps i's own.
 RestartKeeping(i, snaps) ==
-    LET wasLeader == i \in Config(i) /\ leaderId[i] = i
+    LET wasLeader == leaderId[i] = i
         candidate == i \in Config(i) /\ leaderId[i] = Nil /\ votedId[i] = i
-        voted     == i \in Config(i) /\ leaderId[i] = Nil /\ votedId[i] # Nil /\ ~candidate
         follower  == leaderId[i] # Nil /\ leaderId[i] \in Config(i) /\ ~wasLeader
+        voted     == votedId[i] # Nil /\ ~candidate /\ ~wasLeader /\ ~follower
     IN
     /\ role' = [role EXCEPT ![i] = CASE wasLeader -> Resigned
                                      [] candidate -> Candidate

@@ -111,6 +111,39 @@ BecomeLeaderWritingVoters(i, withId) ==
 snapVars == <<logStart, snapshots, fetchingSnapshot>>
 
 (***************************************************************************)
+(* Black-box voter changes (KIP-853).  The harness asks the target for     *)
+(* them by AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, RPCs outside  *)
+(* the model's network; TraceVoterChanges (TraceData) says which voter     *)
+(* each names and between which rows it was pending (sent, not answered   *)
+(* yet).  While one is, the target may handle it in a hidden step.  An    *)
+(* AddRaftVoter it accepts is, in KRaft, HandleAddRaftVoterRequest (the   *)
+(* ApiVersions probe sent) and, at the probe's answer, the VotersRecord    *)
+(* appended: hidden, the two are one step (AddVoterAtOnce), the probe's   *)
+(* round trip being no message the harness's rows name.  A refused or     *)
+(* timed-out change is no step: it changes nothing the model holds.  The   *)
+(* answer of an accepted Add or Remove is the commit of its record, which *)
+(* the high watermark shows.                                               *)
+(***************************************************************************)
+PendingChanges(kind) == {c.voter : c \in {x \in TraceVoterChanges : x.kind = kind /\ x.first <= l /\ l <= x.last}}
+AddVoterAtOnce(i, j) ==
+    /\ TraceReconfig
+    /\ role[i] = K!Leader
+    /\ j \in K!Nodes \ K!Config(i)
+    /\ K!ChangeAllowed(i)
+    /\ K!ProbeOf(i) = {}
+    \* K!HandleApiVersionsResponse's test that j caught up
+    /\ endOffset[i][j] > 0
+    /\ K!AppendVoters(i, K!Config(i) \cup {j})
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId, hasFetched, snapVars, votesGranted, endOffset,
+                   msgs, restarts>>
+\* The leader's first batch of its epoch, as the target writes it (black-box: no row states its log end):
+\* with kraft.version 1 and no VotersRecord in its log yet, with KRaftVersionRecord and VotersRecord.
+TargetBecomeLeader(i) ==
+    IF TraceReconfig /\ K!LastConfigIndex(log[i], Len(log[i])) = 0
+    THEN BecomeLeaderWritingVoters(i, FALSE)
+    ELSE K!BecomeLeader(i)
+
+(***************************************************************************)
 (* Black-box: messages to the target that no step of it can ever act on  *)
 (* (KRaft's handler only discards them): a response of an older epoch     *)
 (* than the target's (epochs never go back, a Restart keeps them) and a   *)
@@ -251,8 +284,10 @@ StateMatches(i, s) ==
 ClientAppendBatch(i, n) ==
     /\ role[i] = "Leader"
     /\ n >= 1
-    /\ log' = [log EXCEPT ![i] = @ \o [k \in 1..n |-> [epoch |-> epoch[i], value |-> "record"]]]
-    /\ UNCHANGED <<role, epoch, votedId, leaderId, highWatermark, clusterId,
+    /\ LET lg == log[i] \o [k \in 1..n |-> [epoch |-> epoch[i], value |-> "record"]]
+       IN /\ log' = [log EXCEPT ![i] = lg]
+          /\ highWatermark' = [highWatermark EXCEPT ![i] = K!NewHighWatermarkIn(i, lg, endOffset[i])]
+    /\ UNCHANGED <<role, epoch, votedId, leaderId, clusterId,
                    votesGranted, endOffset, msgs, restarts, hasFetched, snapVars>>
 
 \* Message m in flight agrees with every field the trace states about it.
@@ -298,6 +333,56 @@ EnvironmentReceive(ev) ==
 (***************************************************************************)
 RefuseRequest == UNCHANGED kvars
 
+(***************************************************************************)
+(* KIP-853: a Vote v1 addressed to another voter key (its VoterId and     *)
+(* VoterDirectoryId name another replica), answered INVALID_VOTER_KEY.    *)
+(* Kafka's KafkaRaftClient.handleVoteRequest adopts a higher epoch first  *)
+(* (transitionToUnattached: no vote, no leader), then refuses: it votes   *)
+(* for nobody.  KRaft.tla has no voter keys; not voting is always safe,  *)
+(* so this is HandleVoteRequest with the grant withheld, and the answer   *)
+(* (an error) is no message of the model.                                 *)
+(***************************************************************************)
+RefuseVoterKey(i, m) ==
+    /\ m \in DOMAIN msgs
+    /\ m.type = "VoteRequest" /\ m.to = i /\ m.clusterId = clusterId[i]
+    /\ m.epoch >= epoch[i]
+    /\ msgs' = K!WithoutMsg(msgs, m)
+    /\ \/ m.epoch > epoch[i] /\ K!BumpEpoch(i, m.epoch, K!Nil)
+       \* (or the epoch not adopted: a refusal before it, as for a lost request; the harness checks Kafka's
+       \* order at KAFKA level only)
+       \/ UNCHANGED <<role, epoch, votedId, leaderId, votesGranted, hasFetched, fetchingSnapshot>>
+    /\ UNCHANGED <<log, highWatermark, clusterId, endOffset, restarts, logStart, snapshots>>
+
+(***************************************************************************)
+(* KIP-853: an observer that knows no leader asks a bootstrap server       *)
+(* (controller.quorum.bootstrap.servers, ids -2, -3, ... in a node's       *)
+(* trace; Kafka's pollUnattachedAsObserver and                             *)
+(* RequestManager.findReadyBootstrapServer) instead of a voter it knows: an *)
+(* address standing for some voter whose id it does not know.  The step is *)
+(* KRaft's observer fetch (FetchFromLeader's Unattached observer, or       *)
+(* ObserverLooksForLeader's Follower or removed Resigned leader giving up  *)
+(* its leader), sent to b; b is a node of the environment, whose answer    *)
+(* enters the network as recorded.  An answer from b is never the leader's *)
+(* own (b is no leader id): it can name the leader, not serve records.     *)
+(***************************************************************************)
+TraceBootstrap == {n \in TraceObservers : n <= -2}
+BootstrapFetch(i, b) ==
+    /\ b \in TraceBootstrap
+    /\ i \notin K!Config(i)
+    /\ role[i] \in {K!Unattached, K!Voted, K!Follower, K!Resigned}
+    /\ LET e == IF role[i] = K!Resigned THEN epoch[i] + 1 ELSE epoch[i]
+       IN /\ role' = [role EXCEPT ![i] = IF e = epoch[i] /\ votedId[i] # K!Nil THEN K!Voted ELSE K!Unattached]
+          /\ epoch' = [epoch EXCEPT ![i] = e]
+          /\ votedId' = [votedId EXCEPT ![i] = IF e # epoch[i] THEN K!Nil ELSE @]
+          /\ leaderId' = [leaderId EXCEPT ![i] = K!Nil]
+          /\ K!Send([type |-> "FetchRequest", from |-> i, to |-> b,
+                     clusterId |-> clusterId[i], epoch |-> e,
+                     fetchOffset |-> K!LogEndOffset(log[i]),
+                     lastFetchedEpoch |-> K!LastEpoch(log[i])])
+    /\ hasFetched' = [hasFetched EXCEPT ![i] = IF role[i] \in {K!Unattached, K!Voted} THEN @ ELSE FALSE]
+    /\ fetchingSnapshot' = [fetchingSnapshot EXCEPT ![i] = K!NoSnapshotId]
+    /\ UNCHANGED <<log, highWatermark, clusterId, votesGranted, endOffset, restarts, logStart, snapshots>>
+
 \* The largest epoch (int32) a node may adopt, which no election can go past: a node at it starts none.
 EpochMax == 2147483647
 
@@ -323,7 +408,10 @@ Do(ev) ==
             THEN BecomeLeaderWritingVoters(i, s.logEndOffset = Len(log[i]) + 4)
             ELSE K!BecomeLeader(i)
       \* without FetchOutstanding: a duplicated fetch's extra copy does not hold the follower back
-      [] e = "SendFetchRequest" -> K!SendFetch(i)
+      [] e = "SendFetchRequest" ->
+            IF ev.reply.type = "FetchRequest" /\ ev.reply.to \in TraceBootstrap
+            THEN BootstrapFetch(i, ev.reply.to)
+            ELSE K!SendFetch(i)
       [] e = "ClientAppend" -> ClientAppendBatch(i, s.logEndOffset - Len(log[i]))
       [] e = "LeaderProgressTimeout" -> K!LeaderProgressTimeout(i)
       [] e = "Resign" -> K!Resign(i)
@@ -368,6 +456,7 @@ Do(ev) ==
       \* black-box: the harness killed the target (kill -9) and started it on the same directory
       [] e = "TargetRestart" -> K!Restart(i)
       [] e = "RefuseRequest" -> RefuseRequest
+      [] e = "RefuseVoterKey" -> \E m \in M : RefuseVoterKey(i, m)
       [] OTHER -> FALSE
 
 \* Remember the furthest event matched (short: TLC prints one line per event;
@@ -421,17 +510,22 @@ TargetNext ==
     \/ epoch[i] < EpochMax /\ AnyStartElection(i)
     \/ epoch[i] < EpochMax /\ K!BecomeProspective(i)
     \/ K!AbandonProspective(i)
-    \/ K!BecomeLeader(i)
+    \/ TargetBecomeLeader(i)
+    \* voter changes (KIP-853) the harness asked for and has no answer to yet
+    \/ \E j \in PendingChanges("Add") : AddVoterAtOnce(i, j)
+    \/ \E j \in PendingChanges("Remove") : K!HandleRemoveRaftVoterRequest(i, j)
+    \/ \E j \in PendingChanges("Update") : K!HandleUpdateRaftVoterRequest(i, j)
     \* the leader's heartbeat (Kafka 3.9+), only for the row that receives it: a spare copy sent ahead
     \* is never taken out of the network (no epoch makes a request to the harness dead) and would tell
     \* states apart for the rest of the trace
-    \/ \E j \in TraceVoters :
+    \* (to a voter of its set: TraceVoters, or one added since, KIP-853)
+    \/ \E j \in K!Nodes :
          /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
          /\ K!SendBeginQuorumEpoch(i, j)
     \* ... and a heartbeat it sent while it led may reach the harness after it resigned (StepDown keeps
     \* its epoch and leaderId): the same request, its sending hidden before the resignation, which the
     \* black-box trace cannot order against it
-    \/ \E j \in TraceVoters :
+    \/ \E j \in K!Nodes :
          /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
          /\ role[i] = K!Resigned /\ leaderId[i] = i /\ j # i
          /\ K!Send(K!BeginQuorumEpochTo(i, j))
@@ -474,8 +568,21 @@ TargetNext ==
 (* explored every interleaving of elections, fetches and appends with     *)
 (* the harness's messages: a 67-row session trace reached 300,000 states  *)
 (* in a minute without getting past row 18.                               *)
+(*                                                                         *)
+(* A restart (TargetRestart) is the one row a step of the target does not *)
+(* commute with: what the target sent just before the harness's kill -9   *)
+(* (a Fetch answer, a heartbeat, still in the sockets) may reach the      *)
+(* harness after the relaunch, and only the incarnation before the kill   *)
+(* could send it.  So hidden steps may come before a restart too, while   *)
+(* one of the next ReceiveWindow rows receives a message of the target    *)
+(* not in flight (Received: only such messages), from the state before    *)
+(* the kill: nothing newer than what it could have sent.                  *)
 (***************************************************************************)
-NeedsHiddenStep(ev) == ev.event = "EnvironmentReceive" /\ Named(ev.msg) = {}
+NeedsHiddenStep(ev) ==
+    \/ ev.event = "EnvironmentReceive" /\ Named(ev.msg) = {}
+    \/ /\ ev.event = "TargetRestart"
+       /\ \E k \in (l + 1)..K!Min(l + ReceiveWindow, Len(TraceLog)) :
+            TraceLog[k].event = "EnvironmentReceive" /\ Named(TraceLog[k].msg) = {}
 
 \* Black-box: what the target sends the harness arrives (TCP) and is recorded within moments, so a
 \* hidden step sends only messages of a kind (type, sender, receiver) one of the next ReceiveWindow rows
@@ -486,8 +593,22 @@ Received(m) ==
     \E k \in l..K!Min(l + ReceiveWindow, Len(TraceLog)) :
         LET r == TraceLog[k] IN
         r.event = "EnvironmentReceive" /\ r.msg.type = m.type /\ r.msg.from = m.from /\ r.msg.to = m.to
+\* ... or never, for a Vote request of an election the harness does see (another of the step's messages is
+\* received): one whose kind (type, sender, receiver, epoch) no later row receives was lost (a partitioned
+\* virtual voter holds the target's requests, then drops the connection; KRaft loses messages too).
+\* TraceLastReceive (TraceData): the last row that receives each kind.  (Any message, or an election nobody
+\* sees: a 550-row session trace took 80 s or more instead of 15 s.)
+NeverReceived(m) ==
+    LET k == <<m.type, m.from, m.to, IF "epoch" \in DOMAIN m THEN m.epoch ELSE -1>>
+    IN /\ m.type = "VoteRequest"
+       \* ... to a voter that holds an earlier request of the target it never answered (TraceHeld: the
+       \* harness's partition; its connection reads nothing more)
+       /\ \E h \in TraceHeld : h.node = m.to /\ h.first <= l
+       /\ k \notin DOMAIN TraceLastReceive \/ TraceLastReceive[k] < l
 SendsReceived ==
-    \A m \in DOMAIN msgs' : m \in DOMAIN msgs \/ m.to = TraceTarget \/ Received(m)
+    LET sent == {m \in DOMAIN msgs' : m \notin DOMAIN msgs /\ m.to # TraceTarget}
+    IN /\ \A m \in sent : Received(m) \/ NeverReceived(m)
+       /\ sent = {} \/ \E m \in sent : Received(m)
 
 \* A step the trace did not record (harness traces only).
 HiddenStep ==

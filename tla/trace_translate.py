@@ -31,9 +31,11 @@ carries the voter ids the node reported in force (``voters``, checked against KR
 change names that the header does not list is an observer of the model.  A Fetch answer's control batch that
 holds KIP-853 records is summarised with its records' types and its VotersRecord's voter ids
 (``spec/trace.py`` ``batch_summary``: ``controlTypes``, ``voters``), so an environment leader's VotersRecords
-reach a traced follower with their voter sets (``_records``).  Black-box (harness) traces in which the harness
-changes the voter set are NOT CHECKED: the target's changes would be hidden steps driven by RPCs (AddRaftVoter,
-RemoveRaftVoter, UpdateRaftVoter) the model does not carry.
+reach a traced follower with their voter sets (``_records``).  The bootstrap servers a node's trace names (ids -2,
+-3, ...: ``bootstrap_ids``) are environment nodes; an observer's fetch to one is TraceKRaft's ``BootstrapFetch``.  A
+Vote answered INVALID_VOTER_KEY is a ``RefuseVoterKey`` row (the epoch adopted or not, no vote).  In a black-box
+(harness) trace the AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter the harness asks for are hidden steps of the
+target while pending (``_voter_changes``, TraceKRaft's ``PendingChanges``).
 
 Malformed requests (``unmodelled_request``, ``refusal``): a request for another partition than
 __cluster_metadata-0 or a Fetch from a negative offset has no record in KRaft.tla, and Kafka refuses those
@@ -109,6 +111,8 @@ RECONFIG_EVENTS = frozenset(
 #: force the node reported (``voters``, only with kraft.version >= 1; [] when not stated) and the voter the
 #: event is about (``voterKey`` id; -1 when none).
 RECONFIG_STATE_FIELDS = ("voters", "voterId")
+#: The largest bootstrap-server id (KIP-853: -2, -3, ... in a message's from/to; -1 is "no replica").
+BOOTSTRAP_MAX = -2
 #: The voter-change RPCs: black-box validation does not model them (``_blackbox_start``).
 RECONFIG_APIS = frozenset({"AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter"})
 # A row's state where the event reports none (network rows).
@@ -130,6 +134,13 @@ BLACKBOX_HIDDEN_STEPS = 2
 
 class TraceFormatError(ValueError):
     """The trace file is not a valid kraft-tck trace."""
+
+
+class VoterIds(tuple[int, ...]):
+    """The voter ids of a VotersRecord (KIP-853), sorted: a TLA+ set in TraceData (``trace_render``), a list in
+    JSON (a failed event's message in a report)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,19 @@ class TraceEvent:
     reply: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PendingVoterChange:
+    """Black-box (KIP-853): an AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter request to the target (from the
+    harness's admin client, or a voter's own UpdateRaftVoter), pending from row ``first`` (the first row after
+    the request) to row ``last`` (the first row after its answer; one past the last row when unanswered), both
+    1-based as TraceKRaft's ``l``: the target may handle it in a hidden step before any row in between."""
+
+    kind: str  # "Add", "Remove", "Update"
+    voter: int
+    first: int
+    last: int
+
+
 @dataclass
 class Trace:
     path: Path
@@ -178,6 +202,8 @@ class Trace:
     # the trace shows voter changes or kraft.version >= 1 (KIP-853): rows carry RECONFIG_STATE_FIELDS,
     # TraceKRaft's TraceReconfig is TRUE
     reconfig: bool = False
+    # black-box: the voter changes asked of the target (TraceKRaft's TraceVoterChanges)
+    voter_changes: tuple[PendingVoterChange, ...] = ()
 
 
 def translate(path: str | Path) -> Trace:
@@ -219,7 +245,7 @@ def rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, 
     if has_snapshots(objs):
         events = [replace(ev, state=snapshot_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
         trace = replace(trace, events=events, snapshots=True)
-    if has_reconfig(objs) and trace.target is None:
+    if has_reconfig(objs):
         events = [replace(ev, state=reconfig_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
         trace = replace(trace, events=events, reconfig=True)
     return trace
@@ -234,6 +260,14 @@ def has_reconfig(objs: list[tuple[int, dict[str, Any]]]) -> bool:
             return True
         if (obj.get("state") or {}).get("kraftVersion", 0) >= 1:
             return True
+        msg = obj.get("msg") or {}
+        if msg.get("api") in RECONFIG_APIS:  # a harness trace: the voter-change RPCs
+            return True
+        if (msg.get("api"), msg.get("kind")) == ("Fetch", "response") and any(
+            "KRAFT_VOTERS" in (batch.get("controlTypes") or [])
+            for batch in (_partition(msg.get("body") or {}, "Responses").get("Records") or {}).get("batches") or []
+        ):
+            return True  # a harness trace: the target's VotersRecord (kraft.version 1)
     return False
 
 
@@ -299,6 +333,9 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
     # KIP-853: a voter a change names that the header does not (a joiner) is an observer of the model
     named = {int(obj["voterKey"]["id"]) for _, obj in objs if obj.get("voterKey")}
     observers |= {v for v in named if v >= 0 and v not in header["voters"]}
+    # KIP-853: the bootstrap servers a node's trace sends to and hears from (ids -2, -3, ...): environment
+    # nodes of the model, which stand for voters whose ids the node does not know (TraceKRaft BootstrapFetch)
+    observers |= bootstrap_ids(objs)
     members = set(header["voters"]) | observers
     target = header.get("target") if not acting and header["source"] == "harness" else None
     if target is not None:
@@ -307,18 +344,13 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
         cluster = trace_cluster(header, objs)
         before_harness = bool(header.get(STARTED_BEFORE_HARNESS))
         fresh, prelude, vote_epochs = _blackbox_start(objs, target, before_harness)
-        if not fresh and any((obj.get("msg") or {}).get("api") in RECONFIG_APIS for _, obj in objs):
-            # KIP-853: the target's voter changes would be hidden steps driven by RPCs the model does not
-            # carry (and its VotersRecords are control batches the trace summarises without their voters)
-            fresh = ("the harness changed the voter set (AddRaftVoter/RemoveRaftVoter/UpdateRaftVoter): voter "
-                     "changes are not modelled in black-box validation, only in node traces")
         restarts = list(header.get("targetRestarts", []))
         events = [] if fresh else _blackbox_events(objs, target, environment, cluster, restarts)
         if before_harness and not fresh:
             prelude, vote_epochs = _prelude(events)
         return Trace(
             path, header, events, total_lines, environment, cluster, frozenset(observers), target, fresh, prelude,
-            vote_epochs,
+            vote_epochs, voter_changes=_voter_changes(objs, target, events),
         )  # fmt: skip
     # with no step recorded at all there is no node to check and so no environment either
     environment = frozenset(members - acting) if acting else frozenset()
@@ -327,6 +359,17 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
         if ev.node not in header["voters"] and ev.node not in observers:
             raise TraceFormatError(f"{path}:{ev.line}: node {ev.node} is neither a voter nor an observer")
     return Trace(path, header, events, total_lines, environment, trace_cluster(header, objs), frozenset(observers))
+
+
+def bootstrap_ids(objs: list[tuple[int, dict[str, Any]]]) -> set[int]:
+    """The bootstrap-server ids the trace's messages name (KIP-853 ``controller.quorum.bootstrap.servers``: Kafka's
+    KafkaRaftClient numbers them -2, -3, ...; the trace schema's ``peerId`` allows down to -1001)."""
+    out: set[int] = set()
+    for _, obj in objs:
+        msg = obj.get("msg")
+        if msg is not None:
+            out |= {p for p in (msg["from"], msg["to"]) if p <= BOOTSTRAP_MAX}
+    return out
 
 
 def trace_cluster(header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]]) -> str:
@@ -379,6 +422,19 @@ _METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"  # Kafka's Uuid.META
 EPOCH_MAX = 2**31 - 1
 #: A row's event for a request its receiver refused or the model has no record of (TraceKRaft.tla RefuseRequest).
 REFUSE_REQUEST = "RefuseRequest"
+#: KIP-853: a Vote v1 addressed to another voter key (VoterId/VoterDirectoryId), answered INVALID_VOTER_KEY: the
+#: receiver adopts a higher epoch first and votes for nobody (Kafka's KafkaRaftClient.handleVoteRequest:
+#: transitionToUnattached, then isValidVoterKey). TraceKRaft.tla RefuseVoterKey.
+REFUSE_VOTER_KEY = "RefuseVoterKey"
+_INVALID_VOTER_KEY = 125
+
+
+def voter_key_refusal(resp: dict[str, Any]) -> bool:
+    """Is ``resp`` a Vote answer refusing its request for another voter key (INVALID_VOTER_KEY, KIP-853)?"""
+    if (resp["api"], resp["kind"]) != ("Vote", "response"):
+        return False
+    body = resp.get("body") or {}
+    return body.get("ErrorCode", 0) == 0 and _partition(body).get("ErrorCode", 0) == _INVALID_VOTER_KEY
 
 
 def unmodelled_request(msg: dict[str, Any]) -> str:
@@ -588,7 +644,7 @@ def _records(part: dict[str, Any]) -> list[dict[str, Any]]:
             # KIP-853: a control batch whose summary names its records' types (spec/trace.py batch_summary)
             for ctype in types:
                 if ctype == "KRAFT_VOTERS":
-                    voters = frozenset(batch.get("voters") or [])
+                    voters = VoterIds(sorted(set(batch.get("voters") or [])))
                     out.append({"epoch": epoch, "value": "VotersRecord", "voters": voters})
                 else:
                     out.append({"epoch": epoch, "value": "KRaftVersionRecord" if ctype == "KRAFT_VERSION"
@@ -711,6 +767,7 @@ def _action_events(
     events: list[TraceEvent] = []
     reading: set[int] = set()  # nodes whose latest Receive is a Fetch from outside the quorum (id -1)
     last_state: dict[int, dict[str, Any]] = {}  # node -> the state of its latest step
+    fetch_row: dict[int, int] = {}  # node -> its SendFetchRequest row whose request is not traced yet
 
     # node -> what it received from the environment, not yet handled: (key, message, KRaft record or
     # None when the model has no such message); the node handles its inputs in order of arrival
@@ -746,6 +803,9 @@ def _action_events(
             return
         if node in answering and answering[node][1] == answers:
             at = answering.pop(node)[0]
+            if voter_key_refusal(msg) and events[at].event == "HandleVoteRequest":
+                events[at] = replace(events[at], event=REFUSE_VOTER_KEY, reply={})
+                return
             events[at] = replace(events[at], reply=model)
             if parked.get(answers):
                 _unpark(parked, answers)
@@ -796,6 +856,10 @@ def _action_events(
                     _answered(number, obj, node, msg, model)
                 else:
                     in_flight[(node, msg["to"])] = msg["correlationId"]
+                    if msg["api"] == "Fetch" and msg["to"] <= BOOTSTRAP_MAX and node in fetch_row:
+                        # KIP-853: the fetch goes to a bootstrap server: the row says which (BootstrapFetch)
+                        row = fetch_row.pop(node)
+                        events[row] = replace(events[row], reply=model)
                     # the step that made this request replaced the one in flight before the node got to
                     # an answer it had already received (the Send is traced after that step)
                     queue = from_environment.get(node, [])
@@ -880,6 +944,9 @@ def _action_events(
                     # parked unless the answer follows before the node's next step
                     parked.setdefault(hkey, []).append(hmsg)
                     reply = parked_message(hmsg)
+        fetch_row.pop(node, None)
+        if obj["event"] == "SendFetchRequest":
+            fetch_row[node] = len(events)
         events.append(
             TraceEvent(number, obj["seq"], node, obj["event"], dict(obj["state"]), msg=msg_model, reply=reply)
         )
@@ -1091,10 +1158,24 @@ def _blackbox_events(
                 # a round every fetch.timeout/2) pile up, and TLC tries taking any number of them at every
                 # hidden step: 20 rounds took 58 s instead of 2 s.
                 continue
+            if (whole["type"] == "FetchResponse" and whole["error"] != "NONE" and whole["leaderId"] == -1
+                    and request is not None
+                    and whole["epoch"] <= (_partition(request.get("body") or {}) or {}).get("CurrentLeaderEpoch", -1)):
+                # The same for a refused Fetch that names no leader, in the epoch the target fetched in or an
+                # older one: HandleFetchResponse only discards it (the target's epoch never goes back, so it
+                # learns no epoch and no leader from it). An observer that looks for the leader while the
+                # voters elect none (KIP-853: a removed leader) gets one every few milliseconds: left in,
+                # they piled up and a 700-row session trace did not finish in 10 minutes.
+                continue
             events.append(TraceEvent(number, obj["seq"], target, "EnvironmentSend", dict(NO_STATE), msg=whole))
         elif msg["from"] == target and msg["to"] in environment:
             body = msg.get("body") or {}
             if msg["kind"] == "response" and (body.get("ErrorCode", 0) != 0 or _request_key(msg) in outside):
+                continue
+            if voter_key_refusal(msg) and request is not None:
+                # the target handled the harness's Vote as one for another voter key (hidden until now)
+                events.append(TraceEvent(number, obj["seq"], target, REFUSE_VOTER_KEY, dict(NO_STATE),
+                                         msg=model_message(request)))
                 continue
             model = model_message(msg, request)
             if msg["kind"] == "request":
@@ -1107,6 +1188,69 @@ def _blackbox_events(
             events.append(TraceEvent(number, obj["seq"], msg["to"], "EnvironmentReceive", dict(NO_STATE), msg=model))
     restart_rows(None, len(objs) + 1)
     return events
+
+
+_CHANGE_KINDS = {"AddRaftVoter": "Add", "RemoveRaftVoter": "Remove", "UpdateRaftVoter": "Update"}
+#: Black-box: how many rows after its answer a voter change stays available to hidden steps (``_voter_changes``).
+CHANGE_SLACK_ROWS = 8
+#: The answers of a voter change that may follow a VotersRecord written: NONE (committed), NOT_LEADER_OR_FOLLOWER
+#: (leadership lost after the append), REQUEST_TIMED_OUT (the change timed out after the append, or was refused
+#: while another was pending: the trace cannot tell).
+_CHANGE_MAY_HAVE_APPENDED = frozenset({0, 6, 7})
+
+
+def _voter_changes(
+    objs: list[tuple[int, dict[str, Any]]], target: int, events: Sequence[TraceEvent]
+) -> tuple[PendingVoterChange, ...]:
+    """Black-box (KIP-853): the voter changes asked of ``target`` (``PendingVoterChange``) with the rows between which
+    it may have handled each: after the request was sent, before its answer came back.  Which of them it
+    accepted the trace shows only through its log (VotersRecords in its Fetch answers) and its quorum."""
+    lines = [ev.line for ev in events]
+    # request key -> [(kind, voter, first row)] of the requests pending under it, and how many of them are
+    # answered: an admin client's connections each count correlation ids from 0, so two requests on two
+    # connections may share a key, and the trace does not say which of them an answer is for; each stays
+    # pending until the last answer of its key (a wider window only lets TLC try more)
+    pending: dict[str, tuple[list[tuple[str, int, int]], int]] = {}
+    done: list[tuple[str, int, int, int, bool]] = []  # (kind, voter, first row, line of the answer, NONE)
+    out: list[PendingVoterChange] = []
+
+    def row_after(line: int) -> int:
+        return sum(1 for n in lines if n <= line) + 1
+
+    for number, obj in objs:
+        msg = obj.get("msg")
+        if msg is None or msg["api"] not in RECONFIG_APIS:
+            continue
+        if msg["kind"] == "request" and msg["to"] == target:
+            voter = (msg.get("body") or {}).get("VoterId")
+            if isinstance(voter, int):
+                asked, answered = pending.get(message_key(msg), ([], 0))
+                pending[message_key(msg)] = ([*asked, (_CHANGE_KINDS[msg["api"]], voter, row_after(number))],
+                                             answered)
+        elif msg["kind"] == "response" and msg["from"] == target and _request_key(msg) in pending:
+            asked, answered = pending.pop(_request_key(msg))
+            if answered + 1 < len(asked):
+                pending[_request_key(msg)] = (asked, answered + 1)
+            elif len(asked) > 1 or (msg.get("body") or {}).get("ErrorCode", 0) in _CHANGE_MAY_HAVE_APPENDED:
+                done += [(kind, voter, first, number, len(asked) == 1 and not (msg.get("body") or {}).get("ErrorCode"))
+                         for kind, voter, first in asked]
+            # else refused at once (DUPLICATE_VOTER, VOTER_NOT_FOUND, INVALID_REQUEST, a fenced epoch, ...):
+            # Kafka's handlers answer those before they write anything
+    # Hidden steps are taken lazily, just before the row that observes them (a Fetch answer holding the new
+    # VotersRecord), which may come a few rows after the change was answered: a change answered NONE (its
+    # record certainly written) stays available for CHANGE_SLACK_ROWS rows after its answer, never past the next
+    # change asked for. (Every change until the next one asked for: a 550-row session trace took minutes instead
+    # of 16 s, the target trying the changes it had refused with REQUEST_TIMED_OUT at every hidden step.)
+    asks = sorted(n for n, obj in objs if (obj.get("msg") or {}).get("api") in RECONFIG_APIS
+                  and obj["msg"]["kind"] == "request" and obj["msg"]["to"] == target)
+    for kind, voter, first, answer, accepted in done:
+        later = [n for n in asks if n > answer]
+        bound = row_after(later[0]) if later else len(events) + 1
+        slack = CHANGE_SLACK_ROWS if accepted else 0
+        out.append(PendingVoterChange(kind, voter, first, min(row_after(answer) + slack, bound)))
+    out += [PendingVoterChange(kind, voter, first, len(events) + 1)
+            for asked, _ in pending.values() for kind, voter, first in asked]
+    return tuple(sorted(set(out), key=lambda c: (c.first, c.last, c.kind, c.voter)))
 
 
 def _unpark(parked: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
