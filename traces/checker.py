@@ -64,6 +64,11 @@ The invariants, over the events that carry a `state` (grouped by run = (source, 
   - CommittedConfigsDifferByOne (KAFKA-16580's second) — an entry is committed when its node's highWatermark
     passes it while it holds it (first one per offset wins); consecutive committed entries (by offset) differ
     by at most one voter; reported at the later one's commit (its node, epoch and seq).
+  - SnapshotConfigAgreement (KIP-853 with KIP-630) — the `HandleFetchSnapshotResponse` that installs snapshot (end,
+    epoch) empties the node's log, so its `voters` are the snapshot's: they must be those of the latest committed
+    entry at an offset < end (Kafka's createSnapshot writes voterSetAtOffset(end - 1) into the header and
+    handleFetchSnapshotResponse reloads it in the same step, KRaftControlRecordStateMachine.updateState). Judged only
+    when some entry below end is committed (the trace does not name the initial set); reported at the install.
   - ElectionSafety, second half — a BecomeLeader whose state has `voters` V needs votedId = the leader in epoch e
     (states at seqs <= the BecomeLeader's) from a majority of V: the leader's quorum is a majority of its own
     voter set. Judged only when every node of V has states in the run (a node trace shows one node).
@@ -89,7 +94,8 @@ from kraft_tck.spec.trace import FORMAT_VERSION, iter_lines, line_errors
 
 SNAPSHOT_INVARIANTS = ("SnapshotAtCommittedOffset", "SnapshotAgreement", "LogStartCoveredBySnapshot",
                        "SnapshotInstallResetsLog")
-RECONFIG_INVARIANTS = ("AtMostOneUncommittedConfig", "CommittedConfigsDifferByOne")
+SNAPSHOT_CONFIG_AGREEMENT = "SnapshotConfigAgreement"
+RECONFIG_INVARIANTS = ("AtMostOneUncommittedConfig", "CommittedConfigsDifferByOne", SNAPSHOT_CONFIG_AGREEMENT)
 INVARIANTS = ("ElectionSafety", "VoteOnce", "EpochMonotonic", "HighWatermarkMonotonic",
               "CommittedNeverTruncated", "LogMatching", "LeaderCompleteness", "OnlineRequiresRegistration",
               *SNAPSHOT_INVARIANTS, *RECONFIG_INVARIANTS)
@@ -329,12 +335,13 @@ class VoterConfigs:
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, int, str, int, int, int | None, tuple[Appended, ...], tuple[int, ...] | None,
-                              bool]] = []
+                              int | None]] = []
 
     def feed(self, node: int, seq: int, event: str, epoch: int, hw: int, truncated_to: int | None,
-             appended: Iterable[Appended], voters: Iterable[int] | None, installed: bool = False) -> None:
+             appended: Iterable[Appended], voters: Iterable[int] | None, installed: int | None = None) -> None:
         """One state event of ``node``: ``appended`` its `log.appended` (baseOffset, control) pairs, ``voters`` its
-        state's `voters` (None: absent), ``installed``: the event installed a snapshot."""
+        state's `voters` (None: absent), ``installed``: the end offset of the snapshot the event installed (None:
+        it installed none)."""
         self.rows.append((seq, node, event, epoch, hw, truncated_to, tuple(appended),
                           None if voters is None else tuple(voters), installed))
 
@@ -351,7 +358,7 @@ class VoterConfigs:
             if voters is None:
                 continue
             mine = entries[node]
-            if installed or event == "Restart":
+            if installed is not None or event == "Restart":
                 mine.clear()
             if truncated_to is not None:
                 mine[:] = [e for e in mine if e[0] < truncated_to]
@@ -363,6 +370,12 @@ class VoterConfigs:
             for off, ids in mine:
                 if off < hw and off not in committed:
                     committed[off] = (ids, seq, node, epoch)
+            if installed is not None:
+                below = [off for off in committed if off < installed]
+                if below and tuple(sorted(committed[max(below)][0])) != tuple(sorted(voters)):
+                    at = max(below)
+                    out.append(Violation(SNAPSHOT_CONFIG_AGREEMENT, src, run, node, epoch, seq, install_config_differs(
+                        installed, sorted(voters), at, sorted(committed[at][0]))))
             open_ = tuple(off for off, _ in mine if off >= committed_prefix)
             if len(open_) > 1 and (node, open_) not in reported:
                 reported.add((node, open_))
@@ -386,6 +399,24 @@ def configs_differ(a_off: int, a: list[int], b_off: int, b: list[int]) -> str:
     where = "the initial voter set" if a_off < 0 else f"the committed VotersRecord at {a_off}"
     return (f"{where} {a} and the committed VotersRecord at {b_off} {b} differ by "
             f"{len(set(a) ^ set(b))} voters (at most 1 allowed)")
+
+
+def snapshot_config_differs(end: int, epoch: int, have: list[int] | None, at: int, want: list[int]) -> str:
+    where = "the initial voter set" if at < 0 else f"the committed VotersRecord at {at}"
+    holds = "no voter set" if have is None else f"the voter set {have}"
+    return (f"snapshot (end offset {end}, epoch {epoch}) holds {holds}; the committed log's in force at offset "
+            f"{end - 1} is {where} {want}")
+
+
+def install_config_differs(end: int, have: list[int], at: int, want: list[int]) -> str:
+    where = "the initial voter set" if at < 0 else f"the committed VotersRecord at {at}"
+    return (f"installed the snapshot with end offset {end} and holds the voter set {have}; the committed log's in "
+            f"force at offset {end - 1} is {where} {want}")
+
+
+def voters_after_load(end: int, epoch: int, have: list[int], want: list[int]) -> str:
+    return (f"after loading snapshot (end offset {end}, epoch {epoch}) its voter set in force is {have}, not {want} "
+            "(the snapshot's, or a later VotersRecord of its log)")
 
 
 def too_few_votes(node: int, epoch: int, granted: list[int], voters: list[int]) -> str:
@@ -484,7 +515,7 @@ class _State:
                 vc = self.configs[(src, run)] = VoterConfigs()
             vc.feed(node, seq, ev["event"], epoch, hw, log.get("truncatedTo"),
                     [(b["baseOffset"], bool(b.get("control"))) for b in log.get("appended") or ()], voters,
-                    sid is not None and ev["event"] == INSTALL_SNAPSHOT)
+                    sid["endOffset"] if sid is not None and ev["event"] == INSTALL_SNAPSHOT else None)
             if ev["event"] == "BecomeLeader":
                 self.leaders[(src, run)].append((seq, node, epoch, tuple(voters)))
         for b in log.get("appended") or ():

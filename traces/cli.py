@@ -128,8 +128,8 @@ def simulate_cmd(
     console = Console(stderr=True)
     violations: dict[str, list[int]] = defaultdict(list)
     events = 0
-    snap = dict.fromkeys(("snapshots", "installs", "cleanings", "downloads_aborted", "snapshot_crashes",
-                          "torn_writes"), 0)
+    snap = dict.fromkeys(("snapshots", "installs", "joiner_installs", "cleanings", "downloads_aborted",
+                          "snapshot_crashes", "torn_writes"), 0)
     changes = dict.fromkeys((*CHANGE_COUNTS, "seeds whose voter set changed"), 0)
     started = time.perf_counter()
     with Progress(
@@ -171,6 +171,8 @@ def simulate_cmd(
     if any(snap.values()):  # KIP-630
         table.add_row("snapshots taken", f"{snap['snapshots']:,}")
         table.add_row("snapshots installed from a leader", f"{snap['installs']:,}")
+        if snap["joiner_installs"]:  # KIP-853: each with the voter set of its header
+            table.add_row("  of which by joiners", f"{snap['joiner_installs']:,}")
         table.add_row("log cleanings", f"{snap['cleanings']:,}")
         table.add_row("downloads given up (leader change, not found)", f"{snap['downloads_aborted']:,}")
         table.add_row("crashes while writing a snapshot (torn)",

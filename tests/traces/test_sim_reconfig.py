@@ -2,8 +2,10 @@
 
 The invariants first, each shown failing on a hand-made bad history (online checker, Python trace checker):
 AtMostOneUncommittedConfig and CommittedConfigsDifferByOne (KAFKA-16580's simulation invariants; KIP-853 "one voter
-change at a time") and ElectionSafety's second half (a leader holds votes of a majority of its own voter set, KIP-853
-"Leader election").
+change at a time"), ElectionSafety's second half (a leader holds votes of a majority of its own voter set, KIP-853
+"Leader election") and SnapshotConfigAgreement (a snapshot holds the voter set the committed log had at its end: Kafka's
+KafkaRaftClient.createSnapshot writes voterSetAtOffset(end - 1) into the header, KRaftControlRecordStateMachine
+.maybeLoadSnapshot reads it back).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Any
 
 import pytest
 from kraft_tck.reference.core import KRaftCore
+from kraft_tck.reference.messages import SnapshotId
 from kraft_tck.spec.records import ControlType, RecordBatch, control_batch, data_batch
 from kraft_tck.traces.checker import check_paths
 from kraft_tck.traces.pipeline import synth
-from kraft_tck.traces.sim import InvariantChecker, InvariantViolation, SimConfig, SimResult, simulate
+from kraft_tck.traces.sim import InvariantChecker, InvariantViolation, SimConfig, SimResult, simulate, statemachine
+from kraft_tck.traces.sim.cluster import Simulation
 from kraft_tck.traces.sim.disk import DiskLog, voters_in
 
 
@@ -80,6 +84,23 @@ def test_the_first_committed_voter_set_is_compared_with_the_initial_one() -> Non
     checker = InvariantChecker(seed=0, initial_voters=frozenset({1}))
     with pytest.raises(InvariantViolation, match=r"CommittedConfigsDifferByOne.*initial voter set"):
         _commit(checker, 1, _log(voters_batch(0, 1, [1, 2, 3])), 0, 1)
+
+
+def test_a_snapshot_without_the_committed_voter_set_at_its_end_is_caught() -> None:
+    checker = InvariantChecker(seed=0, initial_voters=frozenset({1, 2, 3}))
+    log = _log(data_batch(0, 1, [b"a"]), voters_batch(1, 1, [1, 2]), data_batch(2, 1, [b"b"]))
+    _commit(checker, 1, log, 0, 3)
+    assert checker.config_at(0) == (-1, frozenset({1, 2, 3})) and checker.config_at(2) == (1, frozenset({1, 2}))
+    checker.check_snapshot_config(1, SnapshotId(1, 1), frozenset({1, 2, 3}), 1, 5, 0)  # before the change: fine
+    checker.check_snapshot_config(1, SnapshotId(3, 1), frozenset({1, 2}), 1, 5, 0)
+    for held in (frozenset({1, 2, 3}), None):  # the set before the change, or no VotersRecord at all
+        with pytest.raises(InvariantViolation) as caught:
+            checker.check_snapshot_config(2, SnapshotId(3, 1), held, 1, 6, 0, "installed")
+        assert caught.value.invariant == "SnapshotConfigAgreement" and caught.value.node == 2
+        assert "installed: snapshot (end offset 3, epoch 1)" in caught.value.detail
+        assert "committed VotersRecord at 1 [1, 2]" in caught.value.detail
+    # kraft.version 0 (no initial voter set): nothing to compare
+    InvariantChecker(seed=0).check_snapshot_config(1, SnapshotId(3, 1), None, 1, 5, 0)
 
 
 def test_a_leader_without_a_majority_of_its_own_voter_set_is_caught() -> None:
@@ -148,6 +169,64 @@ def test_reconfig_seeds_pass_every_invariant_and_change_membership(reconfig_runs
     # The one-change rule and the faults at work: some changes time out or are refused.
     assert sum(r.changes_timed_out + r.changes_refused for r in results) >= 1
     assert len({r.leaders.get(max(r.leaders)) for r in results if r.leaders}) > 1  # more than one node leads
+
+
+def test_reconfig_runs_take_snapshots_with_the_voter_set_and_joiners_install_them(
+        reconfig_runs: tuple[Path, list[SimResult]]) -> None:
+    """KIP-853 with KIP-630: snapshots on in the reconfig profile; joiners start 1.5 s before the change that adds them,
+    after the leader cleaned its log, and catch up through FetchSnapshot (every install checked online: the snapshot's
+    voter set is the committed one at its end, and the joiner's voter set after loading it is the snapshot's)."""
+    root, results = reconfig_runs
+    assert all(r.snapshots > 0 and r.cleanings > 0 for r in results), [(r.seed, r.snapshots) for r in results]
+    assert sum(r.joiner_installs for r in results) >= len(results), [(r.seed, r.joiner_installs) for r in results]
+    head = json.loads((root / "seed-0.ndjson").read_text().split("\n", 1)[0])
+    assert head["config"]["metadata.log.max.record.bytes.between.snapshots"] > 0
+    assert min(head["config"]["joiners.start.ms"].values()) > 0
+
+
+def test_every_snapshot_of_a_reconfig_run_holds_the_committed_voter_set() -> None:
+    """The files themselves: each node's snapshots carry KRaftVersionRecord 1 and the VotersRecord in force at their end
+    offset in the committed log (reference/snapshot.py's header batch, as the node writes it)."""
+    sim = Simulation(SimConfig(seed=2, duration_ms=DURATION_MS, profile="reconfig"))
+    sim.run().raise_for_violation()
+    held = 0
+    for node in sim.nodes.values():
+        for sid, data in node.snaps.frozen.items():
+            snap = statemachine.decode(sid, data)
+            want = sim.checker.config_at(sid.end_offset - 1)
+            assert snap.kraft_version == 1 and snap.voters is not None and want is not None, (node.id, sid)
+            assert snap.voters.ids() == want[1], (node.id, sid, snap.voters.ids(), want)
+            held += 1
+    assert held >= 3
+    assert sim.snap_counts["joiner_installs"] > 0
+
+
+class IgnoresSnapshotVoters(KRaftCore):
+    """A replica that keeps its own voter set when it installs a leader's snapshot (Kafka's
+    KRaftControlRecordStateMachine.maybeLoadSnapshot skipped): at start-up it still reads the log start's snapshot."""
+
+    def _load_snapshot_voters(self, loaded: Any) -> None:
+        if hasattr(self, "role"):  # set after start-up: a SnapshotLoaded step
+            return
+        super()._load_snapshot_voters(loaded)
+
+
+class LatestVotersInSnapshots(KRaftCore):
+    """A snapshot writer told the voter set in force now, not at the snapshot's end offset (Kafka's createSnapshot
+    uses voterSetAtOffset(end - 1)): a snapshot taken while a change is uncommitted holds the uncommitted set."""
+
+    def voters_at(self, offset: int) -> Any:
+        return self.kraft_version(), self.voter_set()
+
+
+@pytest.mark.parametrize("core_class", [IgnoresSnapshotVoters, LatestVotersInSnapshots])
+def test_a_snapshot_voter_set_fault_is_caught(core_class: type[KRaftCore]) -> None:
+    for seed in range(5):
+        r = _reconfig(seed, core_class=core_class)
+        if r.violation is not None:
+            assert r.violation.invariant == "SnapshotConfigAgreement", r.violation
+            return
+    raise AssertionError(f"{core_class.__name__}: no seed of 5 caught it")
 
 
 def test_reconfig_traces_pass_the_trace_checker(reconfig_runs: tuple[Path, list[SimResult]]) -> None:

@@ -140,8 +140,8 @@ def test_snapshot_files_never_read_a_partial_one() -> None:
     files.freeze(sid)
     reader = files.read_snapshot(sid)
     assert reader is not None and reader.size_in_bytes() == len(data) and reader.slice(5, 3) == data[5:8]
-    digest, count, rest = decode(sid, data)
-    assert (digest, count, rest) == (SimStateMachine().digest, 0, [])
+    digest, count, rest, kraft_version, voters = decode(sid, data)
+    assert (digest, count, rest, kraft_version, voters) == (SimStateMachine().digest, 0, [], 0, None)
     with pytest.raises(Exception, match="torn"):
         decode(sid, data[:-3])
 

@@ -270,24 +270,26 @@ def _replay_configs(rows: Iterable[Row]) -> Iterator[tuple[str, str, str, int, i
         if epoch is None or hw is None:
             continue
         vc.feed(node, seq, event, epoch, hw, truncated_to, [(b, bool(c)) for b, c in appended or ()], voters,
-                bool(installed))
+                installed)
     if key is not None:
         yield from _rows(vc.violations(*key))
 
 
 def voter_configs(events: DataFrame) -> DataFrame:
-    """AtMostOneUncommittedConfig and CommittedConfigsDifferByOne (KIP-853; rules: `checker.VoterConfigs`): the
-    states that carry voters, partitioned by run and replayed in Python by the checker's own class. Only the rows
-    the replay acts on cross: a log change, a Restart, a snapshot, or a high watermark above the previous state's."""
+    """AtMostOneUncommittedConfig, CommittedConfigsDifferByOne and SnapshotConfigAgreement (KIP-853; rules:
+    `checker.VoterConfigs`): the states that carry voters, partitioned by run and replayed in Python by the checker's
+    own class. Only the rows the replay acts on cross: a log change, a Restart, a snapshot install, or a high
+    watermark above the previous state's."""
     w = Window.partitionBy("source", "run", "node").orderBy("seq", "file", "line")
     batch = F.transform("appended", lambda b: F.struct(b["baseOffset"], b["control"]))
-    installed = (F.col("event") == INSTALL_SNAPSHOT) & F.col("snapshotEnd").isNotNull()
+    # the end offset of the snapshot the event installed (null: none)
+    installed = F.when(F.col("event") == INSTALL_SNAPSHOT, F.col("snapshotEnd"))
     rows = _states(events).where(_dynamic()) \
         .select("source", "run", "node", "seq", "file", "line", "event", "epoch", "highWatermark", "truncatedTo",
                 batch.alias("appended"), "voters", installed.alias("installed")) \
         .repartition("source", "run").withColumn("prevHw", F.lag("highWatermark").over(w)) \
         .withColumn("prevVoters", F.lag("voters").over(w)) \
-        .where((F.size("appended") > 0) | F.col("truncatedTo").isNotNull() | F.col("installed")
+        .where((F.size("appended") > 0) | F.col("truncatedTo").isNotNull() | F.col("installed").isNotNull()
                | F.col("event").isin("Restart", "BecomeLeader") | F.col("prevHw").isNull()
                | (F.col("highWatermark") > F.col("prevHw")) | ~F.col("voters").eqNullSafe(F.col("prevVoters"))) \
         .sortWithinPartitions("source", "run", "node", "seq", "file", "line") \

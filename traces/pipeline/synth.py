@@ -505,7 +505,9 @@ def reconfig_run(kind: str) -> tuple[list[Event], tuple[str, int, int, int] | No
     VotersRecord) and what the checkers must report on it: (invariant, node, epoch, seq), or None for ``"clean"``.
     Kinds: ``clean`` (one removal that commits), ``two-uncommitted`` (a second removal before the first commits:
     AtMostOneUncommittedConfig), ``differ-by-two`` (committed sets {1,2} then {1,4,5}: CommittedConfigsDifferByOne),
-    ``leader-minority`` (node 1's voter set is {1..5} and 2 of its 5 voters voted for it: ElectionSafety)."""
+    ``leader-minority`` (node 1's voter set is {1..5} and 2 of its 5 voters voted for it: ElectionSafety),
+    ``snapshot-config`` (node 2 installs node 1's snapshot ending after the committed {1,2} and holds {1,2,3}:
+    SnapshotConfigAgreement; ``clean`` has the same install holding {1,2})."""
     voters = [1, 2, 3]
     ev: list[Event] = [
         {"node": 1, "event": "StartElection", "state": _rstate("Candidate", 1, 1, -1, 0, 0, voters)},
@@ -518,8 +520,16 @@ def reconfig_run(kind: str) -> tuple[list[Event], tuple[str, int, int, int] | No
          "log": {"appended": [_rbatch(1, 1)]}},
     ]
     want: tuple[str, int, int, int] | None = None
-    if kind == "clean":
+    if kind in ("clean", "snapshot-config"):
         ev.append({"node": 1, "event": "HandleFetchRequest", "state": _rstate("Leader", 1, 1, 1, 2, 2, [1, 2])})
+        ev.append({"node": 1, "event": "CreateSnapshot", "snapshotId": {"endOffset": 2, "epoch": 1},
+                   "state": _rstate("Leader", 1, 1, 1, 2, 2, [1, 2])})
+        # KIP-853: the installed snapshot's header holds the voter set in force at its last offset, {1, 2}
+        held = [1, 2] if kind == "clean" else [1, 2, 3]
+        ev.append({"node": 2, "event": "HandleFetchSnapshotResponse", "snapshotId": {"endOffset": 2, "epoch": 1},
+                   "state": {**_rstate("Follower", 1, 1, 1, 2, 2, held), "logStartOffset": 2}})
+        if kind == "snapshot-config":
+            want = ("SnapshotConfigAgreement", 2, 1, 8)
     elif kind == "two-uncommitted":
         ev.append({"node": 1, "event": "HandleRemoveRaftVoterRequest", "state": _rstate("Leader", 1, 1, 1, 3, 1, [1]),
                    "log": {"appended": [_rbatch(2, 1)]}})
@@ -542,4 +552,4 @@ def reconfig_run(kind: str) -> tuple[list[Event], tuple[str, int, int, int] | No
     return [{"ts": i, **e} for i, e in enumerate(ev)], want
 
 
-RECONFIG_KINDS = ("clean", "two-uncommitted", "differ-by-two", "leader-minority")
+RECONFIG_KINDS = ("clean", "two-uncommitted", "differ-by-two", "leader-minority", "snapshot-config")

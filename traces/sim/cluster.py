@@ -41,8 +41,14 @@ on the schedule ``faults.reconfig_schedule`` draws (joiners added one by one, a 
 then random changes, some right behind another), each with its fault: a crash of the joiner before the change
 commits, a crash of the leader with its VotersRecord uncommitted, a partition of the leader. The leader's ApiVersions
 probe of a joiner is answered by the simulator (a node's shell answers ApiVersions, not its core) when the joiner
-runs and the link delivers, else never. Online checks: AtMostOneUncommittedConfig, CommittedConfigsDifferByOne and
-ElectionSafety's "a majority of the leader's own voter set" (``invariants.py``). No brokers and no snapshots there.
+runs and the link delivers, else never. A joiner's process starts ``JOINER_LEAD_MS`` before the change that adds it.
+Snapshots (on in the reconfig profile) carry the KRaftVersionRecord and VotersRecord in force at their last offset
+(``core.voters_at``; the node's header batch, reference/snapshot.py), and the core is told them on every load
+(``SnapshotLoaded``, and ``start_snapshot`` at restart), so a joiner that arrives after the leader cleaned its log
+catches up through FetchSnapshot with the right voter set. Online checks: AtMostOneUncommittedConfig,
+CommittedConfigsDifferByOne, ElectionSafety's "a majority of the leader's own voter set" and SnapshotConfigAgreement
+(a snapshot taken, installed or loaded holds the committed voter set at its end; the installing event reports it;
+after a load the node's voter set is the snapshot's or a later one of its log) (``invariants.py``). No brokers there.
 
 Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
 node process drives: it applies committed records to the node's broker registry (each change a
@@ -112,6 +118,7 @@ from kraft_tck.reference.messages import (
 from kraft_tck.reference.registry import BrokerChange, BrokerRegistry
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.trace import TraceWriter, encode_line
+from kraft_tck.traces.checker import SNAPSHOT_CONFIG_AGREEMENT, voters_after_load
 from kraft_tck.traces.sim import statemachine
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.brokers import BrokerFleet, SimBroker
@@ -150,6 +157,8 @@ _FOREIGN = 14
 _SNAPSHOT = 15
 # KIP-853: the admin client's voter change (a ``ScheduledVoterChange``) is due, or one waiting for a leader retries.
 _ADMIN = 16
+#: KIP-853: how long before the change that adds it a joiner's process starts (it catches up as an observer first).
+JOINER_LEAD_MS = 1500
 #: The controller listener every simulated node advertises (VotersRecord endpoints, the ApiVersions probe's address).
 LISTENER = "CONTROLLER"
 # The other cluster's id (22 characters, like a formatted cluster id).
@@ -247,9 +256,6 @@ class SimConfig:
             raise ValueError(f"snapshot_chunk_bytes must be > 0, got {self.snapshot_chunk_bytes}")
         if self.joiners is not None and self.joiners < 0:
             raise ValueError(f"joiners must be >= 0, got {self.joiners}")
-        if self.dynamic and self.snapshot_setting("snapshot_bytes"):
-            raise ValueError("a kraft.version 1 run (joiners or voter changes) takes no snapshots yet: the simulator's "
-                             "snapshots carry no voter set; give snapshot_bytes=0 (--snapshot-bytes 0)")
         if self.faults is not None:
             validate_schedule(self.faults, self.node_ids)
 
@@ -320,6 +326,8 @@ class SimResult:
     torn_writes: int = 0
     partials_dropped: int = 0
     max_log_start: int = 0
+    # KIP-853 with snapshots: snapshots joiners installed from a leader (FetchSnapshot), each loaded with its voter set.
+    joiner_installs: int = 0
     # KIP-853: voter changes asked for, answered NONE (committed), REQUEST_TIMED_OUT, refused with another error or
     # never answered; committed removals of the leader itself; the initial and the last committed voter set.
     changes_requested: int = 0
@@ -449,6 +457,8 @@ class Simulation:
         # KIP-853: kraft.version 1 nodes formatted with the initial voters (every node, joiners too, holds the
         # bootstrap checkpoint: Kafka's --initial-controllers), the joiners, the admin client's schedule.
         self.dynamic = config.dynamic
+        self.joiner_set = frozenset(config.joiner_ids)
+        self.joiner_start: dict[int, int] = {}  # KIP-853: when each joiner's process starts (``_make_dynamic``)
         self.fault_ids = ids
         self.addresses: dict[tuple[str, int], int] = {}
         self.changes: list[ScheduledVoterChange] = []
@@ -479,7 +489,8 @@ class Simulation:
         self.snapshot_interval_ms = config.snapshot_setting("snapshot_interval_ms")
         self.retention_bytes = config.snapshot_setting("retention_bytes")
         self.snap_counts = dict.fromkeys(("snapshots", "installs", "cleanings", "downloads_aborted",
-                                          "snapshot_crashes", "torn_writes", "partials_dropped", "max_log_start"), 0)
+                                          "snapshot_crashes", "torn_writes", "partials_dropped", "max_log_start",
+                                          "joiner_installs"), 0)
         # The torn write's cut: a stream of its own.
         self.snap_rng = random.Random(f"snapshots-{config.seed}")
         # The foreign sender draws from a stream of its own (what, when, to whom).
@@ -532,6 +543,12 @@ class Simulation:
         self.fault_ids = ids + config.joiner_ids
         self.changes = reconfig_schedule(random.Random(f"reconfig-{config.seed}"), config.joiner_ids,
                                          config.duration_ms, prof)
+        # A joiner is started JOINER_LEAD_MS before the change that adds it by name (Kafka's procedure: format the new
+        # controller, start it as an observer, then add-controller), at 0 when none does: with snapshots on, the
+        # leader has cleaned its log by then and the joiner catches up through FetchSnapshot.
+        for i in config.joiner_ids:
+            adds = [ch.at_ms for ch in self.changes if ch.op == "add" and ch.node == i]
+            self.joiner_start[i] = max(0, adds[0] - JOINER_LEAD_MS) if adds else 0
         self.admin_rng = random.Random(f"admin-{config.seed}")
 
     # ------------------------------------------------------------------------------------ running
@@ -566,6 +583,7 @@ class Simulation:
         if self.dynamic:  # KIP-853, only then
             config["kraft.version"] = 1
             config["joiners"] = c.joiner_ids
+            config["joiners.start.ms"] = {str(i): at for i, at in self.joiner_start.items()}
             config["admin.node"] = c.admin_id
             config["voter.changes"] = [dataclasses.asdict(ch) for ch in self.changes]
         if self.foreign_rng is not None:
@@ -641,7 +659,7 @@ class Simulation:
 
     def _schedule_start(self) -> None:
         for node in self.nodes.values():
-            self._push(0, _RESTART, node.id, node.incarnation)
+            self._push(self.joiner_start.get(node.id, 0), _RESTART, node.id, node.incarnation)
         for f in self.faults:
             self._push(f.at_ms, _FAULT_START, f)
         if self.config.write_rate > 0:
@@ -771,6 +789,7 @@ class Simulation:
         lines = self._lines
         check_state = checker.check_state
         seq = self.seq
+        dynamic = self.dynamic
         try:
             for ev in ready.trace:
                 ev["ts"] = now
@@ -795,6 +814,12 @@ class Simulation:
                     if voters is not None and ev["state"].get("kraftVersion", 0) >= 1:  # KIP-853: a majority of the
                         # voter set in force on the new leader
                         checker.check_leader_quorum(nid, ev["state"]["epoch"], frozenset(voters), seq - 1, now)
+                elif dynamic and "snapshotId" in ev and ev["event"] == "HandleFetchSnapshotResponse":
+                    # KIP-853: the install emptied the log, so the voter set it reports is the snapshot's (Kafka
+                    # reloads it in that step: handleFetchSnapshotResponse -> partitionState.updateState)
+                    state = ev["state"]
+                    checker.check_install_config(nid, ev["snapshotId"]["endOffset"], state.get("voters", ()),
+                                                 state["epoch"], seq - 1, now)
         finally:
             self.seq = seq
         hw = core.high_watermark
@@ -1172,13 +1197,19 @@ class Simulation:
                                         self.now, f"restart: the log starts at {node.disk.start} but no snapshot "
                                         "ends there")
             log = Log(node.disk.batches, start=start)
+            # KIP-853: the snapshot at the log start gives the voter set and kraft.version below the log's records.
+            start_loaded = (self._load_snapshot(node, start, "loaded at restart")
+                            if self.dynamic and start is not None else None)
             try:
                 core, ready = self.core_class.restart(cfg, node.durable, log, rng, node.local(self.now),
-                                                      snapshots=node.snaps, snapshot_ids=node.snaps.ids())
+                                                      snapshots=node.snaps, snapshot_ids=node.snaps.ids(),
+                                                      start_snapshot=start_loaded)
             except Exception as exc:
                 raise self._from_core(node, exc) from exc
         node.core, node.log = core, log
-        node.hw = core.high_watermark
+        # A restarted core's high watermark starts at its log start; its restart step may already move it (Kafka's
+        # initialize: the only voter of its set is elected at once and commits), which ``_apply`` then notes.
+        node.hw = core.log.start_offset
         if self.fleet is not None:
             node.brokers = BrokerDriver(
                 self.config.broker_session_timeout_ms, cfg.is_voter, registry=self.registry_class())
@@ -1219,8 +1250,10 @@ class Simulation:
             counts["max_log_start"] = max(counts["max_log_start"], sid.end_offset)
             log = core.log
             self.checker.check_install(node.id, sid, disk, log.start_offset, log.end_offset, core.epoch, seq, self.now)
-            cluster_id = self._load_snapshot(node, sid, "installed" if downloaded else "loaded at restart")
-            self._push(self.now, _SNAPSHOT, node.id, (node.incarnation, "loaded", (sid, cluster_id)))
+            loaded = self._load_snapshot(node, sid, "installed" if downloaded else "loaded at restart")
+            if downloaded and node.id in self.joiner_set:
+                counts["joiner_installs"] += 1
+            self._push(self.now, _SNAPSHOT, node.id, (node.incarnation, "loaded", loaded))
         elif kind is AbortSnapshotDownload:
             snaps.abort(op.snapshot_id)
             counts["downloads_aborted"] += 1
@@ -1240,15 +1273,19 @@ class Simulation:
             self.checker.check_after_install(node.id, node.installed, disk.start, disk.end_offset, core.epoch, seq,
                                              self.now)
 
-    def _load_snapshot(self, node: _Node, sid: SnapshotId, how: str) -> str | None:
-        """The state machine (and the broker registry) from a frozen snapshot; returns the cluster id it holds."""
+    def _load_snapshot(self, node: _Node, sid: SnapshotId, how: str) -> SnapshotLoaded:
+        """The state machine (and the broker registry) from a frozen snapshot; returns what the core is told of it
+        (``SnapshotLoaded``): the cluster id it holds and, KIP-853, its header's kraft.version and voter set."""
         epoch = node.core.epoch if node.core is not None else node.durable.leader_epoch
         try:
-            digest, count, records = statemachine.decode(sid, node.snaps.frozen[sid])
+            digest, count, records, kraft_version, voters = statemachine.decode(sid, node.snaps.frozen[sid])
         except Exception as exc:  # a corrupt or foreign file: never a partial one, those are never read
             raise self.checker.fail("SnapshotAgreement", node.id, epoch, self.seq, self.now,
                                     f"snapshot {sid.end_offset}-{sid.epoch} {how} cannot be read: {exc}") from exc
         self.checker.check_snapshot(node.id, sid, digest, count, epoch, self.seq, self.now)
+        if self.dynamic:
+            self.checker.check_snapshot_config(node.id, sid, None if voters is None else voters.ids(), epoch,
+                                               self.seq, self.now, how)
         if node.sm is not None:
             node.sm.load(sid.end_offset, digest, count)
         if node.brokers is not None:
@@ -1260,7 +1297,22 @@ class Simulation:
         if node.trigger is not None:
             node.trigger.snapshotted(sid.end_offset, node.local(self.now))
         cluster_id = next((r.value.decode() for r in records if r.key == CLUSTER_ID_KEY and r.value), None)
-        return cluster_id
+        return SnapshotLoaded(sid, cluster_id, kraft_version=kraft_version, voters=voters)
+
+    def _check_voters_after_load(self, node: _Node, loaded: SnapshotLoaded) -> None:
+        """KIP-853: after ``SnapshotLoaded`` the node's voter set in force is the latest VotersRecord of its log after
+        the snapshot, else the snapshot's (``KRaftControlRecordStateMachine.maybeLoadSnapshot``): a replica that
+        caught up through FetchSnapshot ends with the voter set the committed log had at the snapshot's end."""
+        core, disk = node.core, node.disk
+        assert core is not None
+        if loaded.snapshot_id.end_offset != disk.start or loaded.voters is None:
+            return  # a load that is not the log start's (the log moved on meanwhile): nothing to compare
+        want = disk.configs[-1][1] if disk.configs else loaded.voters.ids()
+        have = core.voter_set().ids()
+        if have != want:
+            sid = loaded.snapshot_id
+            raise self.checker.fail(SNAPSHOT_CONFIG_AGREEMENT, node.id, core.epoch, self.seq - 1, self.now,
+                                    voters_after_load(sid.end_offset, sid.epoch, sorted(have), sorted(want)))
 
     def _apply_state_machine(self, node: _Node) -> None:
         """The high watermark moved: apply the newly committed whole batches; snapshot when the trigger says so."""
@@ -1291,8 +1343,9 @@ class Simulation:
         if node.core is None or node.incarnation != incarnation:
             return
         if kind == "loaded":
-            sid, cluster_id = extra
-            self._step(node, SnapshotLoaded(sid, cluster_id))
+            self._step(node, extra)
+            if self.dynamic and node.core is not None:
+                self._check_voters_after_load(node, extra)
         elif kind == "take":
             node.snap_wanted = False
             self._take_snapshot(node)
@@ -1325,7 +1378,12 @@ class Simulation:
             records += node.brokers.snapshot_records()
         elif core.cluster_id is not None:
             records.append((CLUSTER_ID_KEY, core.cluster_id.encode()))
-        data = statemachine.encode(sid, records, local)
+        kraft_version, voters = 0, None
+        if self.dynamic:
+            # KIP-853: the header batch carries kraft.version and the voter set in force at the snapshot's last offset
+            # (Kafka's KafkaRaftClient.createSnapshot: kraftVersionAtOffset, voterSetAtOffset), as the node writes it.
+            kraft_version, voters = core.voters_at(sid.end_offset - 1)
+        data = statemachine.encode(sid, records, local, kraft_version=kraft_version, voters=voters)
         armed = node.armed
         if armed is not None:
             # SnapshotCrash: the process dies in the middle of the write (torn: before the rename).
@@ -1344,6 +1402,9 @@ class Simulation:
         self._step(node, SnapshotWritten(sid))
         # After its line (the core's CreateSnapshot): the trace shows the snapshot the offline checkers judge too.
         self.checker.check_snapshot(node.id, sid, sm.digest, sm.count, core.epoch, self.seq - 1, self.now, hw=hw)
+        if self.dynamic:
+            self.checker.check_snapshot_config(node.id, sid, None if voters is None else voters.ids(), core.epoch,
+                                               self.seq - 1, self.now)
         self.snap_counts["snapshots"] += 1
         trigger.snapshotted(end, local)
         if node.core is not None:

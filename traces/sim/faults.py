@@ -237,8 +237,9 @@ PROFILES: dict[str, FaultProfile] = {
     ),
     # KIP-853 under faults: two joiners are added one by one, a follower and then the leader itself are removed,
     # then random adds and removes; some changes meet a crash of the joiner before the commit, a crash of the
-    # leader with its VotersRecord uncommitted, or a partition of the leader. Light steady faults besides. No
-    # snapshots (the simulator's state machine snapshots carry no voter set) and no brokers.
+    # leader with its VotersRecord uncommitted, or a partition of the leader. Light steady faults besides. Snapshots
+    # every ~2 KB of committed records with their voter set (KIP-853: the header's KRaftVersion/Voters records), logs
+    # cleaned at once: a joiner, started shortly before its add, catches up through FetchSnapshot. No brokers.
     "reconfig": FaultProfile(
         "reconfig",
         NetConfig(1, 20, loss=0.01, duplicate=0.01),
@@ -247,6 +248,10 @@ PROFILES: dict[str, FaultProfile] = {
         partitions_per_min=1,
         one_ways_per_min=0,
         lossy_per_min=1,
+        snapshot_bytes=2048,
+        snapshot_interval_ms=5000,
+        retention_bytes=0,
+        snapshot_chunk_bytes=256,
         joiners=2,
         voter_changes_per_min=12,
     ),

@@ -20,7 +20,7 @@ checked across all nodes and all time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +33,13 @@ from kraft_tck.traces.checker import (
     configs_differ,
     configs_uncommitted,
     fetch_below_install,
+    install_config_differs,
     install_not_reset,
     log_below_install,
     log_start_uncovered,
     online_uncommitted,
     online_unregistered,
+    snapshot_config_differs,
     snapshot_epochs_differ,
     snapshot_uncommitted,
     too_few_votes,
@@ -358,6 +360,36 @@ class InvariantChecker:
             if a is not None and b is not None and len(a[1] ^ b[1]) > 1:
                 raise self.fail("CommittedConfigsDifferByOne", node, epoch, seq, ts,
                                 configs_differ(a[0], sorted(a[1]), b[0], sorted(b[1])))
+
+    def config_at(self, offset: int) -> tuple[int, frozenset[int]] | None:
+        """KIP-853: the committed voter set in force at ``offset`` — the latest committed VotersRecord at or below it
+        as (base offset, voter ids), else the initial set at -1 (None: kraft.version 0)."""
+        configs = self.committed_configs
+        i = bisect.bisect_right(configs, offset, key=lambda c: c[0])
+        if i:
+            return configs[i - 1]
+        return None if self.initial_voters is None else (-1, self.initial_voters)
+
+    def check_snapshot_config(self, node: int, sid: SnapshotId, voters: frozenset[int] | None, epoch: int, seq: int,
+                              ts: int, how: str = "taken") -> None:
+        """SnapshotConfigAgreement (KIP-853 with KIP-630): a snapshot's header holds the voter set the committed log
+        had in force at its last offset (Kafka's createSnapshot writes voterSetAtOffset(end - 1)), so a replica that
+        installs it has the set it would have had replaying the log. ``voters``: its VotersRecord's ids (None: none)."""
+        want = self.config_at(sid.end_offset - 1)
+        if want is None or voters == want[1]:
+            return
+        raise self.fail("SnapshotConfigAgreement", node, epoch, seq, ts, f"{how}: " + snapshot_config_differs(
+            sid.end_offset, sid.epoch, None if voters is None else sorted(voters), want[0], sorted(want[1])))
+
+    def check_install_config(self, node: int, end: int, voters: Sequence[int], epoch: int, seq: int,
+                             ts: int) -> None:
+        """SnapshotConfigAgreement at the event that installs a snapshot ending at ``end``: the log is empty, so the
+        voter set the node reports (``voters``) is the snapshot's, the committed one at ``end - 1`` (Kafka reloads
+        it in that step: handleFetchSnapshotResponse -> ``partitionState.updateState``)."""
+        want = self.config_at(end - 1)
+        if want is not None and frozenset(voters) != want[1]:
+            raise self.fail("SnapshotConfigAgreement", node, epoch, seq, ts,
+                            install_config_differs(end, sorted(voters), want[0], sorted(want[1])))
 
     def check_leader_quorum(self, node: int, epoch: int, voters: frozenset[int], seq: int, ts: int) -> None:
         """ElectionSafety with the voter set in force (KIP-853 "Leader election"): ``node`` became leader of
