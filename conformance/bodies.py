@@ -7,6 +7,7 @@ like the KIP ("CandidateEpoch", "LastFetchedEpoch") and never like ``Topics[0].P
 
 from __future__ import annotations
 
+import base64
 import uuid
 from typing import Any
 
@@ -19,6 +20,10 @@ VOTE = 52
 BEGIN_QUORUM_EPOCH = 53
 END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
+#: KIP-853's voter-change RPCs (not in ``KRAFT_APIS``: a static quorum's target need not serve them)
+ADD_RAFT_VOTER = 80
+REMOVE_RAFT_VOTER = 81
+UPDATE_RAFT_VOTER = 82
 KRAFT_APIS: dict[str, int] = {
     "Vote": VOTE,
     "BeginQuorumEpoch": BEGIN_QUORUM_EPOCH,
@@ -202,6 +207,17 @@ def fetch_response(
     return {"ThrottleTimeMs": 0, "ErrorCode": int(top_error), "SessionId": 0, "Responses": [topic]}
 
 
+def update_raft_voter_response(
+    error: int, leader_id: int, epoch: int, endpoint: tuple[str, int] | None = None
+) -> Body:
+    """UpdateRaftVoterResponse v0 (KIP-853): the error and, tagged, the current leader (id, epoch and its endpoint on
+    the request's listener when known), as Kafka's RaftUtil.updateVoterResponse fills it."""
+    leader: Body = {"LeaderId": leader_id, "LeaderEpoch": epoch}
+    if endpoint is not None:
+        leader["Host"], leader["Port"] = endpoint
+    return {"ThrottleTimeMs": 0, "ErrorCode": int(error), "CurrentLeader": leader}
+
+
 def describe_quorum_response(leader_id: int, epoch: int, error: int) -> Body:
     part = {
         "PartitionIndex": 0, "ErrorCode": int(error), "LeaderId": leader_id, "LeaderEpoch": epoch,
@@ -286,6 +302,8 @@ def describe(api: str, kind: str, body: Body) -> str:
                 f"Fetch(replica={fetch_replica_id(body)}, epoch={part.get('CurrentLeaderEpoch')}, "
                 f"offset={part.get('FetchOffset')}, lastFetchedEpoch={part.get('LastFetchedEpoch')})"
             )
+        if api in VOTER_CHANGE_APIS:
+            return _describe_voter_change_request(api, body)
         if api == "BrokerRegistration":
             return (
                 f"BrokerRegistration(broker={body.get('BrokerId')}, incarnation={str(body.get('IncarnationId'))[:8]}, "
@@ -305,6 +323,8 @@ def describe(api: str, kind: str, body: Body) -> str:
             f"BrokerHeartbeat→({error_name(top) if top else 'NONE'}, caughtUp={body.get('IsCaughtUp')}, "
             f"fenced={body.get('IsFenced')}, shutDown={body.get('ShouldShutDown')})"
         )
+    if api in VOTER_CHANGE_APIS:
+        return _describe_voter_change_response(api, body)
     err = f"{error_name(top)} " if top else ""
     perr = part.get("ErrorCode", 0)
     perr_s = f"{error_name(perr)}, " if perr else ""
@@ -338,3 +358,50 @@ def describe(api: str, kind: str, body: Body) -> str:
     if api == "ApiVersions":
         return f"ApiVersions→({error_name(top) if top else 'NONE'}, {len(body.get('ApiKeys', []))} apis)"
     return f"{err}{api}→({perr_s}leader={part.get('LeaderId')}, epoch={part.get('LeaderEpoch')})"
+
+
+#: KIP-853's voter-change RPCs: no partition, so their summaries name the voter key, the error and the leader.
+VOTER_CHANGE_APIS = ("AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter")
+
+
+def short_uuid(value: Any) -> str:
+    """A directory id as Kafka prints a Uuid (URL-safe base64, no padding), first 8 characters; "none" for
+    Kafka's ZERO_UUID or a missing one."""
+    if value is None or (isinstance(value, uuid.UUID) and value.int == 0):
+        return "none"
+    if not isinstance(value, uuid.UUID):
+        return str(value)[:8]
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")[:8]
+
+
+def _listeners(body: Body) -> str:
+    return ",".join(f"{e.get('Name')}://{e.get('Host')}:{e.get('Port')}" for e in body.get("Listeners") or [])
+
+
+def _describe_voter_change_request(api: str, body: Body) -> str:
+    """AddRaftVoter(voter=4, dir=…, listeners=CONTROLLER://h:p) / RemoveRaftVoter(voter=3, dir=…) /
+    UpdateRaftVoter(voter=1, dir=…, epoch=5, listeners=…, kraft=0-1)."""
+    key = f"voter={body.get('VoterId')}, dir={short_uuid(body.get('VoterDirectoryId'))}"
+    if api == "RemoveRaftVoter":
+        return f"RemoveRaftVoter({key})"
+    if api == "AddRaftVoter":
+        return f"AddRaftVoter({key}, listeners={_listeners(body)})"
+    feature = body.get("KRaftVersionFeature") or {}
+    return (
+        f"UpdateRaftVoter({key}, epoch={body.get('CurrentLeaderEpoch')}, listeners={_listeners(body)}, "
+        f"kraft={feature.get('MinSupportedVersion')}-{feature.get('MaxSupportedVersion')})"
+    )
+
+
+def _describe_voter_change_response(api: str, body: Body) -> str:
+    """AddRaftVoter→(REQUEST_TIMED_OUT: message) / UpdateRaftVoter→(NONE, leader=1/5 at h:p)."""
+    code = int(body.get("ErrorCode", 0))
+    text = error_name(code) if code else "NONE"
+    message = body.get("ErrorMessage")
+    if message and message != text:
+        text += f": {message}"
+    current = body.get("CurrentLeader")
+    if api == "UpdateRaftVoter" and isinstance(current, dict):
+        at = f" at {current.get('Host')}:{current.get('Port')}" if current.get("Host") else ""
+        text += f", leader={current.get('LeaderId')}/{current.get('LeaderEpoch')}{at}"
+    return f"{api}→({text})"

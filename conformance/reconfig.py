@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft_tck.conformance import bodies as B
 from kraft_tck.conformance.scenario import Scenario
 from kraft_tck.conformance.target import CommandTarget, DynamicQuorum, EmbeddedTarget
 from kraft_tck.conformance.transport import KafkaClient, RequestError
@@ -40,14 +41,22 @@ DESCRIBE_QUORUM = 55
 #: The node id the harness's admin client's frames carry (it is no replica: Kafka's admin tools have none).
 ADMIN_ID = 900
 
-#: Whether tla/TraceKRaft.tla validates the lives of these cases: the node trace (environment mode) and the
-#: black-box session trace. Not yet: the model's KIP-853 actions (HandleAddRaftVoterRequest, ...) are being
-#: written, so these lives are left to the cases' own checks (set True once tla/ maps their events).
-NODE_TRACE_MODELS_RECONFIG = False
+#: Whether tla/TraceKRaft.tla validates the lives of these cases: the node trace (environment mode: the voter set
+#: from the log's latest VotersRecord, bootstrap servers -2, -3, ... and the admin client as the environment) and
+#: the black-box session trace (the voter changes the harness asks for are hidden steps of the target while they
+#: are pending: TraceKRaft.tla PendingChanges). False leaves a life to the cases' own checks.
+NODE_TRACE_MODELS_RECONFIG = True
 #: After a case that changed the voter set, bring the initial set back through a virtual leader's VotersRecord
 #: (``Reconf.restore``) rather than relaunching the target on a fresh directory.
 RESTORE_VOTER_SET = True
-BLACKBOX_MODELS_RECONFIG = False
+BLACKBOX_MODELS_RECONFIG = True
+#: A ``--standalone`` life (the target the only voter) is modelled in the node trace: a sole voter's leader moves
+#: its high watermark as it appends (Kafka's LeaderState.updateLocalState), as tla/KRaft.tla's BecomeLeader and
+#: ClientAppend do. False leaves such a life out of the node-trace validation.
+TLC_MODELS_SOLE_VOTER = True
+#: The black-box session trace of a ``--standalone`` life stays out: TraceKRaft.tla's black-box start is the static
+#: voter set with empty logs, not a target formatted as the sole voter (its VotersRecord {target}).
+BLACKBOX_MODELS_SOLE_VOTER = False
 
 
 def target_directory_id(target_id: int) -> uuid.UUID:
@@ -61,6 +70,13 @@ def dynamic_quorum_of(sc: Scenario) -> DynamicQuorum:
     voters = [(t.node_id, t.host, t.port, kafka_uuid(target_directory_id(t.node_id)))]
     voters += [(v.node_id, v.host, v.port, kafka_uuid(v.directory_id)) for v in sc.q.voters.values()]
     return DynamicQuorum(tuple(sorted(voters)))
+
+
+def standalone_quorum_of(sc: Scenario) -> DynamicQuorum:
+    """The target alone, formatted ``--standalone`` (KIP-853 "Bootstrapping"; Kafka's StorageTool
+    createStandaloneDynamicVoters): the virtual voters are joiners of its quorum, not voters."""
+    t = sc.target
+    return DynamicQuorum(((t.node_id, t.host, t.port, kafka_uuid(target_directory_id(t.node_id))),), standalone=True)
 
 
 def voter_ids(body: dict[str, Any]) -> list[int]:
@@ -206,6 +222,8 @@ class Reconf:
     admin: Admin
     initial: list[int]
     holes: list[BlackHole] = field(default_factory=list)
+    #: a life formatted ``--standalone``: the initial set is the target alone (no restore: the next case relaunches)
+    standalone: bool = False
     #: the background fetch loops of ``keep_fetching`` and the flag that ends them
     _loops: list[asyncio.Task[Any]] = field(default_factory=list)
     _stop: bool = False
@@ -254,8 +272,6 @@ class Reconf:
         resp: dict[str, Any] = {}
         for _ in range(rounds):
             resp = await self.sc.call(f"v{voter.node_id} fetches from the target leader", voter.follow_once(epoch))
-            from kraft_tck.conformance import bodies as B
-
             part = B.partition(resp)
             if part.get("ErrorCode", 0) or resp.get("ErrorCode", 0):
                 return resp
@@ -278,6 +294,38 @@ class Reconf:
                 await asyncio.sleep(period)
 
         self._loops.append(self.sc.q.spawn(loop()))
+
+    def keep_fetching_at(self, voter_id: int, epoch: int, offset: int, every_ms: int | None = None) -> None:
+        """A voter that keeps fetching from the target leader at ``offset`` and takes nothing from the answers: it
+        keeps the leader in office (check quorum) but never holds what the leader appended after ``offset``, so it
+        cannot help commit it (a lagging voter of the set in force)."""
+        voter = self.sc.q.voters[voter_id]
+        lfe = self.q.log.epoch_at(offset - 1) if offset > 0 else 0
+        period = (every_ms or max(20, self.sc.timeouts.fetch_ms // 6)) / 1000
+        self._stop = False
+
+        async def loop() -> None:
+            while not self._stop:
+                with contextlib.suppress(RequestError):
+                    await voter.fetch(epoch, offset, lfe)
+                await asyncio.sleep(period)
+
+        self._loops.append(self.sc.q.spawn(loop()))
+
+    async def wait_leader(self, timeout_ms: float) -> tuple[int, dict[str, Any]] | None:
+        """Ask the target (DescribeQuorum, as ``kafka-metadata-quorum describe``) until it leads; (its epoch, the
+        answer's partition), or None when it does not lead within ``timeout_ms``."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            with contextlib.suppress(RequestError, TimeoutError, OSError):
+                _version, resp = await self.admin.describe_quorum()
+                part = B.partition_or_none(resp) or {}
+                if not resp.get("ErrorCode") and not part.get("ErrorCode") and \
+                        part.get("LeaderId") == self.sc.target_id:
+                    return int(part.get("LeaderEpoch", -1)), part
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.05)
 
     async def quiesce(self) -> None:
         """End the background fetch loops (each ends after its current Fetch)."""
@@ -317,10 +365,12 @@ class Reconf:
 
 
 @contextlib.asynccontextmanager
-async def reconfig_life(sc: Scenario, *, changes_voters: bool) -> AsyncIterator[Reconf]:
+async def reconfig_life(sc: Scenario, *, changes_voters: bool, standalone: bool = False) -> AsyncIterator[Reconf]:
     """Run the case on a target formatted as a KIP-853 dynamic quorum (the target and the virtual voters,
     ``--initial-controllers``; kraft.version 1): a fresh life unless the current one is such a life whose voter
     set no case has changed. ``changes_voters``: this case changes it (the next case then gets a fresh life).
+    ``standalone``: a fresh life of the target formatted ``--standalone`` instead, the only voter (KIP-853
+    "Bootstrapping"); its directory id is then the target's own (``Reconf.wait_leader`` reads it).
     Skipped, saying what to do, when the target cannot be relaunched or formatted so, or does not serve
     AddRaftVoter (api key 80)."""
     sc.require("dynamic-quorum", "format the target as a KIP-853 dynamic quorum with --initial-controllers")
@@ -331,18 +381,19 @@ async def reconfig_life(sc: Scenario, *, changes_voters: bool) -> AsyncIterator[
         sc.skip("needs capability 'dynamic-quorum' (format the target with --initial-controllers): the --target-cmd "
                 "template has no {initial_controllers} placeholder; pass it to your format step, e.g. "
                 "kafka-storage format ... --initial-controllers {initial_controllers} (empty for a static quorum)")
-    dyn = dynamic_quorum_of(sc)
+    dyn = standalone_quorum_of(sc) if standalone else dynamic_quorum_of(sc)
     q = sc.q
-    q.dynamic, q.target_directory_id = True, target_directory_id(target.node_id)
+    # a --standalone target picks its own directory id (learnt from DescribeQuorum by the case)
+    q.dynamic, q.target_directory_id = True, None if standalone else target_directory_id(target.node_id)
     if target.life_dynamic != dyn or not target.life_clean:
         target.dynamic = dyn
         await sc.restart_target(wipe=True)
         q.log = VLog()
     # (also a dynamic life the session started itself: after a failed case, or a new life for TLC's sake)
     life = q.session.life
-    if not NODE_TRACE_MODELS_RECONFIG:
+    if not NODE_TRACE_MODELS_RECONFIG or (standalone and not TLC_MODELS_SOLE_VOTER):
         target.unmodelled_lives.add(life)
-    if not BLACKBOX_MODELS_RECONFIG:
+    if not BLACKBOX_MODELS_RECONFIG or (standalone and not BLACKBOX_MODELS_SOLE_VOTER):
         target.blackbox_unmodelled_lives.add(life)
     client = await sc.v(0).connect()
     if ADD_RAFT_VOTER not in client.versions:
@@ -352,10 +403,10 @@ async def reconfig_life(sc: Scenario, *, changes_voters: bool) -> AsyncIterator[
     if changes_voters:
         target.life_clean = False
     admin = Admin(sc)
-    r = Reconf(sc, admin, sorted(q.voter_ids))
+    r = Reconf(sc, admin, [target.node_id] if standalone else sorted(q.voter_ids), standalone=standalone)
     try:
         yield r
-        if not target.life_clean and RESTORE_VOTER_SET:
+        if not target.life_clean and RESTORE_VOTER_SET and not standalone:
             await r.restore()
     finally:
         await r.quiesce()
@@ -381,4 +432,5 @@ def leave_dynamic_quorum(session: Any) -> None:
         session.heal()
 
 
-__all__ = ["ZERO_UUID", "Admin", "Reconf", "errors_of", "leave_dynamic_quorum", "reconfig_life", "voter_ids"]
+__all__ = ["ZERO_UUID", "Admin", "Reconf", "errors_of", "leave_dynamic_quorum", "reconfig_life", "standalone_quorum_of",
+           "voter_ids"]

@@ -204,6 +204,10 @@ class DynamicQuorum:
     through ``controller.quorum.bootstrap.servers`` (every voter's endpoint), not controller.quorum.voters."""
 
     voters: tuple[tuple[int, str, int, str], ...]
+    #: the target alone, formatted ``--standalone`` (Kafka's StorageTool: itself as the only voter, on its first
+    #: controller listener, with a directory id of its own); a template's {initial_controllers} gets the same
+    #: voter as ``id@host:port:dirId``, which formats the same quorum
+    standalone: bool = False
 
     @property
     def initial_controllers(self) -> str:
@@ -707,7 +711,9 @@ class EmbeddedTarget(CommandTarget):
             return
         cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "format",
                "--config", str(self.config_path), "--cluster-id", self.cluster_id, "--ignore-formatted"]  # fmt: skip
-        if self.dynamic is not None:  # KIP-853: a dynamic quorum, as kafka-storage format --initial-controllers
+        if self.dynamic is not None and self.dynamic.standalone:  # KIP-853: kafka-storage format --standalone
+            cmd += ["--standalone"]
+        elif self.dynamic is not None:  # KIP-853: a dynamic quorum, as kafka-storage format --initial-controllers
             cmd += ["--initial-controllers", self.dynamic.initial_controllers]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:

@@ -37,6 +37,13 @@ from kraft_tck.conformance.reconfig import (
 from kraft_tck.conformance.reconfig import error_name as name
 from kraft_tck.conformance.scenario import KAFKA, Scenario
 from kraft_tck.conformance.session import Session
+from kraft_tck.conformance.test_leaderprogress import (
+    CHECK_QUORUM_FACTOR,
+    EARLY_FACTOR,
+    ROW_CHECK_QUORUM,
+    declared_factor,
+    gives_up,
+)
 from kraft_tck.conformance.virtual import LISTENER, MAX_PARK_MS, ZERO_UUID, Frame
 from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import ControlType
@@ -57,6 +64,10 @@ IN_FORCE = Clause("KIP-853", "Voter Changes", "the latest VotersRecord is in for
 HIGH_WATERMARK = Clause("KIP-853", "High Watermark", "counted over the voters of the latest VotersRecord")
 UPDATE = Clause("KIP-853", "UpdateRaftVoter Request Handling")
 DESCRIBE = Clause("KIP-853", "DescribeQuorum", "ReplicaDirectoryId and Nodes")
+UPDATE_SENT = Clause("KIP-853", "UpdateRaftVoter Request Handling", "a voter whose entry differs from its listeners "
+                     "sends it to the leader")
+CHECK_QUORUM = Clause("KIP-853", "Voter Changes", "check quorum counts the voters of the latest VotersRecord")
+BOOTSTRAP = Clause("KIP-853", "Bootstrapping", "a --standalone voter leads a quorum of one")
 
 #: spec/kafka-behaviour.yaml rows of the KAFKA-level checks
 ROW_VOTE_KEY = "vote.invalid-voter-key"
@@ -75,6 +86,9 @@ ROW_REMOVE_CODES = "removevoter.voter-not-found"
 ROW_DESCRIBE = "describe.voter-nodes"
 ROW_UPDATE_CODES = "updatevoter.error-codes"
 ROW_UPDATE_AT_ONCE = "updatevoter.answered-at-once"
+ROW_UPDATE_SENT = "updatevoter.follower-sends"
+#: Kafka's UpdateRaftVoter period in fetch timeouts (FollowerState.updateVoterPeriodMs)
+UPDATE_VOTER_PERIOD_FACTOR = 3
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -397,6 +411,24 @@ async def wait_voters_record(sc: Scenario, r: Reconf, pred: Any, what: str, clau
     return off, voter_ids(body)
 
 
+async def wait_for_record(sc: Scenario, r: Reconf, voter: Any, epoch: int, since: int, ids: list[int], what: str,
+                          clause: Clause) -> tuple[int, list[int]]:
+    """``voter`` fetches from the target leader (mirroring its log) until the harness log holds a VotersRecord with
+    ``ids`` at an offset >= ``since``; its fetches were all at offsets up to that record, never past it (it does
+    not help commit it). Returns (offset, ids)."""
+    bound = sc.bound_ms(sc.timeouts.request_timeout_ms)
+    deadline = asyncio.get_running_loop().time() + bound / 1000
+    while True:
+        got = [o for o, b in r.voters_records(since) if voter_ids(b) == ids]
+        if got:
+            return got[0], ids
+        if asyncio.get_running_loop().time() >= deadline:
+            sc.fail(what, f"a VotersRecord with voters {ids} at offset >= {since}, fetched by v{voter.node_id}",
+                    f"within {bound:.0f} ms the last VotersRecord is {r.voters_in_log()}", clause)
+        await sc.call(f"v{voter.node_id} fetches from the target leader", voter.follow_once(epoch), clause)
+        await asyncio.sleep(0.02)
+
+
 @case("KIP-853/AddVoter/1")
 async def test_add_voter(sc: Scenario) -> None:
     """AddRaftVoter: the leader probes the new voter, appends VotersRecord(old + new) and answers only once a
@@ -569,19 +601,49 @@ async def test_leader_removes_itself(sc: Scenario) -> None:
     """A leader that removes itself leads until the removal commits, answers NONE, then resigns and never stands
     for election again (it is an observer)."""
     async with reconfig_life(sc, changes_voters=True) as r:
-        epoch = await elect(sc, r)
-        r.keep_fetching(sc.bystander, epoch)
+        epoch = await elect(sc, r, keep=False)  # v2 fetched just now; nobody fetches in the background
+        v2, v3 = sc.q.voters[sc.followers[0]], sc.q.voters[sc.bystander]
         mark = sc.frames.mark()
         t = sc.timeouts
         since = sc.q.log.end
-        resp = await sc.call("RemoveRaftVoter(the leader itself) is answered",
-                             r.admin.remove_voter(sc.target_id, r.target_dir), REMOVE_COMMIT)  # fmt: skip
+        # v3 keeps the leader in office but holds back below the record: only v2 holds it at first, and the leader,
+        # no voter of the new set from the append on, must not count its own log toward the high watermark
+        # (KIP-853 "High Watermark"; LeaderState.maybeUpdateHighWatermark counts the voters of the latest set)
+        r.keep_fetching_at(v3.node_id, epoch, since)
+        removing = sc.q.spawn(r.admin.remove_voter(sc.target_id, r.target_dir))
+        left = [v for v in r.initial if v != sc.target_id]
+        off = -1
+        for _ in range(20):  # v2 fetches (and mirrors) until it holds the record
+            await r.follow(v2, epoch)
+            recs = [o for o, b in r.voters_records(since) if voter_ids(b) == left]
+            if recs:
+                off = recs[0]
+                break
+            await asyncio.sleep(0.02)
+        if off < 0:
+            sc.fail("the leader appended VotersRecord(voters - itself)", f"voters {left}", str(r.voters_in_log()),
+                    REMOVE)
         r.mark_changed()
+        await r.follow(v2, epoch)  # at the end: its offset is past the record
+        # the highest HighWatermark the leader told v2 since the request (an answer after it resigned says -1)
+        hw = max((int(f.part.get("HighWatermark", -1)) for f in sc.frames.select(
+            lambda f: f.src == sc.target_id and f.dst == v2.node_id and f.api == "Fetch" and f.kind == "response",
+            mark)), default=-1)  # fmt: skip
+        sc.check(hw <= off, f"the leader, removed by the VotersRecord at {off}, no longer counts itself: "
+                 f"v{v2.node_id}'s fetch past it does not commit it (the new set {left} needs v{v3.node_id} too)",
+                 f"HighWatermark <= {off}", f"HighWatermark={hw}", HIGH_WATERMARK)  # fmt: skip
+        sc.check(not removing.done(), "RemoveRaftVoter(the leader itself) is not answered before the new set "
+                 f"{left} commits it", "no answer yet", "answered", REMOVE_COMMIT)  # fmt: skip
+        await r.quiesce()
+        r.keep_fetching(v2.node_id, epoch)
+        r.keep_fetching(v3.node_id, epoch)  # v3 catches up: the new set holds the record
+        try:
+            resp = await asyncio.wait_for(removing, sc.bound_ms(t.request_timeout_ms) / 1000)
+        except Exception as exc:
+            sc.fail("RemoveRaftVoter(the leader itself) is answered once the remaining voters commit it", "NONE",
+                    f"no answer: {type(exc).__name__} {exc}", REMOVE_COMMIT)  # fmt: skip
         sc.check(errors_of(resp) == Errors.NONE, "the leader's own removal succeeds once the remaining voters commit "
                  "it", "NONE", name(errors_of(resp)), REMOVE_COMMIT)  # fmt: skip
-        left = [v for v in r.initial if v != sc.target_id]
-        off, _ = await wait_voters_record(sc, r, lambda ids: ids == left, "the leader appended VotersRecord(voters - "
-                                          "itself)", REMOVE, sc.bound_ms(t.request_timeout_ms), since)  # fmt: skip
         answer = answer_frame(sc, "RemoveRaftVoter", mark)
         for vid in left:
             past = first_fetch_past(sc, vid, off, mark)
@@ -611,6 +673,54 @@ async def test_leader_removes_itself(sc: Scenario) -> None:
         votes = sc.frames.select(sc.from_target("Vote"), start)
         sc.check(not votes, "a replica outside the voter set never stands for election", "no Vote from the target",
                  votes[0].summary() if votes else "", IN_FORCE)
+
+
+@case("KIP-853/Restart/1")
+async def test_restart_takes_voters_from_log(sc: Scenario) -> None:
+    """A relaunched voter takes its voter set from its log's VotersRecords, not from the bootstrap checkpoint it was
+    formatted with (KIP-853 "Bootstrapping": the checkpoint seeds an empty log only; Kafka's
+    KRaftControlRecordStateMachine reads the snapshot and the log at start-up): after a committed removal of v3 the
+    relaunched target stands for election asking v2 alone."""
+    async with reconfig_life(sc, changes_voters=True) as r:
+        t = sc.timeouts
+        epoch = await elect(sc, r, keep=False)  # v2 fetched just now; nobody fetches in the background
+        v2, v3 = sc.q.voters[sc.followers[0]], sc.q.voters[sc.bystander]
+        since = sc.q.log.end
+        removing = sc.q.spawn(r.admin.remove_voter(v3.node_id, v3.directory_id))
+        left = [v for v in r.initial if v != v3.node_id]
+        off = -1
+        for _ in range(20):  # v2 fetches (and mirrors) until it holds the record
+            await r.follow(v2, epoch)
+            recs = [o for o, b in r.voters_records(since) if voter_ids(b) == left]
+            if recs:
+                off = recs[0]
+                break
+            await asyncio.sleep(0.02)
+        if off < 0:
+            sc.fail("the leader appends VotersRecord(voters - removed)", f"voters {left}", str(r.voters_in_log()),
+                    REMOVE)
+        r.mark_changed()
+        await r.follow(v2, epoch)  # past the record: leader + v2 commit it in the new set
+        try:
+            done = await asyncio.wait_for(removing, sc.bound_ms(t.request_timeout_ms) / 1000)
+        except Exception as exc:
+            sc.fail(f"RemoveRaftVoter({v3.node_id}) is answered once committed", "NONE",
+                    f"no answer: {type(exc).__name__} {exc}", REMOVE_COMMIT)  # fmt: skip
+        sc.check(errors_of(done) == Errors.NONE, f"RemoveRaftVoter({v3.node_id}) succeeds once committed", "NONE",
+                 name(errors_of(done)), REMOVE_COMMIT)  # fmt: skip
+        await sc.restart_target()
+        start = sc.frames.mark()
+        vote = await sc.frames.wait_for(sc.from_target("Vote"),
+                                        sc.bound_ms(t.fetch_ms + 2 * t.election_ms + t.election_backoff_max_ms) / 1000,
+                                        start)  # fmt: skip
+        sc.check(vote is not None, f"the relaunched target, a voter of {left} with no leader fetching from it, stands "
+                 "for election", "a Vote (or pre-vote) from the target", "none", IN_FORCE)  # fmt: skip
+        await sc.idle(sc.bound_ms(t.election_ms) / 1000)  # its Vote requests go to every voter of the set at once
+        to_v3 = sc.frames.select(sc.from_target("Vote", dst=v3.node_id), start)
+        sc.check(not to_v3, f"after a restart the voter set in force is the log's VotersRecord({left}) at {off}, not "
+                 f"the bootstrap checkpoint's {r.initial}: no Vote to v{v3.node_id}, removed", "Vote requests to "
+                 f"{[v for v in left if v != sc.target_id]} only", to_v3[0].summary() if to_v3 else "",
+                 IN_FORCE)  # fmt: skip
 
 
 @case("KIP-853/FollowerView/1")
@@ -686,9 +796,13 @@ async def test_update_voter(sc: Scenario) -> None:
             (f"a future CurrentLeaderEpoch ({epoch + 1})", r.admin.update_voter(epoch + 1, v2.node_id,
              v2.directory_id, listeners), Errors.UNKNOWN_LEADER_EPOCH, "testUpdateVoterNewEpoch"),
             ("an id that is no voter", r.admin.update_voter(epoch, r.joiner_id(5), uuid.uuid4(), listeners),
-             Errors.VOTER_NOT_FOUND, "testUpdateVoterWithNoneVoter"),
+             Errors.VOTER_NOT_FOUND, "testUpdateVoterWithNoneVoterId"),
             ("a kraft.version range whose max is below its min", r.admin.update_voter(epoch, v2.node_id,
              v2.directory_id, listeners, kraft_range=(1, 0)), Errors.INVALID_REQUEST, "testUpdateVoter*"),
+            # last: a node that ignores the directory id accepts it and appends a VotersRecord (the voter key is the
+            # pair (id, directory id): VoterSet.updateVoter; UpdateVoterHandler answers VOTER_NOT_FOUND)
+            (f"voter {v2.node_id}'s id with another directory id", r.admin.update_voter(epoch, v2.node_id,
+             uuid.uuid4(), listeners), Errors.VOTER_NOT_FOUND, "testUpdateVoterWithNoneVoter"),
         ]  # fmt: skip
         for what, coro, expected, kafka_test in tries:
             resp = await sc.call(f"UpdateRaftVoter with {what} is answered", coro, UPDATE)
@@ -697,7 +811,7 @@ async def test_update_voter(sc: Scenario) -> None:
             sc.check(code == expected, f"UpdateRaftVoter with {what} is answered {expected.name} "
                      f"(KafkaRaftClientReconfigTest.{kafka_test})", expected.name, name(code), UPDATE, level=KAFKA,
                      kafka=ROW_UPDATE_CODES)  # fmt: skip
-        unchanged(sc, r, "after four refused UpdateRaftVoter requests", UPDATE)
+        unchanged(sc, r, f"after {len(tries)} refused UpdateRaftVoter requests", UPDATE)
         mark, since = sc.frames.mark(), sc.q.log.end
         resp = await sc.call("UpdateRaftVoter is answered", r.admin.update_voter(epoch, v2.node_id, v2.directory_id,
                              listeners), UPDATE)  # fmt: skip
@@ -730,3 +844,309 @@ async def test_update_voter(sc: Scenario) -> None:
                  f"v{v2.node_id} fetched past offset {off}", f"answer #{answer.seq if answer else None}, Fetch "
                  f"#{past.seq if past else None}", UPDATE, level=KAFKA, kafka=ROW_UPDATE_AT_ONCE)  # fmt: skip
 
+
+
+# ---------------------------------------------------------------------------------------------- timers
+
+
+@case("KIP-853/OneChange/3")
+async def test_add_voter_timeout_keeps_record(sc: Scenario) -> None:
+    """An AddRaftVoter whose VotersRecord does not commit in time is answered REQUEST_TIMED_OUT; the record stays in
+    the log (and in force), and every later change is refused until it commits (testAddVoterTimeout)."""
+    async with reconfig_life(sc, changes_voters=True) as r:
+        epoch = await elect(sc, r, keep=False)
+        v2 = sc.q.voters[sc.followers[0]]
+        v3 = sc.q.voters[sc.bystander]
+        j = await r.joiner()
+        await r.follow(j, epoch)
+        await r.follow(j, epoch)  # caught up: the add goes through to the VotersRecord
+        since = sc.q.log.end
+        for v in (v2, v3):  # they keep the leader in office (check quorum) and never hold the VotersRecord
+            r.keep_fetching_at(v.node_id, epoch, since)
+        mark = sc.frames.mark()
+        sent = sc.frames.now_ms()
+        adding = sc.q.spawn(r.admin.add_voter(j.node_id, j.directory_id, [j.endpoint]))
+        new = sorted([*r.initial, j.node_id])
+        t = sc.timeouts
+        # the new voter mirrors the leader's log up to (not past) the VotersRecord, then is silent
+        off, _ = await wait_for_record(sc, r, j, epoch, since, new, f"the leader appends VotersRecord(voters + "
+                                       f"{j.node_id})", ADD)  # fmt: skip
+        r.mark_changed()
+        sc.frames.note(j.node_id, f"v{j.node_id} has VotersRecord({new}) at {off} (not past it) and goes silent; "
+                       f"v{v2.node_id} and v{v3.node_id} fetch at {since} only: the leader alone holds it")
+        try:
+            resp = await asyncio.wait_for(adding, sc.bound_ms(2 * t.request_timeout_ms) / 1000)
+        except Exception as exc:
+            sc.fail("an AddRaftVoter whose VotersRecord does not commit is answered all the same", "REQUEST_TIMED_OUT",
+                    f"no answer within {sc.bound_ms(2 * t.request_timeout_ms):.0f} ms: {type(exc).__name__}",
+                    ADD_COMMIT)  # fmt: skip
+        code = errors_of(resp)
+        sc.check(code != Errors.NONE, f"AddRaftVoter is not answered NONE while VotersRecord({new}) at {off} is "
+                 "uncommitted", "an error (REQUEST_TIMED_OUT)", name(code), ADD_COMMIT)  # fmt: skip
+        answer = answer_frame(sc, "AddRaftVoter", mark)
+        waited = (answer.ts_ms if answer is not None else sc.frames.now_ms()) - sent
+        low = 0.8 * t.request_timeout_ms
+        sc.check(code == Errors.REQUEST_TIMED_OUT and waited >= low, "the add times out with REQUEST_TIMED_OUT after "
+                 "the request timeout (KafkaRaftClientReconfigTest.testAddVoterTimeout: the timer is "
+                 "controller.quorum.request.timeout.ms)", f"REQUEST_TIMED_OUT after >= {low:.0f} ms",
+                 f"{name(code)} after {waited:.0f} ms", ADD, level=KAFKA, kafka=ROW_ADD_TIMEOUT)  # fmt: skip
+        await r.quiesce()
+        r.keep_fetching_at(v3.node_id, epoch, since)
+        resp = await r.follow(v2, epoch)  # v2 mirrors what the leader holds now
+        recs = [(o, voter_ids(b)) for o, b in r.voters_records(off)]
+        sc.check(bool(recs) and recs[-1] == (off, new), f"the timed-out add's VotersRecord at {off} stays in the "
+                 "leader's log, the last one (no record undoes it: it stays in force)", f"last VotersRecord "
+                 f"({off}, {new})", recs, IN_FORCE)  # fmt: skip
+        sc.check(int(B.partition(resp).get("HighWatermark", -1)) <= off, f"v{v2.node_id}'s catch-up alone (2 of "
+                 f"{len(new)}) does not commit it", f"HighWatermark <= {off}",
+                 B.describe("Fetch", "response", resp), HIGH_WATERMARK)  # fmt: skip
+        second = Admin(sc)
+        try:
+            resp = await sc.call(f"RemoveRaftVoter({v3.node_id}) is answered",
+                                 second.remove_voter(v3.node_id, v3.directory_id), ONE_CHANGE)
+        finally:
+            await second.close()
+        code = errors_of(resp)
+        sc.check(code != Errors.NONE, f"a change while the timed-out add's VotersRecord at {off} is uncommitted is "
+                 "refused", "an error", name(code), ONE_CHANGE)  # fmt: skip
+        sc.check(code == Errors.REQUEST_TIMED_OUT, "the refusal is REQUEST_TIMED_OUT (AddVoterHandler / "
+                 "RemoveVoterHandler: the latest VotersRecord is uncommitted)", "REQUEST_TIMED_OUT", name(code),
+                 ONE_CHANGE, level=KAFKA, kafka=ROW_CHANGE_UNCOMMITTED)  # fmt: skip
+        await r.follow(v2, epoch)
+        after = [(o, voter_ids(b)) for o, b in r.voters_records(off)]
+        sc.check(after == [(off, new)], f"no second VotersRecord while the timed-out add's one at {off} is "
+                 "uncommitted", f"only ({off}, {new})", after, ONE_CHANGE)  # fmt: skip
+        await r.follow(j, epoch)  # 3 of 4 voters hold it: committed
+        resp = await r.follow(v2, epoch)
+        hw = int(B.partition(resp).get("HighWatermark", -1))
+        sc.check(hw > off, f"with v{j.node_id} the new set's majority holds it: committed", f"HighWatermark > {off}",
+                 f"HighWatermark={hw}", HIGH_WATERMARK)  # fmt: skip
+        r.keep_fetching(v2.node_id, epoch)  # commits the next change in the set without the joiner
+        resp = await sc.call(f"RemoveRaftVoter({j.node_id}) after the commit is answered",
+                             r.admin.remove_voter(j.node_id, j.directory_id), ONE_CHANGE)
+        sc.check(errors_of(resp) == Errors.NONE, f"once VotersRecord({new}) is committed the next change goes "
+                 f"through: RemoveRaftVoter({j.node_id}) succeeds", "NONE", name(errors_of(resp)),
+                 ONE_CHANGE)  # fmt: skip
+
+
+@case("KIP-853/CheckQuorum/1")
+async def test_removed_voter_keeps_no_leader_in_office(sc: Scenario) -> None:
+    """Once a voter's removal is in the log its fetches no longer keep the leader in office: with the remaining voter
+    silent, the leader gives up after the check-quorum timeout although the removed voter keeps fetching (Kafka's
+    LeaderState.updateCheckQuorumForFollowingVoter counts the voters of the latest set only; the removed one is an
+    observer from the append on, LeaderState.updateVoterAndObserverStates)."""
+    async with reconfig_life(sc, changes_voters=True) as r:
+        epoch = await elect(sc, r, keep=False)
+        v2 = sc.q.voters[sc.followers[0]]
+        v3 = sc.q.voters[sc.bystander]
+        since = sc.q.log.end
+        removing = sc.q.spawn(r.admin.remove_voter(v2.node_id, v2.directory_id))
+        left = [v for v in r.initial if v != v2.node_id]
+        t = sc.timeouts
+        off, _ = await wait_for_record(sc, r, v3, epoch, since, left, f"the leader appends VotersRecord(voters - "
+                                       f"{v2.node_id})", REMOVE)  # fmt: skip
+        r.mark_changed()
+        r.keep_fetching(v2.node_id, epoch)  # the removed voter fetches on, to the end, all along
+        last = await sc.call(f"v{v3.node_id} fetches past the VotersRecord at {off}",
+                             v3.follow_once(epoch), HIGH_WATERMARK)  # fmt: skip
+        try:
+            done = await asyncio.wait_for(removing, sc.bound_ms(t.request_timeout_ms) / 1000)
+        except Exception as exc:
+            sc.fail(f"RemoveRaftVoter({v2.node_id}) is answered once v{v3.node_id} commits it", "NONE",
+                    f"no answer: {type(exc).__name__} {exc}", REMOVE_COMMIT)
+        sc.check(errors_of(done) == Errors.NONE, f"RemoveRaftVoter({v2.node_id}) succeeds", "NONE",
+                 name(errors_of(done)), REMOVE_COMMIT)
+        # v3's last Fetch and its answer: the leader's last check-quorum credit came in between
+        asked = sc.frames.select(lambda f: f.src == v3.node_id and f.api == "Fetch" and f.kind == "request")[-1]
+        answered = sc.frames.select(lambda f: f.dst == v3.node_id and f.api == "Fetch" and f.kind == "response")[-1]
+        sc.frames.note(v3.node_id, f"v{v3.node_id} goes silent; only v{v2.node_id}, removed, fetches from the leader "
+                       f"({B.describe('Fetch', 'response', last)})")
+        # upper bound (MUST): Kafka's 1.5 x fetch.timeout, which holds the KIP's 1.0 x (or the factor the target's
+        # profile declares), plus the slack, after v3's last fetch was answered
+        limit = max(CHECK_QUORUM_FACTOR, declared_factor(sc)) * t.fetch_ms
+        quit_ = await sc.frames.wait_for(gives_up(sc, epoch), sc.bound_ms(limit) / 1000, answered.seq + 1)
+        sc.check(quit_ is not None, f"v{v2.node_id}'s fetches no longer count once its removal is appended: with "
+                 f"v{v3.node_id}, the only other voter of {left}, silent the leader gives up (check quorum over the "
+                 "latest voter set)", f"EndQuorumEpoch or Vote(epoch>{epoch}) within {limit / t.fetch_ms:g} x "
+                 f"fetch.timeout = {limit:.0f} ms + slack {sc.slack_ms} ms of v{v3.node_id}'s last fetch",
+                 "the target still leads", CHECK_QUORUM)  # fmt: skip
+        assert quit_ is not None
+        # lower bound (KAFKA, as conformance/test_checkquorum.py): not before 1.25 x after v3's last Fetch was sent
+        waited = quit_.ts_ms - asked.ts_ms
+        sc.frames.note(sc.target_id, f"gave up with {quit_.api}, {waited:.0f} ms after v{v3.node_id}'s last fetch")
+        early = EARLY_FACTOR * t.fetch_ms
+        sc.check(waited >= early, "the leader gives up after Kafka's check-quorum timeout, 1.5 x fetch.timeout "
+                 "(LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR)", f"at least {early:.0f} ms after the last fetch (1.5 x "
+                 f"{t.fetch_ms} ms, less scheduling)", f"{waited:.0f} ms", CHECK_QUORUM, level=KAFKA,
+                 kafka=ROW_CHECK_QUORUM)  # fmt: skip
+
+
+@case("KIP-853/UpdateVoter/2")
+async def test_follower_sends_update_voter(sc: Scenario) -> None:
+    """A follower voter whose entry in the voter set in force names other listeners than its own tells its leader
+    with UpdateRaftVoter: its key, the leader's epoch and its real listeners (KafkaRaftClient.pollFollowerAsVoter /
+    maybeSendUpdateVoterRequest every FollowerState.updateVoterPeriodMs; KafkaRaftClientReconfigTest
+    .testFollowerSendsUpdateVoter, testFollowerSendsUpdateVoterWhenDifferent)."""
+    async with reconfig_life(sc, changes_voters=True) as r:
+        a = sc.virtual_ids[0]
+        epoch = await sc.make_follower(a)
+        await sc.catch_up(a, epoch)
+        tgt = sc.target
+        other = tgt.port + 1 if tgt.port < 65535 else tgt.port - 1
+        body = voters_record(sc, r.initial)
+        for v in body["Voters"]:
+            if v["VoterId"] == tgt.node_id:
+                v["Endpoints"] = [{"Name": LISTENER, "Host": tgt.host, "Port": other}]
+        mark = sc.frames.mark()
+        off = sc.q.log.append_control(epoch, ControlType.KRAFT_VOTERS, body, commit=True)
+        sc.q.changed()
+        r.mark_changed()
+        sc.frames.note(a, f"v{a} writes VotersRecord({r.initial}) at {off} naming the target at {tgt.host}:{other}, "
+                       f"not {tgt.host}:{tgt.port}")
+        await sc.catch_up(a, epoch)
+        held = sc.frames.select(lambda f: sc.from_target("Fetch", dst=a)(f) and f.part.get("FetchOffset") == off + 1
+                                and f.part.get("CurrentLeaderEpoch") == epoch, mark)  # fmt: skip
+        held_ms = held[0].ts_ms if held else sc.frames.now_ms()
+        t = sc.timeouts
+        period = UPDATE_VOTER_PERIOD_FACTOR * t.fetch_ms
+        # Kafka checks every period (FollowerState.hasUpdateVoterPeriodExpired) and may skip one while a Fetch is in
+        # flight: two periods and a parked fetch at most
+        bound = sc.bound_ms(2 * period + MAX_PARK_MS)
+        update = await sc.frames.wait_for(sc.from_target("UpdateRaftVoter", dst=a), bound / 1000, mark)
+        sc.check(update is not None, f"the target, whose entry in the voter set in force names {tgt.host}:{other}, "
+                 f"tells its leader v{a} its own listener (UpdateRaftVoter)", f"UpdateRaftVoter to v{a} within "
+                 f"{bound:.0f} ms", "none", UPDATE_SENT)  # fmt: skip
+        assert update is not None
+        waited = update.ts_ms - held_ms
+        once = sc.bound_ms(period + MAX_PARK_MS)
+        sc.check(waited <= once, "the update goes out within one update period, 3 x fetch.timeout, of the target "
+                 "holding the record (KafkaRaftClient.pollFollowerAsVoter; FollowerState.updateVoterPeriodMs)",
+                 f"<= {once:.0f} ms", f"{waited:.0f} ms", UPDATE_SENT, level=KAFKA, kafka=ROW_UPDATE_SENT)  # fmt: skip
+        req = update.body
+        listeners = [(e.get("Name"), e.get("Host"), int(e.get("Port", -1))) for e in req.get("Listeners") or []]
+        key = (req.get("VoterId"), req.get("VoterDirectoryId"), req.get("CurrentLeaderEpoch"))
+        want = (tgt.node_id, r.target_dir, epoch)
+        sc.check(key == want and (LISTENER, tgt.host, tgt.port) in listeners, "the UpdateRaftVoter names the target's "
+                 "voter key, its leader's epoch and the listener it really has (KafkaRaftClient"
+                 ".buildUpdateVoterRequest)", f"VoterId={want[0]}, VoterDirectoryId={want[1]}, CurrentLeaderEpoch="
+                 f"{epoch}, Listeners with {LISTENER}://{tgt.host}:{tgt.port}", update.summary(),
+                 UPDATE_SENT)  # fmt: skip
+        feature = req.get("KRaftVersionFeature") or {}
+        lo, hi = int(feature.get("MinSupportedVersion", -1)), int(feature.get("MaxSupportedVersion", -1))
+        sc.check(0 <= lo <= 1 <= hi, "the UpdateRaftVoter's kraft.version range holds the finalized kraft.version 1 "
+                 "(the leader refuses one that does not: UpdateVoterHandler)", "MinSupportedVersion <= 1 <= "
+                 "MaxSupportedVersion", f"{lo}-{hi}", UPDATE_SENT, level=KAFKA, kafka=ROW_UPDATE_SENT)  # fmt: skip
+        # v{a} answered NONE as the leader of that epoch; it records the update as Kafka's leader does (a VotersRecord
+        # with the voter's new entry), so the target's entry matches its listeners again
+        sc.q.log.append_control(epoch, ControlType.KRAFT_VOTERS, voters_record(sc, r.initial), commit=True)
+        sc.q.changed()
+        await sc.catch_up(a, epoch)
+
+
+async def add_until_committed(sc: Scenario, r: Reconf, epoch: int, v: Any, holder: Any | None) -> None:
+    """The virtual controller ``v`` joins the target leader's quorum (KIP-853 "AddRaftVoter Request Handling"): it
+    fetches as an observer to the leader's end, the harness sends AddRaftVoter for it, it fetches up to (not past)
+    the new VotersRecord; the answer must wait until it fetches past it. ``holder``: a voter of the old set that
+    meanwhile fetches at an offset before the record (it keeps the leader in office, and never holds the record),
+    so that only the new set's majority (leader + ``v``) can commit it (KafkaRaftClientReconfigTest.testAddVoter)."""
+    await r.follow(v, epoch)
+    await r.follow(v, epoch)  # the last Fetch was at the leader's end: caught up (LeaderState.isReplicaCaughtUp)
+    since = sc.q.log.end
+    if holder is not None:
+        r.keep_fetching_at(holder.node_id, epoch, since)
+    mark = sc.frames.mark()
+    new = sorted([*r.voters_in_log()[1], v.node_id])
+    adding = sc.q.spawn(r.admin.add_voter(v.node_id, v.directory_id, [v.endpoint]))
+    off, _ = await wait_for_record(sc, r, v, epoch, since, new, f"the leader appends VotersRecord(voters + "
+                                   f"{v.node_id})", ADD)  # fmt: skip
+    r.mark_changed()
+    await asyncio.sleep(0.05)
+    early = answer_frame(sc, "AddRaftVoter", mark)
+    sc.check(early is None and not adding.done(), f"AddRaftVoter({v.node_id}) is not answered while "
+             f"VotersRecord({new}) at {off} is held by the leader alone ({len(new) // 2 + 1} of {len(new)} voters "
+             "commit it)",
+             "no answer yet", early.summary() if early else "answered", ADD_COMMIT)  # fmt: skip
+    await sc.call(f"v{v.node_id} fetches past the VotersRecord at {off}", v.follow_once(epoch), ADD_COMMIT)
+    try:
+        resp = await asyncio.wait_for(adding, sc.bound_ms(sc.timeouts.request_timeout_ms) / 1000)
+    except Exception as exc:
+        sc.fail(f"AddRaftVoter({v.node_id}) is answered once the new voter fetched past its VotersRecord (with the "
+                f"leader a majority of {new})", "NONE", f"no answer: {type(exc).__name__} {exc}",
+                ADD_COMMIT)  # fmt: skip
+    sc.check(errors_of(resp) == Errors.NONE, f"AddRaftVoter({v.node_id}) succeeds once VotersRecord({new}) commits in "
+             "the new set", "NONE", name(errors_of(resp)), ADD_COMMIT)  # fmt: skip
+    answer = answer_frame(sc, "AddRaftVoter", mark)
+    past = first_fetch_past(sc, v.node_id, off, mark)
+    sc.check(answer is not None and past is not None and past.seq < answer.seq, f"AddRaftVoter({v.node_id}) is "
+             f"answered only after the new voter fetched past the VotersRecord at {off}", f"a Fetch(FetchOffset>{off}) "
+             f"from v{v.node_id} before the answer", f"answer #{answer.seq if answer else None}, first such Fetch "
+             f"#{past.seq if past else None}", ADD_COMMIT)  # fmt: skip
+    await r.quiesce()
+
+
+@case("KIP-853/Bootstrap/1")
+async def test_standalone_grows_to_three_voters(sc: Scenario) -> None:
+    """A target formatted --standalone (the only voter) elects itself and is grown to three voters by the harness's
+    virtual controllers, one AddRaftVoter at a time, each answered once the new voter set's majority holds it (KIP-853
+    "Bootstrapping"; Kafka's StorageTool --standalone, KafkaRaftClientReconfigTest.testLeaderWritesBootstrapRecords,
+    testAddVoter, testAddVoterWithLaggingNewVoter)."""
+    async with reconfig_life(sc, changes_voters=True, standalone=True) as r:
+        t = sc.timeouts
+        # how soon a sole voter stands is the target's business (Kafka's KafkaRaftClient.initialize: at once); it
+        # must within its election timeout (and backoff)
+        bound = sc.bound_ms(2 * t.election_ms + t.election_backoff_max_ms + t.request_timeout_ms)
+        led = await r.wait_leader(bound)
+        if led is None:
+            sc.fail("the target formatted --standalone, the only voter of its quorum, elects itself",
+                    f"DescribeQuorum naming it leader within {bound:.0f} ms", "it does not lead", BOOTSTRAP)
+        epoch, part = led
+        voters = {int(v["ReplicaId"]): v for v in part.get("CurrentVoters") or []}
+        sc.check(sorted(voters) == [sc.target_id], "the voter set of a target formatted --standalone is the target "
+                 "alone (StorageTool: the node on its first controller listener)", f"[{sc.target_id}]",
+                 sorted(voters), BOOTSTRAP)  # fmt: skip
+        own = voters[sc.target_id].get("ReplicaDirectoryId")
+        if isinstance(own, uuid.UUID) and own.int:  # the directory id it chose when formatted
+            sc.q.target_directory_id = own
+        # a sole voter's leader never resigns for lack of a quorum, and its check-quorum timer keeps running while it
+        # is the only voter (LeaderState.timeUntilCheckQuorumExpires), so it stays in office past the check-quorum
+        # timeout and a first AddRaftVoter after it finds a fresh timer, not an expired one
+        quiet = sc.bound_ms(max(CHECK_QUORUM_FACTOR, declared_factor(sc)) * t.fetch_ms)
+        await asyncio.sleep(quiet / 1000)
+        still = await r.wait_leader(sc.bound_ms(t.request_timeout_ms))
+        sc.check(still is not None and still[0] == epoch, f"the --standalone target, the only voter, still leads "
+                 f"epoch {epoch} {quiet:.0f} ms after its election (past the check-quorum timeout: no quorum to lose)",
+                 f"leader in epoch {epoch}", f"epoch {still[0]}" if still else "it does not lead", CHECK_QUORUM)
+        first, second = sc.q.voters[sc.virtual_ids[0]], sc.q.voters[sc.virtual_ids[1]]
+        await add_until_committed(sc, r, epoch, first, None)
+        # the second controller has not fetched yet: not caught up, so refused, the voter set unchanged
+        r.keep_fetching(first.node_id, epoch)
+        resp = await sc.call(f"AddRaftVoter({second.node_id}) before it fetched is answered",
+                             r.admin.add_voter(second.node_id, second.directory_id, [second.endpoint]),
+                             ADD_CHECKS)  # fmt: skip
+        code = errors_of(resp)
+        sc.check(code != Errors.NONE, f"AddRaftVoter of controller {second.node_id}, which never fetched from this "
+                 "leader (not caught up), is refused", "an error", name(code), ADD_CHECKS)  # fmt: skip
+        sc.check(code == Errors.REQUEST_TIMED_OUT, "the refusal is REQUEST_TIMED_OUT "
+                 "(KafkaRaftClientReconfigTest.testAddVoterWithLaggingNewVoter)", "REQUEST_TIMED_OUT", name(code),
+                 ADD_CHECKS, level=KAFKA, kafka=ROW_ADD_CODES)  # fmt: skip
+        await r.quiesce()
+        await r.follow(first, epoch)
+        off, ids = r.voters_in_log()
+        grown = sorted([sc.target_id, first.node_id])
+        sc.check(ids == grown, f"the refused AddRaftVoter({second.node_id}) leaves the voter set {grown}",
+                 f"voters {grown}", f"a VotersRecord at offset {off} with voters {ids}", ADD_CHECKS)  # fmt: skip
+        await add_until_committed(sc, r, epoch, second, first)
+        _version, resp = await r.admin.describe_quorum()
+        part = B.partition_or_none(resp) or {}
+        final = {int(v["ReplicaId"]): v.get("ReplicaDirectoryId") for v in part.get("CurrentVoters") or []}
+        want = sorted([sc.target_id, first.node_id, second.node_id])
+        sc.check(sorted(final) == want and (part.get("LeaderId"), part.get("LeaderEpoch")) == (sc.target_id, epoch),
+                 "DescribeQuorum: the target still leads its epoch, with three voters", f"leader {sc.target_id} in "
+                 f"epoch {epoch}, CurrentVoters {want}", B.describe("DescribeQuorum", "response", resp) +
+                 f" CurrentVoters {sorted(final)}", BOOTSTRAP)  # fmt: skip
+        dirs = {first.node_id: first.directory_id, second.node_id: second.directory_id}
+        ok = all(final.get(vid) == d for vid, d in dirs.items()) and isinstance(final.get(sc.target_id), uuid.UUID) \
+            and final[sc.target_id] != ZERO_UUID
+        sc.check(ok, "each voter is listed with its directory id (DescribeQuorum v2 ReplicaDirectoryId)",
+                 str({k: str(v) for k, v in dirs.items()}) + " and the target's own",
+                 {k: str(v) for k, v in final.items()}, DESCRIBE, level=KAFKA, kafka=ROW_DESCRIBE)  # fmt: skip

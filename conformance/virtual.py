@@ -513,6 +513,8 @@ class VirtualVoter:
         lo, hi = ranges[B.FETCH]
         ranges[B.FETCH] = (max(lo, B.MIN_FETCH_VERSION), hi)
         ranges[S.FETCH_SNAPSHOT] = codec.supported_versions(S.FETCH_SNAPSHOT)  # KIP-630: a leader serves snapshots
+        # KIP-853: a follower voter whose entry differs from its listeners sends its leader UpdateRaftVoter
+        ranges[B.UPDATE_RAFT_VOTER] = codec.supported_versions(B.UPDATE_RAFT_VOTER)
         self.server = KafkaServer(self._handle, ranges, host=self.host, port=self.port, observer=self._observe_server,
                                   ssl=self.quorum.server_ssl, sasl=self.quorum.server_sasl)
         self.server.supported_features = dict(self.features or {})
@@ -593,7 +595,28 @@ class VirtualVoter:
             return self._serve_fetch_snapshot(req.body, req.api_version)
         if req.api_key == B.DESCRIBE_QUORUM:
             return B.describe_quorum_response(q.leader_id, q.known_epoch, Errors.NOT_LEADER_OR_FOLLOWER)
+        if req.api_key == B.UPDATE_RAFT_VOTER:
+            return self._answer_update_voter(req.body)
         return None
+
+    def _answer_update_voter(self, body: dict[str, Any]) -> dict[str, Any]:
+        """KIP-853 UpdateRaftVoter to a virtual voter, Kafka's checks up to the leader's (KafkaRaftClient
+        .handleUpdateVoterRequest: cluster id, then validateLeaderOnlyRequest on CurrentLeaderEpoch): the virtual
+        leader of that epoch answers NONE naming itself; a case that wants the leader's VotersRecord writes it."""
+        q = self.quorum
+        cid = body.get("ClusterId")
+        leading = q.leader_id == self.node_id
+        epoch = q.leader_epoch if leading else q.known_epoch
+        req_epoch = int(body.get("CurrentLeaderEpoch", -1))
+        if cid is not None and q.cluster_id is not None and cid != q.cluster_id:
+            error = Errors.INCONSISTENT_CLUSTER_ID
+        elif req_epoch < epoch:
+            error = Errors.FENCED_LEADER_EPOCH
+        elif req_epoch > epoch:
+            error = Errors.UNKNOWN_LEADER_EPOCH
+        else:
+            error = Errors.NONE if leading else Errors.NOT_LEADER_OR_FOLLOWER
+        return B.update_raft_voter_response(error, q.leader_id, epoch, (self.host, self.port) if leading else None)
 
     def _answer_pre_vote(self, cand: int, epoch: int, part: dict[str, Any]) -> dict[str, Any]:
         """KIP-996 pre-vote, in the candidate's current epoch: answered, nothing recorded (no vote, Kafka 4.x

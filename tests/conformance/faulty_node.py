@@ -21,9 +21,19 @@ from kraft_tck.reference.broker_driver import BrokerDriver
 from kraft_tck.reference.config import NodeConfig
 from kraft_tck.reference.controller import Controller
 from kraft_tck.reference.core import CoreConfig, KRaftCore
-from kraft_tck.reference.io import AbortSnapshotDownload, ElectionState, Ready, SnapshotSource, TruncateTo
+from kraft_tck.reference.io import (
+    AbortSnapshotDownload,
+    ElectionState,
+    Ready,
+    Reply,
+    RequestReceived,
+    SnapshotSource,
+    TruncateTo,
+)
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -32,11 +42,14 @@ from kraft_tck.reference.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    NodeListeners,
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
     ReplicaKey,
     Request,
     SnapshotId,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -416,6 +429,113 @@ class NeverResignAfterRemoval(KRaftCore):
         return False
 
 
+class AnyRoleChanges(KRaftCore):
+    """A replica that is not the leader takes AddRaftVoter too, answering NONE (KIP-853 AddRaftVoter: only the leader
+    changes the voter set; Kafka's validateLeaderOnlyRequest answers NOT_LEADER_OR_FOLLOWER)."""
+
+    def handle_add_raft_voter_request(
+        self, req: AddRaftVoterRequest, reply_to: object = None
+    ) -> AddRaftVoterResponse | None:
+        if not isinstance(self.role, Leader) and self._cluster_id_ok(req.cluster_id):
+            return AddRaftVoterResponse(Errors.NONE)
+        return super().handle_add_raft_voter_request(req, reply_to)
+
+
+class NoConfigRollback(KRaftCore):
+    """A follower that truncates a VotersRecord keeps that record's voter set in force (KIP-853 "Voter Changes":
+    truncating it restores the previous set; Kafka's VoterSetHistory.truncateNewEntries), until a later
+    VotersRecord arrives."""
+
+    _sticky: tuple[int, VoterSet] | None = None  # (truncation offset, the set it should have dropped)
+
+    def _truncate(self, offset: int) -> None:
+        before, last = self._vh.last(), self._vh.last_offset()
+        super()._truncate(offset)
+        if last is not None and last >= offset and self._vh.last() != before:
+            self._sticky = (offset, before)
+            self._voter_set_changed()
+
+    def _voter_set_for_quorum(self) -> VoterSet:
+        sticky = self._sticky
+        last = self._vh.last_offset()
+        if sticky is not None and (last is None or last < sticky[0]):
+            return sticky[1]
+        return super()._voter_set_for_quorum()
+
+
+class UpdateWaitsCommit(KRaftCore):
+    """Answers UpdateRaftVoter once its VotersRecord commits (Kafka answers at once: UpdateVoterHandler appends the
+    record and replies; a KAFKA-level difference, the KIP leaves it open)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: list[tuple[object, int, UpdateRaftVoterResponse]] = []
+
+    def _on_request(self, inp: RequestReceived) -> None:
+        req = inp.request
+        if isinstance(req, UpdateRaftVoterRequest):
+            end = self.log.end_offset
+            resp = self.handle_update_raft_voter_request(req)
+            if resp.error == Errors.NONE and self.log.end_offset > end:
+                self._held.append((inp.reply_to, end, resp))  # its VotersRecord is at ``end``
+                return
+            self._out.replies.append(Reply(inp.reply_to, resp))
+            return
+        super()._on_request(inp)
+
+    def _maybe_complete_voter_change(self) -> None:
+        super()._maybe_complete_voter_change()
+        done = [h for h in self._held if self._hw > h[1]]
+        self._held = [h for h in self._held if h not in done]
+        self._out.replies.extend(Reply(reply_to, resp) for reply_to, _, resp in done)
+
+
+class NoNodeEndpoints(KRaftCore):
+    """DescribeQuorum v2 lists the voters in Nodes without their listeners (KIP-853 DescribeQuorum; Kafka's
+    RaftUtil.singletonDescribeQuorumResponse gives each voter's: a KAFKA-level difference)."""
+
+    def handle_describe_quorum_request(self, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        resp = super().handle_describe_quorum_request(req)
+        # an empty ``nodes`` would let the shell fill Nodes from its address book: name the voters, no listeners
+        return dataclasses.replace(resp, nodes=tuple(NodeListeners(r.replica_id, ()) for r in resp.voters))
+
+
+class NeverUpdates(KRaftCore):
+    """A follower voter never sends UpdateRaftVoter, whatever its entry in the voter set says (KIP-853; Kafka's
+    KafkaRaftClient.pollFollowerAsVoter every 3 x fetch timeout)."""
+
+    def _update_voter_due(self, role: Follower) -> bool:
+        return False
+
+
+class RemovedStillCounts(KRaftCore):
+    """Check quorum counts the fetches of a replica that was a voter of any set in the log, a removed one included
+    (KIP-853: the voters of the latest VotersRecord; Kafka's LeaderState.updateCheckQuorumForFollowingVoter)."""
+
+    def _note_fetch_from(self, replica_id: int) -> None:
+        leader = self.role
+        key = ReplicaKey(replica_id, self._fetch_directory_id)
+        if (isinstance(leader, Leader) and replica_id != self.config.node_id and not self._voters().is_voter(key)
+                and any(vs.is_voter(key) for _, vs in self._vh.entries())):
+            leader.fetched_voters, leader.progress_deadline_ms = frozenset(), self._now + self.check_quorum_timeout_ms
+            return
+        super()._note_fetch_from(replica_id)
+
+
+class TimeoutRollsBack(KRaftCore):
+    """An AddRaftVoter that times out is undone: the leader appends a VotersRecord of the set before it (Kafka leaves
+    the record, in force: KafkaRaftClientReconfigTest.testAddVoterTimeout)."""
+
+    def voter_change_timeout(self) -> None:
+        leader = self.role
+        change = leader.voter_change if isinstance(leader, Leader) else None
+        super().voter_change_timeout()
+        if change is not None and change.kind == "add" and change.offset is not None:
+            previous = self._vh.voters_at(change.offset - 1)
+            if previous is not None:
+                self._append_voters_record(previous, None)
+
+
 class NeverExpireSessions(Controller):
     def _expired(self, broker_id: int, now_ms: int) -> bool:
         return False  # a broker that stopped heartbeating is never fenced
@@ -464,6 +584,13 @@ FAULTS: dict[str, type[KRaftCore]] = {
     "voter-key-before-transition": VoterKeyBeforeTransition,
     "never-resign-after-removal": NeverResignAfterRemoval,
     "remove-ignores-dir-id": RemoveIgnoresDirectoryId,
+    "any-role-changes": AnyRoleChanges,
+    "no-config-rollback": NoConfigRollback,
+    "update-waits-commit": UpdateWaitsCommit,
+    "no-node-endpoints": NoNodeEndpoints,
+    "never-updates": NeverUpdates,
+    "removed-still-counts": RemovedStillCounts,
+    "timeout-rolls-back": TimeoutRollsBack,
     "none": KRaftCore,
 }
 
