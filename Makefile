@@ -57,13 +57,15 @@ conformance-runs: setup
 mutants: setup
 	$(BIN)/python bench/mutants.py --tlc $(MUTANTS_ARGS)
 
-# Every fault node against the cases of the rule it breaks (make test runs a sample of the snapshot faults).
+# Every fault node against the cases of the rule it breaks, and the KIP-literal and typed-Fetch launchers against
+# the whole catalog (make test runs a sample of the faults and of the catalog for the launchers).
 faults: setup
 	KRAFT_TCK_ALL_FAULTS=1 $(BIN)/pytest -q tests/conformance/test_faults.py $(PYTEST_ARGS)
 
-# The TLC runs too long for make test (the deep reconfiguration model, ~5 min; the committed-only variant).
+# The TLC runs too long for make test (the deep reconfiguration model, ~5 min; the committed-only variant; the
+# snapshot model at 3 messages in flight, ~3 min).
 tlc-slow: setup
-	KRAFT_TCK_SLOW_TLC=1 $(BIN)/pytest -q tests/tla/test_reconfig.py $(PYTEST_ARGS)
+	KRAFT_TCK_SLOW_TLC=1 $(BIN)/pytest -q tests/tla/test_reconfig.py tests/tla/test_snapshots.py $(PYTEST_ARGS)
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim
