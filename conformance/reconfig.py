@@ -279,6 +279,18 @@ class Reconf:
                 return resp
         return resp
 
+    async def follow_until_voters_record(self, voter: VirtualVoter, epoch: int, since: int, voters: list[int],
+                                         tries: int = 20) -> int:
+        """``voter`` fetches (and mirrors) from the target leader until the log holds, at or after ``since``, a
+        VotersRecord of exactly ``voters``: its offset, or -1 if none came in ``tries`` rounds."""
+        for _ in range(tries):
+            await self.follow(voter, epoch)
+            offsets = [o for o, b in self.voters_records(since) if voter_ids(b) == voters]
+            if offsets:
+                return offsets[0]
+            await asyncio.sleep(0.02)
+        return -1
+
     def keep_fetching(self, voter_id: int, epoch: int, every_ms: int | None = None) -> None:
         """A virtual voter fetching from the target leader in the background (as ``Scenario.keep_fetching``) until
         ``quiesce``: the loop ends by itself at a flag, never by cancellation (Python 3.11's asyncio.wait_for can

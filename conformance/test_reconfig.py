@@ -513,14 +513,7 @@ async def test_removed_voter_stops_counting_at_append(sc: Scenario) -> None:
         since = sc.q.log.end
         removing = sc.q.spawn(r.admin.remove_voter(v3.node_id, v3.directory_id))
         left = [v for v in r.initial if v != v3.node_id]
-        off = -1
-        for _ in range(20):  # v3 fetches (and mirrors) until it holds the record
-            await r.follow(v3, epoch)
-            recs = [o for o, b in r.voters_records(since) if voter_ids(b) == left]
-            if recs:
-                off = recs[0]
-                break
-            await asyncio.sleep(0.02)
+        off = await r.follow_until_voters_record(v3, epoch, since, left)  # v3 mirrors the log
         if off < 0:
             sc.fail("the leader appends VotersRecord(voters - removed)", f"voters {left}", str(r.voters_in_log()),
                     REMOVE)
@@ -555,11 +548,7 @@ async def test_one_uncommitted_change(sc: Scenario) -> None:
         since = sc.q.log.end
         first = sc.q.spawn(r.admin.remove_voter(v3.node_id, v3.directory_id))
         left = [v for v in r.initial if v != v3.node_id]
-        for _ in range(20):
-            await r.follow(v3, epoch)  # removed: it sees the record but does not commit it
-            if any(voter_ids(b) == left for _, b in r.voters_records(since)):
-                break
-            await asyncio.sleep(0.02)
+        await r.follow_until_voters_record(v3, epoch, since, left)  # removed: it sees the record, does not commit it
         r.mark_changed()
         recs = r.voters_records(since)
         before = len(recs)
@@ -612,14 +601,7 @@ async def test_leader_removes_itself(sc: Scenario) -> None:
         r.keep_fetching_at(v3.node_id, epoch, since)
         removing = sc.q.spawn(r.admin.remove_voter(sc.target_id, r.target_dir))
         left = [v for v in r.initial if v != sc.target_id]
-        off = -1
-        for _ in range(20):  # v2 fetches (and mirrors) until it holds the record
-            await r.follow(v2, epoch)
-            recs = [o for o, b in r.voters_records(since) if voter_ids(b) == left]
-            if recs:
-                off = recs[0]
-                break
-            await asyncio.sleep(0.02)
+        off = await r.follow_until_voters_record(v2, epoch, since, left)  # v2 mirrors the log
         if off < 0:
             sc.fail("the leader appended VotersRecord(voters - itself)", f"voters {left}", str(r.voters_in_log()),
                     REMOVE)
@@ -688,14 +670,7 @@ async def test_restart_takes_voters_from_log(sc: Scenario) -> None:
         since = sc.q.log.end
         removing = sc.q.spawn(r.admin.remove_voter(v3.node_id, v3.directory_id))
         left = [v for v in r.initial if v != v3.node_id]
-        off = -1
-        for _ in range(20):  # v2 fetches (and mirrors) until it holds the record
-            await r.follow(v2, epoch)
-            recs = [o for o, b in r.voters_records(since) if voter_ids(b) == left]
-            if recs:
-                off = recs[0]
-                break
-            await asyncio.sleep(0.02)
+        off = await r.follow_until_voters_record(v2, epoch, since, left)  # v2 mirrors the log
         if off < 0:
             sc.fail("the leader appends VotersRecord(voters - removed)", f"voters {left}", str(r.voters_in_log()),
                     REMOVE)
