@@ -63,9 +63,9 @@ faults: setup
 	KRAFT_TCK_ALL_FAULTS=1 $(BIN)/pytest -q tests/conformance/test_faults.py $(PYTEST_ARGS)
 
 # The TLC runs too long for make test (the deep reconfiguration model, ~5 min; the committed-only variant; the
-# snapshot model at 3 messages in flight, ~3 min).
+# snapshot model at 3 messages in flight, ~3 min; the small model with an observer at 3 messages, ~2 min).
 tlc-slow: setup
-	KRAFT_TCK_SLOW_TLC=1 $(BIN)/pytest -q tests/tla/test_reconfig.py tests/tla/test_snapshots.py $(PYTEST_ARGS)
+	KRAFT_TCK_SLOW_TLC=1 $(BIN)/pytest -q tests/tla/test_reconfig.py tests/tla/test_snapshots.py tests/tla/test_tlc.py $(PYTEST_ARGS)
 
 pipeline: setup
 	$(BIN)/kraft-tck simulate --seeds 20 --nodes 3 --duration 10s --out out/sim

@@ -156,18 +156,18 @@ def test_a_core_that_raises_is_a_finding_of_its_seed_and_the_next_seed_runs() ->
 
 
 @pytest.mark.slow
-def test_soak_a_thousand_heavy_fault_seeds_find_nothing_on_the_correct_core() -> None:
-    """The correct core under 1,000 heavy-fault seeds (60 s of virtual time each): no invariant violation,
-    no core exception. ``make soak`` runs the same through ``kraft-tck simulate`` and prints its figures."""
+def test_soak_two_hundred_heavy_fault_seeds_find_nothing_on_the_correct_core() -> None:
+    """The correct core under 200 heavy-fault seeds (60 s of virtual time each): no invariant violation,
+    no core exception. ``make soak`` runs 1,000 through ``kraft-tck simulate`` and prints its figures."""
     bad = []
     events = 0
-    for seed in range(1000, 2000):
+    for seed in range(1000, 1200):
         result = simulate(SimConfig(seed=seed, nodes=3, duration_ms=60_000, profile="heavy"))
         events += result.events
         if result.violation is not None:
             bad.append((seed, str(result.violation)))
     assert not bad, bad[:5]
-    assert events > 1_000_000, f"only {events} events in 1,000 seeds: the soak did not exercise the nodes"
+    assert events > 200_000, f"only {events} events in 200 seeds: the soak did not exercise the nodes"
 
 
 # ------------------------------------------------------------------------------------- LeaderCompleteness
