@@ -53,9 +53,10 @@ conformance-runs: setup
 	done
 
 # Detection power: the catalog against every mutant of tests/mutants/mutants.py (black-box, then TLC for the
-# survivors); a table of mutants and the cases that caught them; fails if one survives (a sample runs in make test).
+# survivors); a table of mutants and the cases that caught them; each kill confirmed by running its case again alone
+# (2 of 2); fails if one survives or a kill does not reproduce (a sample runs in make test).
 mutants: setup
-	$(BIN)/python bench/mutants.py --tlc $(MUTANTS_ARGS)
+	$(BIN)/python bench/mutants.py --tlc --confirm $(MUTANTS_ARGS)
 
 # Every fault node against the cases of the rule it breaks, and the KIP-literal and typed-Fetch launchers against
 # the whole catalog (make test runs a sample of the faults and of the catalog for the launchers).

@@ -186,6 +186,9 @@ class Verdict:
     rerun: bool = False
     opts: str = ""  # the extra pytest options of the mutant's runs
     clause: str = ""  # the clause of the failed check that caught it
+    # --confirm: the catching case run again alone against the mutant ("2/2": caught again by it; "1/2": a
+    # flaky kill; "": not confirmed, e.g. a white-box unit check, which is deterministic)
+    repro: str = ""
 
 
 def judge(m: Any, runs: list[Run], clean_rows: set[str], unit: bool | None = None) -> Verdict:
@@ -220,12 +223,37 @@ def judge(m: Any, runs: list[Run], clean_rows: set[str], unit: bool | None = Non
     return Verdict(m.name, m.area, False, "-", "-", expected, False, seconds, flagged)
 
 
+def catching_cases(v: Verdict) -> list[str]:
+    """The case ids whose failure (or KAFKA-level difference, with --strict) caught the mutant."""
+    if v.mode == "black-box (--strict)":
+        return v.by.split(" [", 1)[0].split(", ")
+    first = v.by.split(", ")[0]
+    if v.mode in ("black-box", "black-box (2nd run)") and "/" in first and " " not in first:
+        return [first]  # a case id (else the note of a run that ended without results)
+    return []
+
+
+def confirm(v: Verdict, m: Any, workdir: Path, timeout_s: float) -> str:
+    """Issue #22's "no flaky kills": run the case that caught the mutant again, alone, against it. "2/2" when it
+    fails (or reports the difference) again, "1/2" when it passes this time."""
+    cases = catching_cases(v)
+    if not cases:
+        return ""
+    run = run_catalog(m.name, False, workdir / "confirm", timeout_s, cases, extra=m.args)
+    if v.mode == "black-box (--strict)":
+        return "2/2" if run.strict and set(run.kafka_cases) & set(cases) else "1/2"
+    return "2/2" if set(run.failed) & set(cases) else "1/2"
+
+
 def print_table(verdicts: list[Verdict], clean: Run, out: Any = sys.stdout) -> None:
     headers = ["mutant", "area", "caught", "by", "clause", "mode", "opts", "expected", "s"]
+    if any(v.repro for v in verdicts):
+        headers.insert(6, "repro")
     rows = [
         [
             v.mutant, v.area, "yes" if v.caught else "NO",
-            v.by + (" (rerun)" if v.rerun else ""), v.clause, v.mode, v.opts,
+            v.by + (" (rerun)" if v.rerun else ""), v.clause, v.mode,
+            *([v.repro or "-"] if len(headers) > 9 else []), v.opts,
             ("" if v.as_expected or not v.caught else "UNEXPECTED; ") + v.expected, f"{v.seconds:.0f}",
         ]
         for v in verdicts
@@ -253,6 +281,11 @@ def print_table(verdicts: list[Verdict], clean: Run, out: Any = sys.stdout) -> N
     for v in verdicts:
         if v.flagged:
             print(f"  {v.mutant}: reported as differing from Kafka: {', '.join(v.flagged)}", file=out)
+    if any(v.repro for v in verdicts):
+        flaky = [v.mutant for v in verdicts if v.repro == "1/2"]
+        confirmed = sum(v.repro == "2/2" for v in verdicts)
+        print(f"kills reproduced: {confirmed} in 2 of 2 runs (the catching case alone, again)"
+              + (f"; NOT reproduced: {', '.join(flaky)}" if flaky else ""), file=out)
     survivors = [v for v in verdicts if not v.caught]
     if survivors:
         print("survivors (expected catcher, or the scenario still to write):", file=out)
@@ -279,7 +312,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", default=[], dest="cases",
                     help="run only the cases matching this pattern (fnmatch, repeatable; a quick look: a mutant that "
                          "survives a subset may be caught by the rest of the catalog)")
+    ap.add_argument("--confirm", action="store_true",
+                    help="run the case that caught each mutant again, alone: a kill must reproduce in 2 of 2 runs "
+                         "(exit 1 if one does not)")
+    ap.add_argument("--confirm-from", type=Path, metavar="JSON",
+                    help="only the --confirm pass, for the verdicts of an earlier run's --json file")
     opts = ap.parse_args(argv)
+    if opts.confirm_from:
+        return confirm_from(reg, opts.confirm_from, opts.workdir, opts.timeout, opts.json)
     everyone = [*reg.MUTANTS.values(), *reg.SURVIVORS.values()]
     if opts.list:
         for m in everyone:
@@ -342,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         verdicts.append(v)
         if not runs[0].caught:
             report_line(v)
+    if opts.confirm:
+        by_name = {m.name: m for m in chosen}
+        for v in verdicts:
+            v.repro = confirm(v, by_name[v.mutant], workdir, opts.timeout) if v.caught else ""
     print_table(verdicts, clean)
     for extra, other in cleans.items():
         if extra:
@@ -357,7 +401,25 @@ def main(argv: list[str] | None = None) -> int:
         opts.json.write_text(json.dumps(doc, indent=1))
     if any(c.caught for c in cleans.values()):
         return 2
-    return 0 if all(v.caught for v in verdicts) else 1
+    return 0 if all(v.caught and v.repro != "1/2" for v in verdicts) else 1
+
+
+def confirm_from(reg: ModuleType, path: Path, workdir: Path | None, timeout_s: float, out_json: Path | None) -> int:
+    """The --confirm pass over an earlier run's verdicts (its --json file): each kill once more."""
+    doc: dict[str, Any] = json.loads(path.read_text())
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="kraft-tck-mutants-confirm-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    verdicts = [Verdict(**v) for v in doc["verdicts"]]
+    for v in verdicts:
+        if v.caught:
+            v.repro = confirm(v, reg.lookup(v.mutant), workdir, timeout_s)
+            print(f"{v.mutant}: {v.repro or 'no case to rerun (' + v.mode + ')'}", file=sys.stderr, flush=True)
+    clean = Run(**doc["clean"]["default"])
+    print_table(verdicts, clean)
+    if out_json:
+        doc["verdicts"] = [asdict(v) for v in verdicts]
+        out_json.write_text(json.dumps(doc, indent=1))
+    return 0 if all(v.caught and v.repro != "1/2" for v in verdicts) and not clean.caught else 1
 
 
 if __name__ == "__main__":

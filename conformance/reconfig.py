@@ -386,6 +386,11 @@ async def reconfig_life(sc: Scenario, *, changes_voters: bool, standalone: bool 
     Skipped, saying what to do, when the target cannot be relaunched or formatted so, or does not serve
     AddRaftVoter (api key 80)."""
     sc.require("dynamic-quorum", "format the target as a KIP-853 dynamic quorum with --initial-controllers")
+    if len(sc.q.voters) != 2:
+        # each case counts majorities of a 3-voter set (e.g. AddVoter/1: 2 of 4 holding the VotersRecord is not
+        # yet a majority, 3 of 4 is); a 5-voter quorum would need other counts, not written yet
+        sc.skip(f"needs --quorum-size 3 (the default): the KIP-853 cases drive a dynamic quorum of the target and two "
+                f"virtual voters, this run has {len(sc.q.voters) + 1} voters; run them without --quorum-size 5")
     sc.require("restart", "relaunch the target on a directory formatted with --initial-controllers")
     target = sc.target
     if isinstance(target, CommandTarget) and not isinstance(target, EmbeddedTarget) and (

@@ -413,7 +413,8 @@ def test_successors_least_caught_up_first_differs_from_kafka(tmp_path: Path) -> 
 
 #: Skips a correct node gets for what this run does not give it (say so, never hide a failure): the
 #: 5-voter cases at 3 voters, the pre-vote cases with pre-vote off, the security cases in plaintext.
-CAPABILITY_SKIPS = ("needs --quorum-size 5", "the target advertises Vote 0-1", "the target is tested in plaintext")
+CAPABILITY_SKIPS = ("needs --quorum-size 5", "needs --quorum-size 3", "the target advertises Vote 0-1",
+                    "the target is tested in plaintext")
 
 
 def not_passed(cases: dict[str, Any]) -> dict[str, str]:
@@ -440,6 +441,15 @@ def test_scenario_class_cases_pass_against_the_correct_node_in_a_5_voter_quorum(
     assert not bad and len(cases) == 11, f"{bad}\n{proc.stdout[-4000:]}"  # Successors/2, Observer/1 added
     assert not any(c["kafkaDifferences"] for c in cases.values()), {c: v["kafkaDifferences"] for c, v in cases.items()}
     assert proc.returncode == 0
+
+
+def test_dynamic_quorum_cases_say_they_need_3_voters_in_a_5_voter_quorum(tmp_path: Path) -> None:
+    # KIP-853 cases count majorities of a 3-voter set: at --quorum-size 5 they skip saying so (they failed before)
+    cases, proc = run_catalog(tmp_path, "none", "conformance/test_reconfig.py",
+                              extra=("--quorum-size", "5", "--case", "KIP-853/AddVoter/1"))
+    assert list(cases) == ["KIP-853/AddVoter/1"], proc.stdout[-2000:]
+    case = cases["KIP-853/AddVoter/1"]
+    assert case["outcome"] == "skipped" and case["message"].startswith("needs --quorum-size 3"), case["message"]
 
 
 def test_correct_reference_node_passes_the_whole_catalog(tmp_path: Path) -> None:
