@@ -312,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", default=[], dest="cases",
                     help="run only the cases matching this pattern (fnmatch, repeatable; a quick look: a mutant that "
                          "survives a subset may be caught by the rest of the catalog)")
+    ap.add_argument("--own-cases", action="store_true",
+                    help="run each mutant first against only the cases the registry says catch it (the case of the "
+                         "clause it breaks); the whole catalog only when they do not")
     ap.add_argument("--confirm", action="store_true",
                     help="run the case that caught each mutant again, alone: a kill must reproduce in 2 of 2 runs "
                          "(exit 1 if one does not)")
@@ -350,6 +353,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
 
     def black_box(m: Any) -> tuple[list[Run], bool]:
+        own = [c for c in m.expect if "/" in c and " " not in c]  # case ids (not "white-box", "pending: ...")
+        if opts.own_cases and own and cases is None:
+            run = run_catalog(m.name, False, workdir / "own", opts.timeout, own, extra=m.args)
+            if set(run.failed) & set(m.expect) or (run.strict and set(run.kafka_cases) & set(m.expect)):
+                report_line(judge(m, [run], set(cleans[m.args].kafka_rows)))
+                return [run], False
+            # its own cases did not catch it: the whole catalog decides (and names what does, if anything)
         runs, rerun = [run_catalog(m.name, False, workdir, opts.timeout, cases, extra=m.args)], False
         if runs[0].failed and not set(runs[0].failed) & set(m.expect):
             # caught by a case nobody expected: a flake of a timing case, or a real side effect; run again
