@@ -13,6 +13,10 @@ lost). Side by side, measured in the same run:
 * ``growth vs linear``: (seconds above the baseline per event) / (the same for the smallest size);
   1.0 is linear growth, 2.0 means each event costs twice what it cost in the smallest trace.
 
+* ``batch``: ``--batch K`` (default 8) traces of 200 events (prefixes of the same run, cut at different
+  places), validated one TLC run each and then all in one TLC run (``validate_traces``): a conformance run
+  validates dozens of short lives, and one run pays TLC's start-up once for all of them.
+
 Goal: linear growth and 10k events in under 60 s on this machine.
 """
 
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from kraft_tck.tla.tlc import DEFAULT_CONFIG, SMALL_CONFIG, run_tlc
 from kraft_tck.tla.trace_translate import translate
-from kraft_tck.tla.trace_validate import validate_trace
+from kraft_tck.tla.trace_validate import validate_trace, validate_traces
 from kraft_tck.traces.sim import SimConfig, simulate
 
 GOAL_EVENTS, GOAL_SECONDS = 10_000, 60.0
@@ -61,6 +65,26 @@ def timed(path: Path) -> tuple[float, bool, int]:
     return seconds, verdict.passed, verdict.events
 
 
+def batch(source: Path, out: Path, k: int, events: int = 200) -> None:
+    """``k`` traces of ``events`` events: one TLC run each, then one TLC run for all."""
+    lines = source.read_text().splitlines()
+    paths = []
+    for j in range(k):
+        path = out / f"batch-{j}.ndjson"
+        path.write_text("\n".join(lines[: events + 1 + 7 * j]) + "\n")  # different lengths, same run
+        paths.append(path)
+    total = sum(len(translate(p).events) for p in paths)
+    started = time.perf_counter()
+    alone = [validate_trace(p, timeout=1800).passed for p in paths]
+    each = time.perf_counter() - started
+    started = time.perf_counter()
+    together = [v.passed for v in validate_traces(paths, timeout=1800)]
+    one = time.perf_counter() - started
+    ok = "PASS" if all(alone) and all(together) else "FAIL"
+    print(f"batch: {k} traces, {total:,} rows: one TLC run each {each:.1f} s ({total / each:.0f} rows/s), "
+          f"all in one TLC run {one:.1f} s ({total / one:.0f} rows/s); {ok}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000,10000,20000", help="trace lengths in events")
@@ -68,6 +92,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1k and 5k events only, no TLC model check")
     parser.add_argument("--tlc", action="store_true", help="also model-check MCKRaft.cfg (make tlc)")
     parser.add_argument("--tlc-config", default=DEFAULT_CONFIG, help=f"config for --tlc (e.g. {SMALL_CONFIG})")
+    parser.add_argument("--batch", type=int, default=8, help="short traces for the one-run-each vs one-run line")
     args = parser.parse_args()
     sizes = [1000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
@@ -102,6 +127,8 @@ def main() -> None:
                     f"        goal {GOAL_EVENTS:,} events < {GOAL_SECONDS:.0f} s: "
                     f"{'met' if seconds < GOAL_SECONDS else 'NOT met'} ({seconds:.1f} s)"
                 )
+        if args.batch > 1:
+            batch(source, out, args.batch)
     if args.tlc and not args.quick:
         result = run_tlc(config=args.tlc_config, workers=2)
         print(f"\nmake tlc ({args.tlc_config}, 2 workers): {result.summary()}")

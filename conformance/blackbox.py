@@ -16,7 +16,6 @@ later case.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import time
 from collections.abc import Sequence
@@ -202,18 +201,14 @@ def merge_blackbox(parts: list[BlackBoxValidation]) -> BlackBoxValidation:
 def validate_session_traces(
     traces: list[SessionTrace], processes: int = 2, timeout_s: float = 900.0
 ) -> BlackBoxValidation:
-    """Validate each life's session trace in black-box mode (at most ``processes`` TLC runs at once)."""
-    from kraft_tck.tla.trace_validate import TraceVerdict, validate_trace
+    """Validate each life's session trace in black-box mode (several in one TLC run, at most ``processes``
+    TLC runs at once: ``validate_traces``)."""
+    from kraft_tck.tla.trace_validate import validate_traces
 
     if not traces:
         return BlackBoxValidation("NOT CHECKED", "no frame was exchanged with the target")
     t0 = time.monotonic()
-
-    def one(t: SessionTrace) -> TraceVerdict:
-        return validate_trace(t.path, timeout=timeout_s)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, processes)) as pool:
-        verdicts = list(pool.map(one, traces))
+    verdicts = validate_traces([t.path for t in traces], timeout=timeout_s, processes=processes)
     result = BlackBoxValidation("PASS", seconds=time.monotonic() - t0)
     problems: list[str] = []
     for t, v in zip(traces, verdicts, strict=True):

@@ -8,7 +8,10 @@ TLC validates each life of the target (node trace and session harness trace) in 
 as the life ends, while later cases run: at a wiped restart (``heal``), or once a life has exchanged
 ``life_frames`` frames, at the next case boundary (a wiped restart the session makes for that reason: TLC's
 time per row grows with what a behaviour accumulates, so several short lives validate faster than one long
-one). The last life is validated when the catalog is done (``validate_all``).
+one). The last life is validated when the catalog is done (``validate_all``). One thread validates node
+traces, one session traces; each takes every life that ended since it last looked and validates them in
+one TLC run (``validate_traces``), so TLC's start-up is paid per batch, not per life, and a validator
+that fell behind catches up in one run.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any, TypeVar
 
 from kraft_tck.conformance.blackbox import (
     BlackBoxValidation,
+    SessionTrace,
     harness_event,
     merge_blackbox,
     validate_session_traces,
@@ -154,6 +158,10 @@ class TlcValidation:
     seconds: float = 0.0
     events: int = 0
     lives: list[dict[str, Any]] = field(default_factory=list)
+    #: how validation kept up (``Session.validate_all``): ``tlcRuns`` (batches, node and session traces),
+    #: ``tailS`` (from the catalog's end to the last verdict), ``runs`` (each batch: kind, lives, rows, its
+    #: start and end in seconds since the session started)
+    schedule: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -162,11 +170,13 @@ class TlcValidation:
             "seconds": round(self.seconds, 2),
             "events": self.events,
             "lives": self.lives,
+            "schedule": self.schedule,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TlcValidation:
-        return cls(data["status"], data["message"], data["seconds"], data["events"], list(data["lives"]))
+        return cls(data["status"], data["message"], data["seconds"], data["events"], list(data["lives"]),
+                   dict(data.get("schedule") or {}))  # fmt: skip
 
 
 def merge_tlc(parts: list[TlcValidation]) -> TlcValidation:
@@ -178,7 +188,7 @@ def merge_tlc(parts: list[TlcValidation]) -> TlcValidation:
         return parts[0]
     lives = [life for p in parts for life in p.lives]
     merged = TlcValidation("PASS", seconds=sum(p.seconds for p in parts), events=sum(p.events for p in parts),
-                           lives=lives)  # fmt: skip
+                           lives=lives, schedule=merge_schedules([p.schedule for p in parts]))  # fmt: skip
     failed = [p.message for p in parts if p.status == "FAIL"]
     statuses = {p.status for p in parts}
     if failed:
@@ -189,6 +199,18 @@ def merge_tlc(parts: list[TlcValidation]) -> TlcValidation:
         checked = sum(1 for life in lives if life.get("status") == "PASS")
         merged.message = f"{merged.events} events of {checked} life/lives of the target match KRaft"
     return merged
+
+
+def merge_schedules(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The schedules of several targets (xdist workers): runs summed, the longest tail."""
+    parts = [p for p in parts if p]
+    if len(parts) <= 1:
+        return parts[0] if parts else {}
+    return {
+        "tlcRuns": sum(p.get("tlcRuns", 0) for p in parts),
+        "tailS": max(p.get("tailS", 0.0) for p in parts),
+        "runs": [r for p in parts for r in p.get("runs", [])],
+    }
 
 
 def _origin(files: list[Path], merged_seq: int) -> str:
@@ -204,28 +226,25 @@ def _origin(files: list[Path], merged_seq: int) -> str:
 
 
 def validate_node_trace(
-    lives: list[list[Path]], out_dir: Path, processes: int = 2, timeout_s: float = 600.0, first_life: int = 0
+    lives: list[list[Path]], out_dir: Path, processes: int = 2, timeout_s: float = 600.0, first_life: int = 0,
+    numbers: list[int] | None = None,
 ) -> TlcValidation:
-    """Validate each life of a node's trace with TLC (at most ``processes`` TLC runs at once); the merged
-    trace of ``lives[k]`` is ``node-life-{first_life + k}.ndjson`` in ``out_dir``."""
+    """Validate each life of a node's trace with TLC (in as few TLC runs as possible, at most ``processes``
+    at once: ``validate_traces``); the merged trace of ``lives[k]`` is ``node-life-{N}.ndjson`` in
+    ``out_dir``, N being ``numbers[k]`` (default ``first_life + k``)."""
     from kraft_tck.tla.trace_merge import merge_node_traces
-    from kraft_tck.tla.trace_validate import TraceVerdict, validate_trace
+    from kraft_tck.tla.trace_validate import validate_traces
 
-    lives = [[f for f in life if f.exists() and f.stat().st_size > 0] for life in lives]
-    lives = [life for life in lives if life]
-    if not lives:
+    numbered = list(zip(numbers or [first_life + k for k in range(len(lives))], lives, strict=True))
+    numbered = [(n, [f for f in life if f.exists() and f.stat().st_size > 0]) for n, life in numbered]
+    numbered = [(n, life) for n, life in numbered if life]
+    if not numbered:
         return TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
+    lives = [life for _, life in numbered]
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    merged = [
-        merge_node_traces(life, out_dir / f"node-life-{first_life + k}.ndjson") for k, life in enumerate(lives)
-    ]
-
-    def one(path: Path) -> TraceVerdict:
-        return validate_trace(path, timeout=timeout_s)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, processes)) as pool:
-        verdicts = list(pool.map(one, merged))
+    merged = [merge_node_traces(life, out_dir / f"node-life-{n}.ndjson") for n, life in numbered]
+    verdicts = validate_traces(merged, timeout=timeout_s, processes=processes)
     result = TlcValidation("PASS", seconds=time.monotonic() - t0, events=sum(v.events for v in verdicts))
     problems: list[str] = []
     for life, path, v in zip(lives, merged, verdicts, strict=True):
@@ -284,10 +303,16 @@ class Session:
         #: start a new life (a wiped restart, between cases) once the current one has this many frames, so
         #: TLC can validate the finished life while later cases run (0: never; only a target that restarts)
         self.life_frames = life_frames
-        #: background TLC runs, one pair (node trace, session trace) per finished life (``_submit_lives``)
-        self._validator: concurrent.futures.ThreadPoolExecutor | None = None
-        self._life_jobs: list[tuple[Future[TlcValidation], Future[BlackBoxValidation]]] = []
+        #: background TLC runs (``_submit_lives``): one thread per kind, each taking every life waiting for it
+        self._validators: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+        self._node_waiting: list[tuple[int, list[Path]]] = []
+        self._session_waiting: list[SessionTrace] = []
+        self._waiting_lock = threading.Lock()
+        self._node_jobs: list[Future[TlcValidation | None]] = []
+        self._session_jobs: list[Future[BlackBoxValidation | None]] = []
         self._lives_submitted = 0
+        self._t0 = time.monotonic()
+        self._runs: list[dict[str, Any]] = []
         self._tmp: Path | None = None
         self.case_timeout_s = case_timeout_s
         self.results: dict[str, CaseResult] = {}
@@ -367,9 +392,15 @@ class Session:
         if self.tlc_result is not None and self.blackbox_result is not None:
             return self.tlc_result, self.blackbox_result
         self.stop_target()
+        ended = time.monotonic()
         self._submit_lives(self.quorum.session.life + 1)
-        self.tlc_result = merge_tlc([node.result() for node, _ in self._life_jobs])
-        self.blackbox_result = merge_blackbox([bb.result() for _, bb in self._life_jobs])
+        nodes = [r for r in (job.result() for job in self._node_jobs) if r is not None]
+        sessions = [r for r in (job.result() for job in self._session_jobs) if r is not None]
+        self.tlc_result = merge_tlc(nodes)
+        self.blackbox_result = merge_blackbox(sessions) if sessions else validate_session_traces([], 1)
+        self.tlc_result.schedule = {
+            "tlcRuns": len(self._runs), "tailS": round(time.monotonic() - ended, 2), "runs": list(self._runs),
+        }  # fmt: skip
         for case_id, result in self.results.items():
             result.tlc = self.blackbox_result.by_case.get(
                 case_id, "nothing to check: no KRaft message of this case is in a session harness trace"
@@ -384,13 +415,13 @@ class Session:
         return self._tmp
 
     def _submit_lives(self, upto: int) -> None:
-        """Start TLC on each life of the target before ``upto`` not started yet (in background threads)."""
+        """Queue TLC on each life of the target before ``upto`` not queued yet (validated in background
+        threads, one per kind, several waiting lives in one TLC run)."""
         if not self.tlc:
             return
-        if self._validator is None:
-            self._validator = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kraft-tck-tlc")
         out = self._out_dir()
         header = self._trace_header("session")
+        queued = False
         while self._lives_submitted < upto:
             life = self._lives_submitted
             self._lives_submitted += 1
@@ -404,10 +435,51 @@ class Session:
                 files, traces = [], []
             if life in self.target.blackbox_unmodelled_lives:
                 traces = []
-            self._life_jobs.append((
-                self._validator.submit(validate_node_trace, [list(files)], out / "target", 1, 600.0, life),
-                self._validator.submit(validate_session_traces, traces, 1),
-            ))  # fmt: skip
+            with self._waiting_lock:
+                if files:
+                    self._node_waiting.append((life, list(files)))
+                self._session_waiting.extend(traces)
+            queued = True
+        if not queued:
+            return
+        if not self._validators:
+            self._validators = {
+                kind: concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kraft-tck-tlc-{kind}")
+                for kind in ("node", "session")
+            }  # fmt: skip
+        self._node_jobs.append(self._validators["node"].submit(self._validate_waiting_node))
+        self._session_jobs.append(self._validators["session"].submit(self._validate_waiting_sessions))
+
+    def _validate_waiting_node(self) -> TlcValidation | None:
+        """Every node trace life waiting, in one TLC run (None: an earlier call took them all)."""
+        with self._waiting_lock:
+            waiting, self._node_waiting = self._node_waiting, []
+        if not waiting:
+            return None
+        started = time.monotonic()
+        result = validate_node_trace([files for _, files in waiting], self._out_dir() / "target", 1, 600.0,
+                                     numbers=[life for life, _ in waiting])  # fmt: skip
+        self._log_run("node", [life for life, _ in waiting], result, started)
+        return result
+
+    def _validate_waiting_sessions(self) -> BlackBoxValidation | None:
+        """Every session trace waiting, in one TLC run (None: an earlier call took them all)."""
+        with self._waiting_lock:
+            waiting, self._session_waiting = self._session_waiting, []
+        if not waiting:
+            return None
+        started = time.monotonic()
+        result = validate_session_traces(waiting, 1)
+        self._log_run("session", [t.life for t in waiting], result, started)
+        return result
+
+    def _log_run(self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float) -> None:
+        if result.status in ("NOT CHECKED", "UNAVAILABLE"):
+            return  # no row to check: TLC did not run
+        self._runs.append({
+            "kind": kind, "lives": lives, "rows": result.events, "startS": round(started - self._t0, 2),
+            "endS": round(time.monotonic() - self._t0, 2),
+        })  # fmt: skip
 
     def _on_restart(self, wiped: bool) -> None:
         self.loop.run(self._restarted(wiped), 10)
@@ -419,8 +491,8 @@ class Session:
         try:
             self.stop_target()
         finally:
-            if self._validator is not None:
-                self._validator.shutdown(wait=True, cancel_futures=True)
+            for validator in self._validators.values():
+                validator.shutdown(wait=True, cancel_futures=True)
             self.target.collect(self.trace_dir)
             self.loop.stop()
             if self._tmp is not None:

@@ -100,8 +100,8 @@ def validate_trace_command(
     environment.
     """
     from kraft_tck.tla.trace_merge import merge_node_traces
-    from kraft_tck.tla.trace_translate import TraceFormatError
-    from kraft_tck.tla.trace_validate import validate_trace
+    from kraft_tck.tla.trace_translate import TraceFormatError, translate
+    from kraft_tck.tla.trace_validate import TraceVerdict, validate_traces
 
     console = Console()
     failures = 0
@@ -111,16 +111,31 @@ def validate_trace_command(
         except TraceFormatError as exc:
             console.print(f"[red]FAIL[/red] {merge}: {exc}", highlight=False)
             raise SystemExit(1) from exc
+    # a trace that cannot be read fails alone; the others are validated together (several in one TLC run)
+    problems: dict[Path, str] = {}
     for path in files:
         try:
-            with Progress(f"validating {path}", console=console):
-                verdict = validate_trace(
-                    path, hidden_steps=hidden_steps, java_opts=shlex.split(java_opts), timeout=timeout
+            translate(path)
+        except TraceFormatError as exc:
+            problems[path] = str(exc)
+    readable = [path for path in files if path not in problems]
+    verdicts: dict[Path, TraceVerdict] = {}
+    if readable:
+        try:
+            with Progress(f"validating {readable[0] if len(readable) == 1 else f'{len(readable)} traces'}",
+                          console=console):  # fmt: skip
+                found = validate_traces(
+                    readable, hidden_steps=hidden_steps, java_opts=shlex.split(java_opts), timeout=timeout
                 )
+            verdicts = dict(zip(readable, found, strict=True))
         except (TraceFormatError, TlcError) as exc:
+            problems.update(dict.fromkeys(readable, str(exc)))
+    for path in files:
+        if path in problems:
             failures += 1
-            console.print(f"[red]FAIL[/red] {path}: {exc}", highlight=False)
+            console.print(f"[red]FAIL[/red] {path}: {problems[path]}", highlight=False)
             continue
+        verdict = verdicts[path]
         if verdict.passed:
             console.print(f"[green]PASS[/green] {path} ({verdict.events} events)", highlight=False)
             continue

@@ -12,6 +12,7 @@ name + the variables it changed) and any parse/semantic/evaluation errors.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import os
 import re
@@ -143,7 +144,124 @@ def find_java() -> str:
     return found
 
 
+# --------------------------------------------------------------------------- class-data sharing
+
+#: Where TLC's class-data sharing archive is kept (``$KRAFT_TCK_CACHE``, else ``$XDG_CACHE_HOME/kraft-tck``,
+#: else ``~/.cache/kraft-tck``; as the pipeline's JVM helper). KRAFT_TCK_TLC_CDS=0 turns the archive off.
+CDS_ENV = "KRAFT_TCK_TLC_CDS"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("KRAFT_TCK_CACHE"):
+        return Path(os.environ["KRAFT_TCK_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kraft-tck"
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def cds_archive_path(java: str, jar: Path) -> Path:
+    """The archive for this jar and this JVM: named by a digest of the jar's path, size and mtime and the
+    java executable's (and its libjvm's), so a new jar or JVM gets an archive of its own. (The JVM checks
+    the jar itself too and ignores, with a warning, an archive that does not fit.)"""
+    real = Path(java).resolve()
+    parts = [_stamp(jar), _stamp(real)]
+    libjvm = real.parent.parent / "lib" / "server" / "libjvm.so"
+    if libjvm.is_file():
+        parts.append(_stamp(libjvm))
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return cache_dir() / f"tlc-cds-{digest}.jsa"
+
+
+#: The first four bytes of a dynamic class-data sharing archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC).
+_DYNAMIC_ARCHIVE_MAGIC = bytes.fromhex("a8ab0bf0")
+
+
+def _magic(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(4)
+    except OSError:
+        return b""
+
+
+class _Cds:
+    """TLC spends a few hundred milliseconds of every run loading and verifying tla2tools.jar's classes.
+    A dynamic class-data sharing archive (JDK 13+: -XX:ArchiveClassesAtExit, then -XX:SharedArchiveFile)
+    maps them ready-made instead. The first run of a process that finds no archive writes one at its exit
+    (to a temporary name, renamed into place: concurrent writers are harmless); a JVM that cannot write
+    or use one runs as before, and this process stops trying."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dumping = False
+        self._broken: set[Path] = set()
+        self._checked: set[Path] = set()
+
+    def options(self, java: str, jar: Path, work: Path) -> tuple[list[str], Path | None]:
+        """JVM options for one run, and the temporary file this run dumps an archive to (or None)."""
+        if os.environ.get(CDS_ENV, "1") == "0":
+            return [], None
+        try:
+            archive = cds_archive_path(java, jar)
+        except OSError:
+            return [], None
+        with self._lock:
+            if archive in self._broken:
+                return [], None
+            if archive.is_file() and archive not in self._checked:
+                # the JVM ignores a file that is no archive at all without a word: look at its magic first
+                if _magic(archive) != _DYNAMIC_ARCHIVE_MAGIC:
+                    archive.unlink(missing_ok=True)
+                else:
+                    self._checked.add(archive)
+            if archive.is_file():
+                return [f"-XX:SharedArchiveFile={archive}"], None
+            if self._dumping:
+                return [], None
+            try:
+                archive.parent.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                self._broken.add(archive)
+                return [], None
+            self._dumping = True
+        part = archive.parent / f"{archive.name}.{os.getpid()}.{threading.get_ident()}.part"
+        # the dump's warnings (classes it skips) are no business of TLC's output
+        return [f"-XX:ArchiveClassesAtExit={part}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"], part
+
+    def finished(self, java: str, jar: Path, part: Path | None, output: str) -> None:
+        """After a run: install the archive it dumped; forget an archive the JVM would not use."""
+        try:
+            archive = cds_archive_path(java, jar)
+        except OSError:
+            return
+        with self._lock:
+            if part is not None:
+                self._dumping = False
+                if part.is_file() and part.stat().st_size > 0:
+                    os.replace(part, archive)
+                else:
+                    part.unlink(missing_ok=True)
+                    self._broken.add(archive)  # this JVM cannot dump one (no base archive, say)
+            elif "[cds" in output and ("Unable to use shared archive" in output or "[error" in output):
+                self._broken.add(archive)
+                self._checked.discard(archive)
+                archive.unlink(missing_ok=True)  # a later process writes a fresh one
+
+
+_CDS = _Cds()
+#: JVM class-data sharing messages; not TLC's output.
+_CDS_LINE = re.compile(r"^\[[\d.]+s\]\[\w+\s*\]\[cds[^\]]*\].*\n?", re.M)
+
+
 # --------------------------------------------------------------------------- running
+
+#: TLC's last line: once it is printed the verdict is complete and TLC only tears down. (TLC 2.15 exports
+#: its fingerprint set over RMI; the JVM then waits some 300 ms at exit for the RMI accept thread.)
+_FINISHED_LINE = re.compile(r"^Finished in .* at \(")
 
 
 def run_tlc(
@@ -179,9 +297,11 @@ def run_tlc(
             shutil.copy(module, work / module.name)
         shutil.copy(spec_path, work / spec_path.name)
         shutil.copy(cfg_path, work / cfg_path.name)
+        cds, dump = _CDS.options(java, jar, work)
         cmd = [
             java,
             *java_opts,
+            *cds,
             # TLC writes the standard modules it reads (Naturals.tla, TLC.tla, ...) under java.io.tmpdir with
             # fixed names and deletes them at exit: concurrent runs sharing /tmp (the pipeline's fan-out, two
             # tasks) race on those files and one fails to parse ("Module-Table lookup failure"). Each run
@@ -202,7 +322,10 @@ def run_tlc(
         cmd.append(spec_path.name)
         started = time.monotonic()
         lines: list[str] = []
-        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            cmd, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            bufsize=1,
+        )  # fmt: skip
         # A timer, not a check per output line: TLC prints progress about once a minute, so a check per
         # line would stop it up to a minute late.
         expired = threading.Event()
@@ -215,13 +338,25 @@ def run_tlc(
         if timer is not None:
             timer.daemon = True
             timer.start()
+        finished = False
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
-            code = proc.wait()
+                if _FINISHED_LINE.match(line) and dump is None:
+                    finished = True  # the rest is TLC's teardown (a dumping run writes its archive then)
+                    break
+            if finished:
+                try:
+                    code: int | None = proc.wait(0.05)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    code = None  # stopped in its teardown, after its last line
+            else:
+                code = proc.wait()
             if expired.is_set():
                 lines.append(f"Error: kraft-tck stopped TLC after the {timeout:.0f}s timeout.\n")
         finally:
@@ -231,10 +366,12 @@ def run_tlc(
                 proc.kill()
                 proc.wait()
         seconds = time.monotonic() - started
-        result = parse_output("".join(lines), module_dir=work)
+        text = "".join(lines)
+        _CDS.finished(java, jar, dump, text)
+        result = parse_output(_CDS_LINE.sub("", text), module_dir=work)
     result.exit_code = code
     result.seconds = seconds
-    if code != 0 and result.ok:
+    if code is not None and code != 0 and result.ok:
         result.ok = False
         if not result.errors and not result.violated:
             result.errors.append(f"TLC exited with code {code}")

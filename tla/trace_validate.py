@@ -1,7 +1,13 @@
-"""Validate: run TLC on TraceKRaft.tla with a trace's TraceData and read its verdict (PASS, FAIL, NOT CHECKED)."""
+"""Validate: run TLC on TraceKRaft.tla with a trace's TraceData and read its verdict (PASS, FAIL, NOT CHECKED).
+
+``validate_traces`` validates several traces in one TLC run (a generated module, TraceBatch, whose initial
+state picks the trace): TLC's start-up (JVM, parsing KRaft.tla, set-up) costs about as much as a trace of a
+few hundred rows, and a conformance run has dozens of short traces.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import shutil
 import tempfile
@@ -102,7 +108,17 @@ def validate_trace(
     On a failed event, a second (shorter) TLC run over the events before it prints the spec state
     just before it, unless ``state_before`` is False.
     """
-    trace = translate(path)
+    return _validate(translate(path), hidden_steps, java_opts, timeout, state_before, workers)
+
+
+def _validate(
+    trace: Trace,
+    hidden_steps: int | None,
+    java_opts: Sequence[str],
+    timeout: float | None,
+    state_before: bool,
+    workers: int = 1,
+) -> TraceVerdict:
     if not checkable(trace):
         return TraceVerdict(trace.path, False, 0, reason=not_checked_reason(trace), checked=False)
     tlc: dict[str, Any] = {"workers": workers, "java_opts": java_opts, "timeout": timeout}
@@ -175,3 +191,176 @@ def _failed_at(trace: Trace, result: TlcResult) -> TraceEvent | None:
     except ValueError:
         return None
     return trace.events[matched - 1] if 1 <= matched <= len(trace.events) else None
+
+
+# --------------------------------------------------------------------------- several traces in one TLC run
+
+#: Registers of TLCSet/TLCGet the batch module uses: BATCH_REGISTER + k holds how far trace k got (TraceKRaft
+#: itself uses register 1).
+BATCH_REGISTER = 100
+#: At most this many traces in one TLC run (each is a copy of TraceKRaft.tla that SANY parses).
+MAX_BATCH = 24
+_BATCH_MATCHED = re.compile(r'^<<\s*"BATCH-MATCHED",\s*(\d+),\s*(\d+)\s*>>\s*$', re.M)
+
+
+class BatchUnavailable(RuntimeError):
+    """TraceKRaft.tla is not in the shape a batch module needs (then each trace runs alone)."""
+
+
+def _variables(source: str) -> list[str]:
+    """The variables TraceKRaft.tla declares (every VARIABLE(S) statement, comments left out)."""
+    names: list[str] = []
+    for block in re.finditer(r"^VARIABLES?\b(.*?)(?=^\S)", source, re.S | re.M):
+        body = re.sub(r"\\\*[^\n]*|\(\*.*?\*\)", "", block.group(1), flags=re.S)
+        names += [v.strip() for v in body.split(",") if v.strip()]
+    if not names or not all(re.fullmatch(r"[A-Za-z_]\w*", v) for v in names):
+        raise BatchUnavailable(f"cannot read the VARIABLES of TraceKRaft.tla: {names}")
+    return names
+
+
+def batch_modules(traces: Sequence[Trace], hidden_steps: int | None = None) -> dict[str, str]:
+    """The modules of one TLC run over all ``traces`` (file name -> text), all black-box or all not.
+
+    Trace k gets TraceData<k> (its rows) and TraceKRaft<k> (TraceKRaft.tla extending TraceData<k>);
+    TraceBatch declares TraceKRaft's variables and ``batchTrace``, and instantiates each copy. A behaviour
+    of TraceBatch is a behaviour of one TraceKRaft<k>: its initial state picks k, every step is a
+    TraceNext of that copy, and TraceSafety and TraceView are that copy's (the view adds k), so TLC explores
+    each trace's states as a run of it alone would. ``Seen(k)`` prints how far trace k got.
+
+    Black-box traces: TraceRun ends its run at the first behaviour that matches every row. Here trace k
+    takes no further step once one of its behaviours has matched every row, and the run ends once every
+    trace has. Node traces: the whole state space, as alone.
+    """
+    kinds = {t.target is not None for t in traces}
+    if len(kinds) != 1:
+        raise ValueError("a batch holds black-box traces or node traces, not both")
+    blackbox = kinds.pop()
+    source = (SPEC_DIR / "TraceKRaft.tla").read_text()
+    header = re.compile(r"^-+\s*MODULE\s+TraceKRaft\s*-+\s*$", re.M)
+    extends = re.compile(r"^(EXTENDS\s+)TraceData\b", re.M)
+    if len(header.findall(source)) != 1 or len(extends.findall(source)) != 1:
+        raise BatchUnavailable("TraceKRaft.tla must have one MODULE line and EXTENDS TraceData first")
+    names = _variables(source)
+    modules: dict[str, str] = {}
+    inits, nexts, safety, views, done = [], [], [], [], []
+    for k, trace in enumerate(traces, start=1):
+        data = trace_data(trace, hidden_steps)
+        if not data.startswith("---- MODULE TraceData ----\n"):
+            raise BatchUnavailable("trace_data no longer starts with its MODULE line")
+        modules[f"TraceData{k}.tla"] = data.replace("MODULE TraceData ", f"MODULE TraceData{k} ", 1)
+        copy = header.sub(f"---- MODULE TraceKRaft{k} ----", source, count=1)
+        modules[f"TraceKRaft{k}.tla"] = extends.sub(rf"\g<1>TraceData{k}", copy, count=1)
+        reg = BATCH_REGISTER + k
+        inits.append(f"    \\/ batchTrace = {k} /\\ T{k}!TraceInit /\\ TLCSet({reg}, 1)")
+        # black-box: no step once a behaviour of trace k matched every row (TLCGet(reg) is then past its end)
+        guard = f"TLCGet({reg}) <= Len(T{k}!TraceLog) /\\ " if blackbox else ""
+        nexts.append(f"    \\/ batchTrace = {k} /\\ {guard}T{k}!TraceNext /\\ UNCHANGED batchTrace /\\ Seen({k})")
+        safety.append(f"    /\\ batchTrace = {k} => T{k}!TraceSafety")
+        views.append(f"batchTrace = {k} -> T{k}!TraceView")
+        done.append(f"TLCGet({reg}) > Len(T{k}!TraceLog)")
+    nl, conj = "\n", " /\\ "
+    instances = nl.join(f"T{k} == INSTANCE TraceKRaft{k}" for k in range(1, len(traces) + 1))
+    modules["TraceBatch.tla"] = f"""---- MODULE TraceBatch ----
+\\* Generated by kraft_tck.tla.trace_validate: {len(traces)} traces in one TLC run; do not edit.
+EXTENDS Integers, Sequences, TLC
+VARIABLES {", ".join(names)}, batchTrace
+{instances}
+\\* the furthest row of trace k matched: one line per row, as TraceKRaft's Record
+Seen(k) == IF l' > TLCGet({BATCH_REGISTER} + k)
+           THEN TLCSet({BATCH_REGISTER} + k, l') /\\ PrintT(<<"BATCH-MATCHED", k, l' - 1>>)
+           ELSE TRUE
+BatchInit ==
+{nl.join(inits)}
+BatchNext ==
+{nl.join(nexts)}
+BatchSafety ==
+{nl.join(safety)}
+BatchView == <<batchTrace, CASE {" [] ".join(views)}>>
+BatchDoneExit == IF {conj.join(done)} THEN PrintT("BATCH-DONE") /\\ TLCSet("exit", TRUE) ELSE TRUE
+====
+"""
+    cfg = "INIT BatchInit\nNEXT BatchNext\nINVARIANT BatchSafety\nVIEW BatchView\n"
+    modules["TraceBatch.cfg"] = cfg + ("INVARIANT BatchDoneExit\n" if blackbox else "")
+    return modules
+
+
+def run_batch(traces: Sequence[Trace], hidden_steps: int | None = None, **tlc: Any) -> tuple[TlcResult, list[int]]:
+    """One TLC run over ``traces`` (``batch_modules``): its result and how many rows of each it matched."""
+    with tempfile.TemporaryDirectory(prefix="kraft-trace-batch-") as tmp:
+        work = Path(tmp)
+        shutil.copy(SPEC_DIR / "KRaft.tla", work / "KRaft.tla")
+        for name, text in batch_modules(traces, hidden_steps).items():
+            (work / name).write_text(text)
+        # the TLCSet/TLCGet registers are one worker's: one worker
+        result = run_tlc("TraceBatch.tla", "TraceBatch.cfg", spec_dir=work, **{**tlc, "workers": 1})
+    reached = [0] * len(traces)
+    for m in _BATCH_MATCHED.finditer(result.output):
+        k, n = int(m.group(1)), int(m.group(2))
+        if 1 <= k <= len(traces):
+            reached[k - 1] = max(reached[k - 1], n)
+    return result, reached
+
+
+def validate_traces(
+    paths: Sequence[str | Path],
+    *,
+    hidden_steps: int | None = None,
+    java_opts: Sequence[str] = DEFAULT_JAVA_OPTS,
+    timeout: float | None = None,
+    state_before: bool = True,
+    processes: int = 1,
+    max_batch: int = MAX_BATCH,
+) -> list[TraceVerdict]:
+    """``validate_trace`` of every path, in as few TLC runs as possible (at most ``processes`` at once):
+    black-box traces together, node traces together, at most ``max_batch`` in one run.
+
+    A trace every row of which a batch matched passes, as it would alone; any other trace (a row no
+    behaviour matched, an invariant violated, a TLC error or a timeout anywhere in the batch) is
+    validated again alone, so that its verdict, failed event and state before it are exactly
+    ``validate_trace``'s.
+    """
+    translated = [translate(p) for p in paths]
+    verdicts: list[TraceVerdict | None] = [None] * len(translated)
+    groups: dict[bool, list[int]] = {}
+    for i, trace in enumerate(translated):
+        if not checkable(trace):
+            verdicts[i] = TraceVerdict(trace.path, False, 0, reason=not_checked_reason(trace), checked=False)
+        else:
+            groups.setdefault(trace.target is not None, []).append(i)
+    batches: list[list[int]] = []
+    for members in groups.values():
+        # largest first into the lightest of the fewest batches that respect max_batch and processes
+        count = max(min(processes, len(members)), -(-len(members) // max(1, max_batch)))
+        bins: list[list[int]] = [[] for _ in range(count)]
+        loads = [0] * count
+        for i in sorted(members, key=lambda i: -len(translated[i].events)):
+            b = min((b for b in range(count) if len(bins[b]) < max_batch), key=lambda b: loads[b])
+            bins[b].append(i)
+            loads[b] += len(translated[i].events)
+        batches += [b for b in bins if b]
+
+    def run(batch: list[int]) -> None:
+        alone: list[int] = batch
+        if len(batch) > 1:
+            try:
+                per = None if timeout is None else timeout * len(batch)
+                result, reached = run_batch(
+                    [translated[i] for i in batch], hidden_steps, java_opts=java_opts, timeout=per
+                )
+            except BatchUnavailable:
+                result, reached = None, []
+            if result is not None and result.ok and not result.violated and not result.errors:
+                alone = []
+                for i, got in zip(batch, reached, strict=True):
+                    n = len(translated[i].events)
+                    if got >= n:
+                        verdicts[i] = TraceVerdict(translated[i].path, True, n, reason="every event matched",
+                                                   tlc=result)  # fmt: skip
+                    else:
+                        alone.append(i)
+        for i in alone:
+            verdicts[i] = _validate(translated[i], hidden_steps, java_opts, timeout, state_before)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(processes, len(batches) or 1))) as pool:
+        list(pool.map(run, batches))
+    return [v for v in verdicts if v is not None]

@@ -10,16 +10,18 @@ fail at exactly that event.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from kraft_tck.tla import tlc as tlc_module
 from kraft_tck.tla.cli import validate_trace_command
-from kraft_tck.tla.tlc import tlc_unavailable_reason
+from kraft_tck.tla.tlc import cds_archive_path, find_jar, find_java, tlc_unavailable_reason
 from kraft_tck.tla.trace_render import trace_data
 from kraft_tck.tla.trace_translate import TraceFormatError, translate
-from kraft_tck.tla.trace_validate import validate_trace
+from kraft_tck.tla.trace_validate import batch_modules, validate_trace, validate_traces
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -313,3 +315,123 @@ def test_cli_prints_pass_and_fail(tmp_path: Path) -> None:
     assert f"PASS {good}" in output
     assert f"FAIL {bad}" in output
     assert "BecomeLeader" in output and "spec state before it" in output
+
+
+# --------------------------------------------------------------------------- several traces in one TLC run
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_one_tlc_run_validates_several_traces_and_each_failure_stays_at_its_event(tmp_path: Path) -> None:
+    """validate_traces: the passing traces share one TLC run (TraceBatch); every doctored trace of the batch
+    fails at exactly the event it fails at alone, with the spec state before it."""
+    good = [
+        write_trace(tmp_path / "good-election.ndjson", ELECTION),
+        write_trace(tmp_path / "good-replication.ndjson", ELECTION + REPLICATION),
+    ]
+    doctored = {
+        # node 2, which voted for 1, "grants" node 3 too (a row no behaviour produces)
+        "second-vote": ([*ELECTION[:2], (3, "StartElection", st("Candidate", 1, 3, -1, 0, 0, 0)),
+                         (2, "HandleVoteRequest", st("Voted", 1, 3, -1, 0, 0, 0)), *ELECTION[2:]], 3),
+        # the high watermark goes backwards
+        "hw-backwards": ([*ELECTION, *REPLICATION, *NEXT_FETCH,
+                          (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 3, 1, 1))], 17),
+    }  # fmt: skip
+    bad = {name: write_trace(tmp_path / f"{name}.ndjson", events) for name, (events, _) in doctored.items()}
+    verdicts = validate_traces([*good, *bad.values()], timeout=300)
+    assert [v.path for v in verdicts] == [*good, *bad.values()]
+    assert [v.status for v in verdicts] == ["PASS", "PASS", "FAIL", "FAIL"]
+    # one run for the passing traces: the batch module's output, shared
+    assert verdicts[0].tlc is verdicts[1].tlc and verdicts[0].tlc is not None
+    assert "BATCH-MATCHED" in verdicts[0].tlc.output
+    for v, (events, index) in zip(verdicts[2:], doctored.values(), strict=True):
+        alone = validate_trace(v.path, timeout=300)
+        node, event, state = events[index]
+        assert v.failed_event is not None and alone.failed_event is not None
+        assert (v.failed_event.node, v.failed_event.event, v.failed_event.state) == (node, event, state)
+        assert v.failed_event.seq == alone.failed_event.seq
+        assert v.state_before == alone.state_before is not None
+
+
+def test_a_batch_module_gives_each_trace_its_own_copy_of_the_spec(tmp_path: Path) -> None:
+    traces = [translate(write_trace(tmp_path / f"t{k}.ndjson", ELECTION[: k + 2])) for k in range(3)]
+    modules = batch_modules(traces)
+    assert {"TraceBatch.tla", "TraceBatch.cfg", "TraceData3.tla", "TraceKRaft3.tla"} <= set(modules)
+    assert "EXTENDS TraceData2," in modules["TraceKRaft2.tla"]
+    assert modules["TraceKRaft2.tla"].startswith("---- MODULE TraceKRaft2 ----")
+    assert "MODULE TraceData2 " in modules["TraceData2.tla"]
+    # node traces: the whole state space, as alone (no exit once matched)
+    assert "BatchDoneExit" not in modules["TraceBatch.cfg"]
+    assert "T3 == INSTANCE TraceKRaft3" in modules["TraceBatch.tla"]
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_black_box_traces_share_a_run_that_ends_once_each_matched(tmp_path: Path) -> None:
+    """Black-box harness traces in one run: a trace stops once a behaviour matched all its rows, the run once
+    every trace did (BATCH-DONE), and a doctored trace still fails at its row."""
+    from .test_blackbox_prelude import STORY, target_fetch, target_vote, vote, vote_answer, write
+
+    good = [write(tmp_path / "story.ndjson", STORY),
+            write(tmp_path / "late.ndjson", [*STORY[:2], target_vote(50, 5), *STORY[2:]])]  # fmt: skip
+    bad = [write(tmp_path / "twice.ndjson", [*STORY[:2], vote(9, 3, 7), vote_answer(9, 3, 7, True)]),
+           write(tmp_path / "back.ndjson", [*STORY[:2], target_fetch(100, 5)])]  # fmt: skip
+    passing = validate_traces(good, timeout=300)
+    assert [v.status for v in passing] == ["PASS", "PASS"], [v.reason for v in passing]
+    assert passing[0].tlc is passing[1].tlc and passing[0].tlc is not None
+    assert "BATCH-DONE" in passing[0].tlc.output
+    # with traces that never match all rows in the batch, the run explores to its end, then each of those
+    # is validated again alone
+    verdicts = validate_traces([*good, *bad], timeout=300)
+    assert [v.status for v in verdicts] == ["PASS", "PASS", "FAIL", "FAIL"], [v.reason for v in verdicts]
+    assert verdicts[0].tlc is verdicts[1].tlc
+    assert [v.failed_event.seq if v.failed_event else None for v in verdicts[2:]] == [3, 2]
+
+
+# --------------------------------------------------------------------------- TLC's class-data sharing archive
+
+
+def test_the_class_data_archive_is_named_by_the_jar_and_the_jvm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KRAFT_TCK_CACHE", str(tmp_path / "cache"))
+    jar, java = tmp_path / "tla2tools.jar", tmp_path / "java"
+    jar.write_bytes(b"jar")
+    java.write_bytes(b"java")
+    first = cds_archive_path(str(java), jar)
+    assert first.parent == tmp_path / "cache" and first == cds_archive_path(str(java), jar)
+    jar.write_bytes(b"jar2")  # another size
+    second = cds_archive_path(str(java), jar)
+    assert second != first
+    os.utime(jar, ns=(1, 1))  # same size, another mtime
+    assert cds_archive_path(str(java), jar) not in (first, second)
+    java.write_bytes(b"java17")  # another JVM
+    assert cds_archive_path(str(java), jar) not in (first, second)
+
+
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_a_fresh_cache_gets_an_archive_and_a_bad_one_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on a fresh clone: no cache directory yet. The first run writes the archive, later runs use it; a
+    file that is no archive changes no verdict and is replaced."""
+    monkeypatch.setenv("KRAFT_TCK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KRAFT_TCK_TLC_CDS", raising=False)
+    good = write_trace(tmp_path / "good.ndjson", ELECTION)
+    archive = cds_archive_path(find_java(), find_jar())
+    assert not archive.exists()
+    assert validate_trace(good, timeout=300).passed
+    assert archive.is_file()
+    verdict = validate_trace(good, timeout=300)
+    assert verdict.passed and verdict.tlc is not None and "[cds" not in verdict.tlc.output
+    # an archive of another JVM (it says so) and a file that is no archive at all (it would not say)
+    archive.chmod(0o644)
+    archive.write_bytes(b"not an archive")
+    tlc_module._CDS._checked.clear()
+    verdict = validate_trace(good, timeout=300)
+    assert verdict.passed and verdict.tlc is not None and "[cds" not in verdict.tlc.output
+    assert archive.is_file() and archive.read_bytes()[:4] == bytes.fromhex("a8ab0bf0")  # written anew
