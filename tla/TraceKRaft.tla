@@ -100,6 +100,18 @@ kvars == <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
 AnyAddRaftVoter(i, j) == K!HandleAddRaftVoterRequest(i, j) \/ UNCHANGED kvars
 AnyRemoveRaftVoter(i, j) == K!HandleRemoveRaftVoterRequest(i, j) \/ UNCHANGED kvars
 AnyUpdateRaftVoter(i, j) == K!HandleUpdateRaftVoterRequest(i, j) \/ UNCHANGED kvars
+\* A node's own trace says how its AddRaftVoter ended at the probe's answer: with the VotersRecord
+\* appended (its log end moved: KRaft's HandleApiVersionsResponse), or not (aborted, or ignored by a node
+\* that no longer leads): then the probe is gone, which HandleApiVersionsResponse's other branch or the
+\* network's loss does.  One add is pending at a time (OneChangeAtATime), so a probe left in flight
+\* could only be one of an add the node refused at once (AnyAddRaftVoter cannot tell): kept, it told
+\* states apart until the next change.  A voter change's timeout ends the pending add the same way.
+ProbeAnswered(i, s, M) ==
+    IF s.logEndOffset > Len(log[i])
+    THEN \E m \in M : K!HandleApiVersionsResponse(i, m)
+    ELSE /\ msgs' = [x \in DOMAIN msgs \ K!ProbeOf(i) |-> msgs[x]]
+         /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, votesGranted, endOffset,
+                        restarts, hasFetched, logStart, snapshots, fetchingSnapshot>>
 \* The leader's first batch of its epoch holds, with kraft.version 1 and a voter set from the bootstrap
 \* checkpoint only, KRaftVersionRecord and VotersRecord after LeaderChange (Kafka's
 \* LeaderState.appendStartOfEpochControlRecords): the same set (endpoints are not modelled).
@@ -144,18 +156,53 @@ TargetBecomeLeader(i) ==
     ELSE K!BecomeLeader(i)
 
 (***************************************************************************)
-(* Black-box: messages to the target that no step of it can ever act on  *)
-(* (KRaft's handler only discards them): a response of an older epoch     *)
-(* than the target's (epochs never go back, a Restart keeps them) and a   *)
-(* request from another cluster.  Live(b) is bag b without them: the      *)
-(* target's discarding steps, taken at once.  Left in, every choice of    *)
-(* which ones the target has discarded so far was a state of its own.     *)
+(* Black-box: dead messages, ones no later row can tell apart from lost.  *)
+(* To the target: ones its KRaft handler only discards, now and in every  *)
+(* later state but those FollowerHas (below) says (so dropping them is    *)
+(* the target's discarding step, taken at once): a response of an older   *)
+(* epoch than the target's (epochs never go back, a Restart keeps them), *)
+(* a request from another cluster, a                                      *)
+(* BeginQuorumEpoch acknowledgement not from a higher epoch, and a Vote,  *)
+(* Fetch or EndQuorumEpoch answer of the epoch the target leads or led    *)
+(* (leaderId = itself: Leader or Resigned, which never again follows,     *)
+(* votes or learns a leader in that epoch; a Restart keeps it Resigned).  *)
+(* From the target: ones no later row receives (TraceLastReceive: the     *)
+(* last row that receives each kind, so none matches them): KRaft's       *)
+(* DropMessage.  Live(b) is bag b without them.  Left in, every choice of *)
+(* which ones the target has discarded so far was a state of its own     *)
+(* (and an old election's requests nobody heard told states apart to the *)
+(* end of the trace).                                                     *)
 (***************************************************************************)
+\* An answer of the target's leader, in its epoch, that brings nothing: no record, no DivergingEpoch, no
+\* SnapshotId, a HW the target has (HandleFetchResponse: at its position ApplyFetched appends nothing
+\* and keeps its HW, elsewhere the answer is stale; hasFetched as it is).  A later state could only use it
+\* after a truncation back to its offset or a Restart (HW back to the log start), which a real node
+\* never does with an answer it has read, or left in a dead process's socket: the trace's later answers
+\* are what it uses then.  (Each empty answer of a caught-up follower, handled or not, was a state.)
+FollowerHas(m) ==
+    LET t == TraceTarget IN
+    /\ m.type = "FetchResponse"
+    /\ m.epoch = epoch[t] /\ role[t] = K!Follower /\ leaderId[t] = m.from
+    /\ m.error = "NONE" /\ m.records = <<>>
+    /\ m.divergingEpoch = K!Nil /\ m.snapshotEndOffset = K!Nil
+    /\ m.highWatermark <= highWatermark[t]
+    /\ hasFetched[t] = K!LeaderAnswered(t, m)
+ReceivedLater(m) ==
+    LET key(e) == <<m.type, m.from, m.to, e>>
+        at(e) == key(e) \in DOMAIN TraceLastReceive /\ TraceLastReceive[key(e)] >= l
+    IN IF "epoch" \in DOMAIN m THEN at(m.epoch) \/ at(-1) ELSE at(-1)
 Dead(m) ==
-    /\ m.to = TraceTarget
-    /\ \/ m.type \in K!Requests /\ m.clusterId # TraceCluster
-       \/ m.type \notin K!Requests /\ m.type # "ParkedFetch" /\ m.epoch < epoch[TraceTarget]
-Live(b) == [m \in {x \in DOMAIN b : ~Dead(x)} |-> b[m]]
+    LET t == TraceTarget IN
+    IF m.to = t
+    THEN \/ m.type \in K!Requests /\ m.clusterId # TraceCluster
+         \/ m.type \notin K!Requests /\ m.type # "ParkedFetch" /\ m.epoch < epoch[t]
+         \/ m.type = "BeginQuorumEpochResponse" /\ m.epoch <= epoch[t]
+         \/ /\ m.type \in {"VoteResponse", "FetchResponse", "EndQuorumEpochResponse"}
+            /\ m.epoch = epoch[t] /\ leaderId[t] = t
+         \/ FollowerHas(m)
+    ELSE m.from = t /\ ~ReceivedLater(m)
+LiveSet(b) == {x \in DOMAIN b : ~Dead(x)}
+Live(b) == [m \in LiveSet(b) |-> b[m]]
 
 (***************************************************************************)
 (* Black-box: a target started before the harness listened (--target     *)
@@ -248,11 +295,19 @@ UpdateCache == epochCache' = [i \in K!Nodes |->
                                 THEN CacheFrom(<<>>, log'[i], 1)
                                 ELSE NextCache(epochCache[i], log[i], log'[i])]
 
+\* Black-box: the votes a node counts matter only while it is a Candidate or Prospective (every way
+\* into those roles starts a new tally; BecomeLeader reads it as Candidate).  A leader's tally, which of
+\* the harness's voters granted first, told states apart to the end of its epoch.  (VoteOnce reads a
+\* leader's tally too, but in black-box mode the only candidate is the target: a harness voter's grants
+\* name nobody else.)
+Tally == [i \in K!Nodes |-> IF role[i] \in {K!Candidate, K!Prospective} THEN votesGranted[i] ELSE {}]
+
 \* The fingerprinted part of a state (TraceKRaft.cfg: VIEW TraceView).
 TraceView ==
     <<role, epoch, votedId, leaderId, [i \in K!Nodes |-> Len(log[i])], epochCache,
       [i \in K!Nodes |-> K!Config(i)],  \* the voter sets the logs hold (KIP-853; TraceVoters without)
-      highWatermark, clusterId, votesGranted, endOffset, IF BlackBox THEN Live(msgs) ELSE msgs,
+      highWatermark, clusterId, IF BlackBox THEN Tally ELSE votesGranted, endOffset,
+      IF BlackBox THEN Live(msgs) ELSE msgs,
       restarts, hasFetched, logStart, snapshots, fetchingSnapshot, l, hidden>>
 
 \* The reported state of node i, compared with the spec's state after the step.
@@ -301,7 +356,11 @@ Answered(ev) == ev.reply.type = "" \/ \E r \in DOMAIN msgs' : Matches(r, ev.repl
 EnvironmentSend(ev) ==
     /\ ev.msg.from \in TraceEnvironment
     /\ ev.msg.to \notin TraceEnvironment
-    /\ msgs' = K!WithMsg(IF BlackBox THEN Live(msgs) ELSE msgs, ev.msg)
+    \* black-box: an answer to the target with a copy in flight is that copy (the network drops the new
+    \* one): a node's handler does with a second copy of an answer what it did with the first, or nothing
+    /\ msgs' = IF ~BlackBox THEN K!WithMsg(msgs, ev.msg)
+               ELSE IF ev.msg.type \notin K!Requests /\ ev.msg \in LiveSet(msgs) THEN Live(msgs)
+               ELSE K!WithMsg(Live(msgs), ev.msg)
     /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId,
                    votesGranted, endOffset, restarts, hasFetched, snapVars>>
 
@@ -433,10 +492,10 @@ Do(ev) ==
       [] e = "HandleFetchSnapshotResponse" -> \E m \in M : K!HandleFetchSnapshotResponse(i, m)
       \* voter changes (KIP-853): the event's voterKey names the voter (s.voterId)
       [] e = "HandleAddRaftVoterRequest" -> AnyAddRaftVoter(i, s.voterId)
-      [] e = "HandleApiVersionsResponse" -> (\E m \in M : K!HandleApiVersionsResponse(i, m)) \/ UNCHANGED kvars
+      [] e = "HandleApiVersionsResponse" -> ProbeAnswered(i, s, M)
       [] e = "HandleRemoveRaftVoterRequest" -> AnyRemoveRaftVoter(i, s.voterId)
       [] e = "HandleUpdateRaftVoterRequest" -> AnyUpdateRaftVoter(i, s.voterId)
-      [] e = "VoterChangeTimeout" -> K!VoterChangeTimeout(i)
+      [] e = "VoterChangeTimeout" -> K!VoterChangeTimeout(i) /\ \A m \in K!ProbeOf(i) : m \notin DOMAIN msgs'
       \* endpoints only, over requests outside the model's network: no modelled state changes
       [] e = "SendUpdateRaftVoterRequest" -> UNCHANGED kvars
       [] e = "HandleUpdateRaftVoterResponse" -> UNCHANGED kvars
@@ -531,16 +590,16 @@ TargetNext ==
          /\ K!Send(K!BeginQuorumEpochTo(i, j))
          /\ UNCHANGED <<role, epoch, votedId, leaderId, log, highWatermark, clusterId, votesGranted,
                         endOffset, restarts, hasFetched, snapVars>>
-    \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchRequest" /\ m.from = i
+    \/ /\ ~\E m \in LiveSet(msgs) : m.type = "FetchRequest" /\ m.from = i
        /\ K!SendFetch(i)
     \* snapshots (only in a trace that shows them: TraceSnapshots)
-    \/ /\ ~\E m \in DOMAIN msgs : m.type = "FetchSnapshotRequest" /\ m.from = i
+    \/ /\ ~\E m \in LiveSet(msgs) : m.type = "FetchSnapshotRequest" /\ m.from = i
        /\ K!SendFetchSnapshot(i)
     \/ K!CreateSnapshot(i)
     \/ K!CleanLog(i)
     \/ K!LeaderProgressTimeout(i)
     \/ K!Resign(i)
-    \/ \E m \in DOMAIN msgs :
+    \/ \E m \in LiveSet(msgs) :
          \/ K!HandleVoteRequest(i, m)
          \/ K!HandleVoteResponse(i, m)
          \/ K!HandleBeginQuorumEpochRequest(i, m)
@@ -606,9 +665,17 @@ NeverReceived(m) ==
        /\ \E h \in TraceHeld : h.node = m.to /\ h.first <= l
        /\ k \notin DOMAIN TraceLastReceive \/ TraceLastReceive[k] < l
 SendsReceived ==
-    LET sent == {m \in DOMAIN msgs' : m \notin DOMAIN msgs /\ m.to # TraceTarget}
+    \* (a copy of one in flight counts: a dead one left in must not let a new copy go unchecked)
+    LET sent == {m \in DOMAIN msgs' : m.to # TraceTarget /\ (m \notin DOMAIN msgs \/ msgs'[m] > msgs[m])}
     IN /\ \A m \in sent : Received(m) \/ NeverReceived(m)
        /\ sent = {} \/ \E m \in sent : Received(m)
+
+\* Black-box: the last hidden step before a row that receives a message of the target leaves that
+\* message in flight, or the records (HiddenAppend) or snapshot (HiddenSnapshot) it shows missing, which
+\* take no count: from any other state no step can match the row, so none is explored.
+CanMatch(ev) == Named(ev.msg) # {} \/ MissingRecords(ev) > 0 \/ "snapshotEndOffset" \in DOMAIN ev.msg
+NotStuck ==
+    hidden + 1 = HiddenSteps /\ TraceLog[l].event = "EnvironmentReceive" => (CanMatch(TraceLog[l]))'
 
 \* A step the trace did not record (harness traces only).
 HiddenStep ==
@@ -619,6 +686,7 @@ HiddenStep ==
     /\ hidden' = hidden + 1
     /\ UpdateCache
     /\ UNCHANGED l
+    /\ BlackBox => Holds(NotStuck)
 
 \* Black-box: the target's client appends, as the one batch the next row needs (MissingRecords), not
 \* record by record.  Outside the HiddenSteps count: the row fixes the batch, so the step adds one
@@ -674,10 +742,32 @@ LogMatchingLinear ==
                 /\ log[i][n] = log[j][n]
                 /\ n = 1 \/ log[i][n - 1].epoch = log[j][n - 1].epoch
 
+\* K!ElectionSafety and K!VoteOnce, stated over the evidence instead of over every node and epoch: the
+\* same claims (which node leads epoch e; for whom voter v voted in epoch e), from the same sources, for the
+\* same epochs (those some node is in), and at most one per epoch (per voter and epoch).  Every state
+\* checks them; the quantifier over nodes and epochs, with a pass over the network for each pair, was
+\* the largest share of a validation's evaluations.
+TraceEpochs == {epoch[i] : i \in K!Nodes}
+ElectionSafetyPairs ==
+    LET claims == {<<epoch[i], i>> : i \in {x \in K!Nodes : role[x] = K!Leader}}
+                  \cup {<<epoch[k], leaderId[k]>> : k \in {x \in K!Nodes : leaderId[x] # K!Nil}}
+                  \cup {<<m.epoch, m.leaderId>> :
+                          m \in {x \in DOMAIN msgs : x.type = "BeginQuorumEpochRequest"
+                                                    /\ x.clusterId = TraceCluster /\ x.epoch \in TraceEpochs}}
+    IN \A a, b \in claims : a[1] = b[1] => a[2] = b[2]
+VoteOncePairs ==
+    LET votes == {<<v, epoch[v], votedId[v]>> : v \in {x \in K!Nodes : votedId[x] # K!Nil}}
+                 \cup UNION {{<<v, epoch[c], c>> : v \in votesGranted[c] \cap K!Nodes} :
+                             c \in {x \in K!Nodes : role[x] \in {K!Candidate, K!Leader}}}
+                 \cup {<<m.from, m.epoch, m.to>> :
+                         m \in {x \in DOMAIN msgs : x.type = "VoteResponse" /\ x.granted /\ ~K!IsPreVote(x)
+                                                   /\ x.from \in K!Nodes /\ x.epoch \in TraceEpochs}}
+    IN \A a, b \in votes : a[1] = b[1] /\ a[2] = b[2] => a[3] = b[3]
+
 \* The KRaft invariants still hold along the witness.  The ones over whole logs cost a pass over
 \* every log, so they are checked every TraceLogCheckEvery events and at the end of the trace.
 TraceSafety ==
-    /\ K!ElectionSafety
-    /\ K!VoteOnce
+    /\ ElectionSafetyPairs
+    /\ VoteOncePairs
     /\ (l > Len(TraceLog) \/ l % TraceLogCheckEvery = 0) => LogMatchingLinear /\ K!LeaderCompleteness
 =============================================================================
