@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
+import select
 import shlex
 import shutil
 import signal
@@ -29,6 +31,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -554,6 +557,11 @@ class Target:
     def restart(self, wipe: bool = False, formatted: bool = True) -> None:
         self.kill()
 
+    def exited(self) -> bool:
+        """Is the target's process known to have exited (a launched node that halted)? False when the harness
+        cannot tell (a target given by address)."""
+        return False
+
     def output_tail(self, chars: int = 2000) -> str:
         return ""
 
@@ -629,11 +637,17 @@ class CommandTarget(Target):
             # KIP-853: kafka-storage format's --initial-controllers value; empty for a static quorum
             initial_controllers=shlex.quote(self.dynamic.initial_controllers if self.dynamic else ""),
         )
-        self._out = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()/stop()
-        self.proc = subprocess.Popen(
-            shlex.split(cmd), stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.proc = self._spawn(shlex.split(cmd))
         wait_listening(self.host, self.port, self.start_timeout_s, self.proc, self.log_path)
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Launch the target's command, its output appended to ``log_path``, in a process group of its own (so
+        ``kill`` reaches every process it started)."""
+        self._out = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()/stop()
+        return subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def exited(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
 
     def kill(self) -> None:
         """kill -9: no graceful resignation, no flush beyond what the node already made durable."""
@@ -662,10 +676,15 @@ class CommandTarget(Target):
             except subprocess.TimeoutExpired:
                 self.kill()
         self.kill()
+        self._stopped()
+
+    def _stopped(self) -> None:
+        """Hook: the target is stopped for good (release what the adapter holds for later launches)."""
 
     def collect(self, into: Path | None) -> None:
         """Keep the node's output and traces (into ``into``/target/; ``trace_files`` then name the
         copies) and remove the work directory."""
+        self._stopped()
         if into is not None:
             dest = into / "target"
             dest.mkdir(parents=True, exist_ok=True)
@@ -684,15 +703,232 @@ class CommandTarget(Target):
         return self.log_path.read_text(errors="replace")[-chars:]
 
 
+#: The program of a warm interpreter (``python -c``; see ``WarmInterpreters``): at idle CPU priority it imports the
+#: modules named by its arguments (``module:function`` also calls the function, a cache the run would fill at its
+#: start anyway), says ``ready`` on stdout, then waits for one JSON line on stdin: the file its output goes to, the
+#: module to run as ``__main__`` and its argv. It is then the process ``python -m MODULE ARGS`` would be once past
+#: its imports: nothing of the run happens, no file is opened, before that line arrives. When the run ends it says
+#: ``exit N`` on the original stdout (its output flushed) before the interpreter's own shutdown, which takes a
+#: while with that many modules loaded and which nobody needs to wait for.
+WARM_PROGRAM = r"""
+import importlib.util, json, os, sys, traceback, types
+def _policy(p):
+    try:
+        os.sched_setscheduler(0, p, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+def _say(text):
+    try:
+        os.write(_status, text.encode())
+    except OSError:
+        pass  # nobody reads it any more
+_status = os.dup(1)
+_policy(getattr(os, "SCHED_IDLE", 0))
+_code = {}
+for _name in sys.argv[1:]:
+    _mod, _, _fn = _name.partition(":")
+    try:
+        __import__(_mod)
+        if _fn:
+            getattr(sys.modules[_mod], _fn)()
+        else:
+            _spec = importlib.util.find_spec(_mod)
+            _code[_mod] = (_spec, _spec.loader.get_code(_mod))
+    except BaseException:
+        pass  # the run itself meets the error again, with its traceback in the output
+_say("ready\n")
+_line = sys.stdin.readline()
+if not _line:
+    sys.exit(0)
+_go = json.loads(_line)
+_policy(getattr(os, "SCHED_OTHER", 0))
+_fd = os.open(_go["out"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.dup2(_fd, 1)
+os.dup2(_fd, 2)
+os.close(_fd)
+_fd = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_fd, 0)
+os.close(_fd)
+# what python -m MODULE does (runpy): MODULE's code run as a fresh __main__, argv[0] its file
+_spec, _main_code = _code.get(_go["module"]) or (None, None)
+if _main_code is None:
+    _spec = importlib.util.find_spec(_go["module"])
+    _main_code = _spec.loader.get_code(_go["module"])
+_main = types.ModuleType("__main__")
+_main.__dict__.update(__file__=_spec.origin, __cached__=None, __loader__=_spec.loader, __package__=_spec.parent,
+                      __spec__=_spec, __builtins__=__builtins__)
+sys.argv = [_spec.origin, *_go["argv"][1:]]
+if sys.path and sys.path[0] == "":  # -c put the current directory first as ''; -m puts it as a full path
+    sys.path[0] = os.getcwd()
+sys.modules["__main__"] = _main
+try:
+    exec(_main_code, _main.__dict__)
+    _rc = 0
+except SystemExit as _exc:  # as the interpreter turns it into an exit status
+    _rc = 0 if _exc.code is None else _exc.code
+    if not isinstance(_rc, int):
+        print(_rc, file=sys.stderr)
+        _rc = 1
+except BaseException:
+    traceback.print_exc()
+    _rc = 1
+for _stream in (sys.stdout, sys.stderr):
+    try:
+        _stream.flush()
+    except (OSError, ValueError):
+        pass
+_say(f"exit {_rc}\n")
+sys.exit(_rc)
+"""
+
+
+class WarmInterpreters:
+    """Python interpreters started ahead of the launches that will need them, so a (re)launch of the embedded node
+    costs a hand-over (about 0.2 s) instead of an interpreter start, the node's imports and its start-up caches
+    (about 1 s of CPU; 1-2 s of wall time on a loaded 2-core machine), for each launch and each ``kraft-tck format``.
+
+    Each spare does its preparation at SCHED_IDLE (CPU nothing else wants), says ``ready`` and blocks on stdin;
+    ``run`` hands one the module and argv to run, back at normal priority, in a process group of its own (``kill
+    -9`` reaches it as it reaches a cold launch): a ready one, else the oldest (on a machine too busy to give the
+    spares idle CPU it finishes its preparation at normal priority first, no more work than a cold start does).
+    A spare started under another environment or directory than the harness's now is not used (the launch is
+    cold, as before). ``close`` ends the spares. ``size``: a case that relaunches on a wiped directory as it ends,
+    before a case that does so as it begins, takes four in a row (a format and a launch each)."""
+
+    def __init__(self, preload: tuple[str, ...], size: int = 4) -> None:
+        self.preload = preload
+        self.size = size
+        self._spares: list[_Spare] = []
+
+    def fill(self) -> None:
+        env, cwd = dict(os.environ), os.getcwd()
+        alive = []
+        for spare in self._spares:
+            if spare.proc.poll() is None:
+                alive.append(spare)
+            else:
+                self._end(spare.proc)
+        self._spares = alive
+        while len(self._spares) < self.size:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", WARM_PROGRAM, *self.preload], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            self._spares.append(_Spare(proc, env, cwd))
+
+    def run(self, module: str, argv: list[str], out: Path, status: bool = False) -> subprocess.Popen[bytes] | None:
+        """Run ``python -m module argv[1:]`` in a spare, its stdout and stderr appended to ``out``; None when there
+        is none to use (the caller launches cold). Starts a replacement spare. ``status``: keep its stdout open for
+        ``exit_status``."""
+        env, cwd = dict(os.environ), os.getcwd()
+        for spare in list(self._spares):
+            if spare.env != env or spare.cwd != cwd or spare.proc.poll() is not None:
+                self._spares.remove(spare)
+                self._end(spare.proc)
+        chosen = next((sp for sp in self._spares if sp.is_ready()), self._spares[0] if self._spares else None)
+        proc: subprocess.Popen[bytes] | None = None
+        if chosen is not None:
+            self._spares.remove(chosen)
+            proc = chosen.proc
+            with contextlib.suppress(AttributeError, OSError):  # ProcessLookupError included
+                os.sched_setscheduler(proc.pid, os.SCHED_OTHER, os.sched_param(0))
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                if not status:
+                    proc.stdout.close()
+                proc.stdin.write((json.dumps({"out": str(out), "module": module, "argv": argv}) + "\n").encode())
+                proc.stdin.close()
+            except OSError:  # it died meanwhile
+                self._end(proc)
+                proc = None
+        self.fill()
+        return proc
+
+    @staticmethod
+    def exit_status(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+        """The exit status a spare run with ``status`` says once its run is done (before its interpreter has shut
+        down); None if it says nothing within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        assert proc.stdout is not None
+        fd, said = proc.stdout.fileno(), b""
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                if not select.select([fd], [], [], left)[0]:
+                    break
+                chunk = os.read(fd, 256)
+                if not chunk:  # it died without saying
+                    return proc.wait(max(0.0, deadline - time.monotonic()))
+                said += chunk
+                for line in said.split(b"\n")[:-1]:
+                    if line.startswith(b"exit "):
+                        return int(line.split()[1])
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            proc.stdout.close()
+        return None
+
+    @staticmethod
+    def _end(proc: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+    def close(self) -> None:
+        for spare in self._spares:
+            self._end(spare.proc)
+        self._spares = []
+
+
+@dataclass
+class _Spare:
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+    cwd: str
+    ready: bool = False
+
+    def is_ready(self) -> bool:
+        """Has it said ``ready`` (without waiting)?"""
+        if not self.ready and self.proc.stdout is not None:
+            with contextlib.suppress(OSError, ValueError):
+                fd = self.proc.stdout.fileno()
+                if select.select([fd], [], [], 0)[0]:
+                    self.ready = os.read(fd, 6) == b"ready\n"  # all it says before it is given a run
+        return self.ready
+
+
+#: The reference node's launcher module, and what its warm interpreters do ahead: import the CLI (with the commands
+#: of the kit's other areas it loads), the node (``node``), the storage and bootstrap code (``format``), and fill
+#: the two caches the node fills at its start before it listens: the generated frame codecs of the newest version
+#: of each API (``codec.precompile``; the node makes those of the APIs it serves, a subset) and the compiled trace
+#: schema its trace writer checks lines with. Both are pure functions of the kit's own files.
+REFERENCE_LAUNCHER = "kraft_tck.reference.cli"
+REFERENCE_PRELOAD = (REFERENCE_LAUNCHER, "kraft_tck.reference.workload", "kraft_tck.reference.storage",
+                     "kraft_tck.reference.bootstrap", "kraft_tck.spec.codec:precompile",
+                     "kraft_tck.spec.trace:_accepts")  # fmt: skip
+
+
 @dataclass
 class EmbeddedTarget(CommandTarget):
     """The reference node as a subprocess, its directory formatted with the session's cluster id.
 
     ``launcher`` is the Python module run with ``-m`` (or a ``.py`` script run directly, taking the same
-    ``node --config ... --trace-file ...`` arguments); tests point it at a fault-injecting launcher.
+    ``node --config ... --trace-file ...`` arguments); tests point it at a fault-injecting launcher. With the
+    reference launcher, launches and formats run in warm interpreters (``WarmInterpreters``) when ``warm`` is on;
+    any other launcher starts cold, as a command would.
     """
 
-    launcher: str = "kraft_tck.reference.cli"
+    launcher: str = REFERENCE_LAUNCHER
+    warm: bool = True
+    _warm: WarmInterpreters | None = field(default=None, init=False, repr=False)
+    #: the directory was formatted with the cluster id (in this life): a relaunch on it after kill -9 skips the
+    #: format command, which would find it formatted and change nothing (--ignore-formatted)
+    _formatted_here: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.template:
@@ -704,23 +940,66 @@ class EmbeddedTarget(CommandTarget):
     def describe(self) -> str:
         return f"embedded reference node {self.node_id} at {self.host}:{self.port} ({self.launcher})"
 
+    def _warm_module(self, argv: list[str]) -> str | None:
+        """The module ``argv`` runs with ``python -m`` when a warm interpreter may run it instead, else None."""
+        if not self.warm or self.launcher != REFERENCE_LAUNCHER:
+            return None
+        if len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" and argv[2] == REFERENCE_LAUNCHER:
+            return REFERENCE_LAUNCHER
+        return None
+
+    def _run_warm(self, argv: list[str], out: Path, status: bool = False) -> subprocess.Popen[bytes] | None:
+        module = self._warm_module(argv)
+        if module is None:
+            return None
+        if self._warm is None:  # the first launch is cold; the spares get ready meanwhile
+            self._warm = WarmInterpreters(REFERENCE_PRELOAD)
+            self._warm.fill()
+            return None
+        return self._warm.run(module, [module, *argv[3:]], out, status)
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        proc = self._run_warm(argv, self.log_path)
+        return proc if proc is not None else super()._spawn(argv)
+
+    def _stopped(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
+
     def prepare(self, formatted: bool) -> None:
-        """``kraft-tck format`` on the data directory, as a user formats theirs (a subprocess: the harness
+        """``kraft-tck format`` on the data directory, as a user formats theirs (a process of its own: the harness
         does not call into the node it judges)."""
-        if not formatted or self.cluster_id is None:
+        if self._fresh:
+            self._formatted_here = False
+        if not formatted or self.cluster_id is None or self._formatted_here:
             return
-        cmd = [sys.executable, "-m", "kraft_tck.reference.cli", "format",
+        cmd = [sys.executable, "-m", REFERENCE_LAUNCHER, "format",
                "--config", str(self.config_path), "--cluster-id", self.cluster_id, "--ignore-formatted"]  # fmt: skip
         if self.dynamic is not None and self.dynamic.standalone:  # KIP-853: kafka-storage format --standalone
             cmd += ["--standalone"]
         elif self.dynamic is not None:  # KIP-853: a dynamic quorum, as kafka-storage format --initial-controllers
             cmd += ["--initial-controllers", self.dynamic.initial_controllers]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
+        out = self.workdir / "format.out"
+        out.unlink(missing_ok=True)
+        # warm once the node was launched (the first launch starts the spares)
+        proc = self._run_warm(cmd, out, status=True) if self._warm is not None else None
+        if proc is not None:
+            got = WarmInterpreters.exit_status(proc, 60)
+            if got is None:
+                WarmInterpreters._end(proc)
+                raise TargetError(f"kraft-tck format --config {self.config_path} did not finish in 60 s")
+            code = got
+            text = out.read_text(errors="replace") if out.exists() else ""
+        else:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            code, text = done.returncode, done.stderr or done.stdout
+        if code != 0:
             raise TargetError(
                 f"kraft-tck format --config {self.config_path} --cluster-id {self.cluster_id} failed "
-                f"(exit {done.returncode}): {(done.stderr or done.stdout).strip()[-1000:]}"
+                f"(exit {code}): {text.strip()[-1000:]}"
             )
+        self._formatted_here = True
 
 
 @dataclass

@@ -345,28 +345,16 @@ async def test_register_fenced_then_online(sc: Scenario) -> None:
 async def test_missed_heartbeats_fence(sc: Scenario) -> None:
     await elect(sc)
     b = Broker(sc, 111)
+    control = Broker(sc, 112)
     epoch = await b.go_online()
+    control_epoch = await control.go_online()
     session = sc.timeouts.broker_session_timeout_ms
-    # Control: heartbeats on time keep the broker Online for longer than one session.
-    until = time.monotonic() + 1.2 * session / 1000
-    while time.monotonic() < until:
-        resp = await b.heartbeat()
-        sc.check(
-            resp.get("ErrorCode") == Errors.NONE and resp.get("IsFenced") is False,
-            "a broker heartbeating on time stays unfenced",
-            "ErrorCode NONE, IsFenced false",
-            describe(resp),
-        )
-        await idle(sc, interval_s(sc))
-    sc.check(
-        states(history(sc, b.broker_id), epoch)[-1] == BrokerState.ONLINE,
-        "a broker heartbeating on time stays Online in the log",
-        "Online",
-        show(history(sc, b.broker_id)),
-    )
+    # Control, through the same window: broker 112 heartbeating on time stays Online for longer than one session
+    # (1.2 x), while broker 111 stops and must be fenced.
+    beating = sc.q.spawn(beat_on_time(sc, control, 1.2 * session / 1000))
     sent = time.monotonic()
     await b.heartbeat()  # the last one: its session ends session.timeout after the controller received it
-    sc.frames.note(b.broker_id, f"broker {b.broker_id} stops heartbeating")
+    sc.frames.note(b.broker_id, f"broker {b.broker_id} stops heartbeating; broker {control.broker_id} goes on")
     _h, at = await expect_log(
         sc,
         b.broker_id,
@@ -382,6 +370,29 @@ async def test_missed_heartbeats_fence(sc: Scenario) -> None:
         f"fenced at least {early} ms after the last heartbeat was sent",
         f"fenced in the log {(at - sent) * 1000:.0f} ms after it",
     )
+    for resp in await beating:
+        sc.check(
+            resp.get("ErrorCode") == Errors.NONE and resp.get("IsFenced") is False,
+            "a broker heartbeating on time stays unfenced",
+            "ErrorCode NONE, IsFenced false",
+            describe(resp),
+        )
+    sc.check(
+        states(history(sc, control.broker_id), control_epoch)[-1] == BrokerState.ONLINE,
+        "a broker heartbeating on time stays Online in the log",
+        "Online",
+        show(history(sc, control.broker_id)),
+    )
+
+
+async def beat_on_time(sc: Scenario, broker: Broker, seconds: float) -> list[dict[str, Any]]:
+    """``broker`` heartbeats every interval for ``seconds``; its answers."""
+    answers: list[dict[str, Any]] = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        answers.append(await broker.heartbeat())
+        await idle(sc, interval_s(sc))
+    return answers
 
 
 @case("KIP-631/Brokers/3")

@@ -17,6 +17,7 @@ and the quorum rules are MUST.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -638,15 +639,24 @@ async def test_leader_removes_itself(sc: Scenario) -> None:
         sc.check(eqe is not None, "the removed leader resigns with EndQuorumEpoch to the remaining voters "
                  "(KafkaRaftClientReconfigTest.testRemoveVoterIsLeader)", "EndQuorumEpoch from the target", "none",
                  RESIGN, level=KAFKA, kafka=ROW_RESIGN_EQE)  # fmt: skip
-        await asyncio.sleep(sc.bound_ms(t.election_ms) / 1000)
-        await r.quiesce()
-        sc.frames.note(sc.target_id, "the virtual voters stop fetching; v2 asks the removed leader once more")
+        # v2 and v3 go on fetching (a majority of the new set: a leader that does not resign stays in office, not
+        # unseated by check quorum) while v2 asks the removed leader until it no longer leads: an upper bound
+        resign_ms = sc.bound_ms(t.election_ms)
+        sc.frames.note(sc.target_id, f"v2 asks the removed leader until it no longer leads, for up to {resign_ms:.0f} "
+                                     "ms")  # fmt: skip
         v2 = sc.q.voters[sc.followers[0]]
-        probe = await sc.call("a Fetch to the removed leader is answered", v2.fetch(epoch, sc.q.log.end,
-                              sc.q.log.last_epoch), RESIGN)  # fmt: skip
-        part = B.partition_or_none(probe) or {}
-        leader = part.get("CurrentLeader") or {}
-        still = err(probe) == 0 and (leader.get("LeaderId"), leader.get("LeaderEpoch")) == (sc.target_id, epoch)
+        deadline = time.monotonic() + resign_ms / 1000
+        while True:
+            probe = await sc.call("a Fetch to the removed leader is answered", v2.fetch(epoch, sc.q.log.end,
+                                  sc.q.log.last_epoch), RESIGN)  # fmt: skip
+            part = B.partition_or_none(probe) or {}
+            leader = part.get("CurrentLeader") or {}
+            still = err(probe) == 0 and (leader.get("LeaderId"), leader.get("LeaderEpoch")) == (sc.target_id, epoch)
+            if not still or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        await r.quiesce()
+        sc.frames.note(sc.target_id, "the virtual voters stop fetching")
         sc.check(not still, "the removed leader stops leading once its removal is committed (it is no voter)",
                  "NOT_LEADER_OR_FOLLOWER (or another leader/epoch)", B.describe("Fetch", "response", probe),
                  RESIGN)  # fmt: skip

@@ -318,8 +318,9 @@ async def test_restart_from_installed_snapshot(sc: Scenario) -> None:
         mark = sc.frames.mark()
         await sc.restart_target()
         await sc.make_follower(sc.virtual_ids[0])
-        first = sc.frames.select(lambda f: f.src == sc.target_id and f.kind == "request" and f.api in ("Fetch", "Vote"),
-                                 mark)[0]
+        # the relaunched process's first request (not one the killed process sent just before kill -9)
+        first = sc.frames.select(lambda f: f.src == sc.target_id and f.kind == "request" and f.api in ("Fetch", "Vote")
+                                 and not sc.frames.stale(f), mark)[0]
         p = first.part
         got = ((p.get("FetchOffset"), p.get("LastFetchedEpoch")) if first.api == "Fetch"
                else (p.get("LastOffset"), p.get("LastOffsetEpoch")))

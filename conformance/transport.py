@@ -311,6 +311,15 @@ class KafkaServer:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self._host, self._port, ssl=self._ssl)
 
+    def open_peers(self) -> set[str]:
+        """The peer addresses (``host:port``) of the connections open now, as ServerRequest.peer names them."""
+        peers = set()
+        for w in self._writers:
+            name = w.get_extra_info("peername")
+            if name:
+                peers.add(f"{name[0]}:{name[1]}")
+        return peers
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()

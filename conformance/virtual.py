@@ -110,6 +110,9 @@ class Frame:
     version: int
     correlation_id: int
     body: dict[str, Any]
+    # the target-side address of the connection a request to a virtual voter came on ("" otherwise): a
+    # connection open when the target was killed is its previous process's (FrameLog.stale)
+    peer: str = ""
 
     @property
     def part(self) -> dict[str, Any]:
@@ -128,16 +131,21 @@ class FrameLog:
         self.frames: list[Frame] = []
         self.waited_s = 0.0  # time spent waiting on the target (the benchmark's "protocol wait" share)
         self.restarts: list[int] = []  # frame indexes before which the target was killed and restarted
+        # connections the target had open to virtual voters when it was killed: what still arrives on them
+        # after the kill was sent by the killed process (read from the socket after it died)
+        self.killed_peers: set[str] = set()
         self._t0 = time.monotonic()
         self._changed = asyncio.Event()
 
     def now_ms(self) -> float:
         return (time.monotonic() - self._t0) * 1000
 
-    def add(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]) -> Frame:
+    def add(self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any],
+            peer: str = "") -> Frame:
         api = codec.api_name(api_key) if api_key >= 0 else "note"
         fr = Frame(
-            len(self.frames), self.now_ms(), int(time.time() * 1000), src, dst, api, api_key, kind, version, corr, body
+            len(self.frames), self.now_ms(), int(time.time() * 1000), src, dst, api, api_key, kind, version, corr, body,
+            peer,
         )
         self.frames.append(fr)
         self._changed.set()
@@ -149,6 +157,10 @@ class FrameLog:
 
     def mark(self) -> int:
         return len(self.frames)
+
+    def stale(self, fr: Frame) -> bool:
+        """Sent by a process of the target that was killed since (a message it wrote before kill -9, read after)."""
+        return bool(fr.peer) and fr.peer in self.killed_peers
 
     async def wait_for(self, pred: Callable[[Frame], bool], timeout_s: float, start: int = 0) -> Frame | None:
         t0 = time.monotonic()
@@ -536,13 +548,13 @@ class VirtualVoter:
     # ---------------------------------------------------------------- frames
 
     def _observe_server(
-        self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], _peer: str
+        self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], peer: str
     ) -> None:
         t = self.quorum.target.node_id
         src, dst, kind = (t, self.node_id, "request") if direction == "recv" else (self.node_id, t, "response")
         if direction == "recv" and api_key == B.FETCH:
             src = B.fetch_replica_id(body)
-        self.quorum.record(src, dst, api_key, kind, version, corr, body)
+        self.quorum.record(src, dst, api_key, kind, version, corr, body, peer)
 
     def _observe_client(
         self, direction: str, api_key: int, version: int, corr: int, body: dict[str, Any], _peer: str
@@ -672,7 +684,7 @@ class VirtualVoter:
                                         leader=(self.node_id, epoch))
             batches = q.log.read(offset)
             left = deadline - time.monotonic()
-            if batches or left <= 0 or offset < hw:
+            if batches or left <= 0 or offset < hw or q.answer_at_once:
                 return B.fetch_response(version, high_watermark=hw, batches=batches, log_start=start,
                                         leader=(self.node_id, epoch))
             await q.wait_change(left)
@@ -923,6 +935,11 @@ class Quorum:
         self.joiners: dict[int, VirtualVoter] = {}
         self.leader_id = -1  # the virtual voter leading, or -1
         self.leader_epoch = -1
+        #: A virtual leader answers a Fetch with nothing new at once instead of parking it up to its MaxWaitMs (an
+        #: upper bound a leader may answer before): set while a scenario waits for the target's next Fetch only to
+        #: know that it processed the answer before (``Scenario.catch_up``), so that wait takes a round trip, not
+        #: a park.
+        self.answer_at_once = False
         self._change = asyncio.Event()
         self._unpartitioned = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -962,9 +979,10 @@ class Quorum:
         self.joiners.clear()
 
     def record(
-        self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any]
+        self, src: int, dst: int, api_key: int, kind: str, version: int, corr: int, body: dict[str, Any],
+        peer: str = "",
     ) -> None:
-        self.session.add(self.frames.add(src, dst, api_key, kind, version, corr, body))
+        self.session.add(self.frames.add(src, dst, api_key, kind, version, corr, body, peer))
         part = B.partition_or_none(body) or {}
         for key in ("CandidateEpoch", "LeaderEpoch", "CurrentLeaderEpoch"):
             if isinstance(part.get(key), int):
@@ -1052,6 +1070,7 @@ class Quorum:
                 self.partition(v.node_id, False)
             v.silent_votes = False
         await self.close_joiners()
+        self.answer_at_once = False
         if self.leader_id != -1:
             self.set_leader(-1, -1)
         self.log.forget_snapshot()

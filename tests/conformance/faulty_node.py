@@ -27,6 +27,7 @@ from kraft_tck.reference.io import (
     Ready,
     Reply,
     RequestReceived,
+    SnapshotLoaded,
     SnapshotSource,
     TruncateTo,
 )
@@ -334,13 +335,14 @@ class RestartDropsLogAfterSnapshot(KRaftCore):
     def restart(
         cls, config: CoreConfig, durable: ElectionState, log: Log, rng: random.Random, now_ms: int, *,
         snapshots: SnapshotSource | None = None, snapshot_ids: Sequence[SnapshotId] = (),
+        start_snapshot: SnapshotLoaded | None = None,
     ) -> tuple[KRaftCore, Ready]:
         start = log.start_offset
         dropped = start > 0 and log.end_offset > start
         if dropped:
             log.truncate_to(start)
         core, ready = super().restart(config, durable, log, rng, now_ms, snapshots=snapshots,
-                                      snapshot_ids=snapshot_ids)
+                                      snapshot_ids=snapshot_ids, start_snapshot=start_snapshot)
         if dropped:
             ready.log_ops.insert(0, TruncateTo(start))
         return core, ready
