@@ -38,7 +38,8 @@ trip over loopback TCP with Fetch-sized frames:
   more than the cluster commits: the leader's bound on uncommitted records (``Node.max_uncommitted_records``)
   refuses the excess with REQUEST_TIMED_OUT, so the run is the highest rate it sustains, at a bounded queue. For
   each: DescribeQuorum answered (share, and p50/p99 of each poll: a new connection, ApiVersions, DescribeQuorum,
-  as ``kraft-tck quorum`` asks), commit p50/p99/p99.9, the leader's RSS, and from its report the refused writes,
+  as ``kraft-tck quorum`` asks), commit p50/p99/p99.9, the leader's RSS and CPU use over the window (near one CPU:
+  its own work; well below, with late timers off CPU: waiting for a CPU), and from its report the refused writes,
   the collector's longest pause and the lag of its 1 ms timer. Both rows run again with Python's collector
   settings (``KRAFT_TCK_GC=python``) as the baseline of the node's (``workload.tune_gc``);
 * **failover** — kill -9 the leader of a traced process cluster; the traces give the time to the
@@ -639,6 +640,9 @@ class ProcessResult:
     follower_lag_p999_ms: float = float("nan")
     follower_late: tuple[int, int] = (0, 0)
     gc: str = "node"  # "node": the node's collector settings; "python": KRAFT_TCK_GC=python
+    # The CPU the leader process used over the window, in CPUs (1.0 = one CPU all the time; /proc): near 1 it is
+    # busy with its own work; well below, with its timers late off CPU, it waited for a CPU others had.
+    leader_cpu: float = float("nan")
 
 
 def leader_report(c: LocalCluster) -> dict[str, float]:
@@ -693,6 +697,14 @@ def stop_leader_first(c: LocalCluster, leader_id: int) -> None:
     c.stop_all(signal.SIGTERM)
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far (Linux /proc), NaN where it cannot be read."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float("nan")
+
+
 def rss_mib(pid: int) -> float:
     """A process's resident memory (Linux /proc), NaN where it cannot be read."""
     with contextlib.suppress(OSError, ValueError):
@@ -727,7 +739,7 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
     seen: list[tuple[float, int, int, int]] = []  # (time, high watermark, epoch, leader) while there is a leader
     dq_ms: list[float] = []
     polls = 0
-    rss = float("nan")
+    rss = leader_cpu = float("nan")
     try:
         info = await c.wait_for_leader(30, min_hw=2)
         leader_id = info.leader_id
@@ -740,6 +752,8 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
             proc.send_signal(signal.SIGUSR1)  # the workload reports latencies from here: no warm-up in them
         # Poll through the window: an overloaded cluster may lose its leader, and the rate is then
         # measured over the part of the window that had one.
+        leader_pid = c.procs[leader_id].pid
+        cpu0, window0 = cpu_seconds(leader_pid), time.monotonic()
         end = time.monotonic() + plan.window_seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
@@ -751,6 +765,7 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
                 seen.append((time.monotonic(), q.high_watermark, q.leader_epoch, q.leader_id))
                 leader_id = q.leader_id
             await asyncio.sleep(max(0.0, POLL_S - (time.perf_counter() - t0)))
+        leader_cpu = (cpu_seconds(leader_pid) - cpu0) / max(1e-9, time.monotonic() - window0)
         if leader_id in c.procs:
             rss = rss_mib(c.procs[leader_id].pid)
     finally:
@@ -772,6 +787,7 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
         lag_p999_ms=rep.get("lag", float("nan")), gc=gc, late=(int(rep.get("oncpu", 0)), int(rep.get("offcpu", 0))),
         follower_lag_p999_ms=max((r["lag"] for r in others if "lag" in r), default=float("nan")),
         follower_late=(sum(int(r.get("oncpu", 0)) for r in others), sum(int(r.get("offcpu", 0)) for r in others)),
+        leader_cpu=leader_cpu,
     )
 
 
@@ -1048,13 +1064,13 @@ async def run(plan: Plan, root: Path) -> None:
     rows_goals = rows
     # Operators first: the saturation row beside the 1,000 writes/s row and the echo floor, all from this run.
     rows = [["echo floor, to a child process (pooled, this run)", "-", "-", "-", "-", "-", "-",
-             f"{proc_p50:.3f} / {pct(unpinned.echo, 99):.3f}", "-", "-", "-", "-", "-", "-", "-", "-"]]
+             f"{proc_p50:.3f} / {pct(unpinned.echo, 99):.3f}", "-", "-", "-", "-", "-", "-", "-", "-", "-"]]
     for p in operators:
         offered = "1,000 writes/s" if p.offered == 1000 else f"{p.offered:,} rec/s (saturation)"
         dq = (f"{pct(p.dq_ms, 50):.1f}", f"{pct(p.dq_ms, 99):.1f}") if p.dq_ms else ("-", "-")
         rows.append([offered, "node" if p.gc == "node" else "Python's (baseline)", f"{p.records_per_s:,.0f}",
                      f"{p.refused:,}", f"{p.leaderless:.0%}", dq[0], dq[1], f"{p.p50:.3f} / {p.p99:.2f}",
-                     f"{p.p999:.2f}", f"{p.rss_mib:.0f}",
+                     f"{p.p999:.2f}", f"{p.rss_mib:.0f}", f"{p.leader_cpu:.2f}",
                      f"{p.gc_max_ms:.2f}" if p.gc_max_ms == p.gc_max_ms else "none", f"{p.lag_p999_ms:.2f}",
                      f"{p.late[0]} / {p.late[1]}", f"{p.follower_lag_p999_ms:.2f}",
                      f"{p.follower_late[0]} / {p.follower_late[1]}", stability(p).strip()])
@@ -1062,8 +1078,9 @@ async def run(plan: Plan, root: Path) -> None:
           f"connection with ApiVersions, {POLL_TIMEOUT_S:g} s allowed; the saturation row offers more than the "
           "cluster commits and the leader refuses the excess with REQUEST_TIMED_OUT)",
           ["offered", "gc settings", "committed rec/s", "refused writes", "DQ unanswered", "DQ p50 ms", "DQ p99 ms",
-           "commit p50 / p99 ms", "commit p99.9 ms", "leader RSS MiB", "gc max pause ms", "timer lag p99.9 ms",
-           "late timer on / off CPU", "followers' timer lag p99.9 ms", "followers' late on / off CPU", "note"],
+           "commit p50 / p99 ms", "commit p99.9 ms", "leader RSS MiB", "leader CPUs", "gc max pause ms",
+           "timer lag p99.9 ms", "late timer on / off CPU", "followers' timer lag p99.9 ms",
+           "followers' late on / off CPU", "note"],
           rows)
     sat = next(p for p in operators if p.gc == "node" and p.offered == SATURATION_OFFERED)
     paced_ops = next(p for p in operators if p.gc == "node" and p.offered == 1000)

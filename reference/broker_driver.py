@@ -7,7 +7,7 @@ committed registry (``registry.py``). Both shells, the node (``node.py``) and th
     ==========================================  ===============================================================
     the shell tells it                          it answers
     ==========================================  ===============================================================
-    ``commit(hw, batches, epoch_of)``           registry changes (one ``BrokerEvent`` each), refused records,
+    ``commit(hw, read, epoch_of)``              registry changes (one ``BrokerEvent`` each), refused records,
                                                 the broker answers whose records are now committed
     ``leadership(status, now)``                 whether this node became / stopped being the active
                                                 controller; waiting answers turned NOT_CONTROLLER
@@ -56,10 +56,13 @@ from kraft_tck.spec.errors import Errors
 from kraft_tck.spec.records import HEADER_SIZE, Record, RecordBatch
 
 Body = dict[str, Any]
-#: Reads of the node's log: batches from an offset on, and the epoch of the record at an offset.
-BatchesFrom = Callable[[int], Iterable[RecordBatch]]
-#: The same with each batch's encoded size, up to (not past) an offset: ``Log.iter_sized(from, until)``.
+#: How the driver reads a log: ``read(from, until)``, the batches holding an offset in ``[from, until)`` in order,
+#: each with its encoded size (RecordBatch v2 bytes): the node's ``Log.iter_sized``, whose log keeps the bytes, or
+#: ``sized(batches_from)`` over a log that keeps records only.
 SizedBatchesFrom = Callable[[int, int], Iterable[tuple[RecordBatch, int]]]
+#: A log's batches from the one holding an offset on (``sized`` adds their sizes).
+BatchesFrom = Callable[[int], Iterable[RecordBatch]]
+#: The epoch of the record at an offset.
 EpochOf = Callable[[int], int]
 
 
@@ -138,20 +141,17 @@ class BrokerDriver:
 
     # ------------------------------------------------------------------------------------ log and leadership
 
-    def commit(self, high_watermark: int, batches_from: BatchesFrom, epoch_of: EpochOf,
-               sized_from: SizedBatchesFrom | None = None) -> Committed:
-        """The high watermark moved: apply newly committed records, release the answers they complete.
-        ``sized_from``, when the log can tell, reads the committed batches with their encoded sizes (the node's
-        log keeps the bytes): every node calls this on every commit, so the sizes are not recomputed."""
+    def commit(self, high_watermark: int, read: SizedBatchesFrom, epoch_of: EpochOf) -> Committed:
+        """The high watermark moved: apply newly committed records, release the answers they complete. ``read``
+        gives the committed batches with their encoded sizes (``SizedBatchesFrom``): every node calls this on every
+        commit, and a log that keeps the bytes (the node's) does not recompute the sizes."""
         registry, controller = self.registry, self.controller
         changes: list[BrokerChange] = []
         errors: list[RegistryError] = []
         applied = _Applied()
         if registry.next_offset < high_watermark:
             # Read as far as the registry applies: the log may hold more than the committed prefix.
-            sized = (sized_from(registry.next_offset, high_watermark) if sized_from is not None
-                     else ((b, batch_size(b)) for b in batches_from(registry.next_offset)))
-            batches = _counting(sized, registry, high_watermark, applied)
+            batches = _counting(read(registry.next_offset, high_watermark), registry, high_watermark, applied)
             changes, errors = registry.apply_committed(batches, high_watermark)
             controller.committed(high_watermark)
             if applied.end:
@@ -289,6 +289,19 @@ class BrokerDriver:
 
 
 _NOTHING_COMMITTED = Committed()
+
+
+def sized(batches_from: BatchesFrom) -> SizedBatchesFrom:
+    """A ``SizedBatchesFrom`` over a log that keeps records only (the simulator's, tests'): the sizes are computed
+    from the records (``batch_size``), and the read stops at the first batch at or past ``until``."""
+
+    def read(start: int, until: int) -> Iterable[tuple[RecordBatch, int]]:
+        for batch in batches_from(start):
+            if batch.base_offset >= until:
+                return
+            yield batch, batch_size(batch)
+
+    return read
 
 
 def batch_size(batch: RecordBatch) -> int:

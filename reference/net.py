@@ -34,6 +34,8 @@ Limits a server may be given, with Kafka's broker settings as models (``SocketSe
 * ``ssl``: TLS on the listener (an ``ssl.SSLContext``); the client takes one too.
 * ``gate``: asked about each request before anything else sees it (the node's authorization); an answer
   it gives is written at once, and neither the frame observer nor the handler sees that request.
+* ``answer_early``: api keys whose handler may answer from inside its call, through ``ServerRequest.reply``,
+  before the rest of its work (the node answers DescribeQuorum before the disk write its step triggers).
 * ``sasl``: SASL on the listener (``security.SaslSettings``): until a connection has authenticated
   (SaslHandshake v1, then SaslAuthenticate, as Kafka's ``SaslServerAuthenticator``), it may send only
   ApiVersions and those two; anything else closes it, as does a refused mechanism or a failed login
@@ -52,7 +54,7 @@ import re
 import ssl as _ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -149,6 +151,10 @@ class ServerRequest:
     peer: str
     #: Who sent it (Kafka's principal: ``User:<SASL name>``, ``User:<certificate subject>``, User:ANONYMOUS).
     principal: str = ANONYMOUS
+    #: Set for the api keys a server answers early (``KafkaServer(answer_early=...)``): the request's place in its
+    #: connection's order is taken before the handler runs, so an answer given through this during the handler's
+    #: call is written at once, not when the call returns. The handler returns it (or any other answer).
+    reply: PendingAnswer | None = None
 
 
 #: What a handler answers: the response body, or None to close the connection without answering.
@@ -251,8 +257,10 @@ class KafkaServer:
         sasl: SaslSettings | None = None,
         gate: Callable[[ServerRequest], Answer] | None = None,
         supported_features: Mapping[str, tuple[int, int]] | None = None,
+        answer_early: Collection[int] = (),
     ) -> None:
         self._handler = handler
+        self._answer_early = frozenset(answer_early)
         #: ApiVersions v3+ SupportedFeatures (default ``SUPPORTED_FEATURES``; ``{}`` advertises none).
         self.supported_features = dict(SUPPORTED_FEATURES if supported_features is None else supported_features)
         # Asked before the frame observer and the handler: an answer (a refusal) goes back at once and the
@@ -385,6 +393,7 @@ class KafkaServer:
             body=body,
             peer=peer,
             principal=conn.principal if conn is not None else ANONYMOUS,
+            reply=PendingAnswer() if header["RequestApiKey"] in self._answer_early else None,
         )
         sasl = conn.sasl if conn is not None else None
         if sasl is not None and (sasl.principal is None or req.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)) \
@@ -420,11 +429,17 @@ class KafkaServer:
             log.warning("closing %s: api key %d is not served here", req.peer, req.api_key)
             answer = None
         else:
+            early = req.reply
+            if early is not None:
+                responses.add(req, early)  # its place first: an answer given during the call below leaves at once
             try:
                 answer = self._handler(req)
             except Exception:
                 log.exception("handler failed for a request from %s; closing the connection", peer)
                 answer = None
+            if early is not None:
+                _settle(early, answer, peer)
+                return
         responses.add(req, answer)
 
     def _authenticate(self, req: ServerRequest, sasl: SaslServerSession, conn: _ServerConnection,
@@ -452,6 +467,29 @@ class KafkaServer:
             else:
                 log.warning("closing %s: SASL handshake refused (mechanism not enabled or out of order)", req.peer)
             conn._stop_reading()
+
+
+def _settle(early: PendingAnswer, answer: Answer | EncodedAnswer | PendingAnswer | Awaitable[Answer],
+            peer: str) -> None:
+    """Route what a handler returned for an early-answered request (``ServerRequest.reply``) into ``early``."""
+    if answer is early:
+        return
+    if answer is None or isinstance(answer, dict | EncodedAnswer):
+        early.answer(answer)
+    elif isinstance(answer, PendingAnswer):
+        later = answer
+        if later.done():
+            early.answer(later.result())
+        else:
+            later._listener = lambda: early.answer(later.result())
+    else:
+        def done(fut: asyncio.Future[Answer]) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.error("handler failed for a request from %s; closing the connection", peer,
+                          exc_info=fut.exception())
+            early.answer(None if fut.cancelled() or fut.exception() is not None else fut.result())
+
+        asyncio.ensure_future(answer).add_done_callback(done)
 
 
 class _ServerConnection(asyncio.BufferedProtocol):

@@ -19,6 +19,7 @@ A follower's download (``WriteSnapshotChunk``, ``InstallSnapshot``, ``AbortSnaps
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import logging
@@ -52,6 +53,7 @@ from kraft_tck.reference.io import (
     InstallSnapshot,
     OutboundRequest,
     Ready,
+    Reply,
     RequestFailed,
     RequestReceived,
     ResponseReceived,
@@ -62,7 +64,15 @@ from kraft_tck.reference.io import (
     WriteSnapshotChunk,
 )
 from kraft_tck.reference.log import Log
-from kraft_tck.reference.messages import Endpoint, FetchRequest, FetchResponse, SnapshotId, VoteRequest, VoteResponse
+from kraft_tck.reference.messages import (
+    DescribeQuorumResponse,
+    Endpoint,
+    FetchRequest,
+    FetchResponse,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
 from kraft_tck.reference.net import (
     Answer,
     EncodedAnswer,
@@ -96,6 +106,16 @@ class WriteLost(Exception):
 #: The most records a leader holds appended but not committed before it refuses client writes (see ``Node.write``):
 #: about 64 ms of a 60,000 records/s load, so an overloaded leader queues that much and no more.
 MAX_UNCOMMITTED_RECORDS = 4096
+
+#: The most client writes (and records: a single larger write goes alone) the shell hands to the core in one
+#: event-loop turn (``Node.write``). More wait in the shell's append queue, in order, and are handed over a slice per
+#: later turn, so that the loop reads its sockets between slices: an operator's request (DescribeQuorum, ApiVersions,
+#: a broker RPC) that arrives during a flood of client writes waits behind one slice of appends, not the whole flood.
+#: Kafka keeps the two apart with threads: its raft thread answers DescribeQuorum from its own message queue
+#: (KafkaRaftClient.handle/poll, handleDescribeQuorumRequest) while controller writes reach its BatchAccumulator from
+#: the controller thread, and ApiVersions is answered by the request handler threads.
+APPEND_SLICE_WRITES = 64
+APPEND_SLICE_RECORDS = 2048
 
 
 class WriteRefused(Exception):
@@ -287,6 +307,15 @@ class Node:
         # Backpressure on client writes (``write``): the bound, and how many writes it refused.
         self.max_uncommitted_records = MAX_UNCOMMITTED_RECORDS
         self.writes_refused = 0
+        # The append queue (``write``): client writes waiting for a later loop turn's slice, with their records'
+        # count, what this turn has handed to the core so far, and the pending drain of the queue.
+        self._appends: collections.deque[tuple[tuple[bytes, ...], asyncio.Future[ClientAppendResult]]] = \
+            collections.deque()
+        self._queued_records = 0
+        self._slice_writes = self._slice_records = 0
+        self._slice_reset: asyncio.Handle | None = None
+        self._drain_handle: asyncio.Handle | None = None
+        self.append_slices = 0  # slices the queue was drained in (tests and benches read it)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -429,6 +458,8 @@ class Node:
             ssl=self._server_tls,
             sasl=cfg.sasl,
             gate=self._authorize if cfg.authorizer is not None else None,
+            # Operators first: a DescribeQuorum answer leaves before the disk work its step triggers (_apply_ready).
+            answer_early=(wire.DESCRIBE_QUORUM,),
         )
         try:
             await self.server.start()
@@ -476,6 +507,14 @@ class Node:
         for _, _, fut in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
+        if self._drain_handle is not None:
+            self._drain_handle.cancel()
+            self._drain_handle = None
+        while self._appends:  # queued writes were never appended
+            _, queued = self._appends.popleft()
+            if not queued.done():
+                queued.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
+        self._queued_records = 0
         self._deliver(self.brokers.stop())
         if self.trace is not None:
             self.trace.close()
@@ -548,6 +587,7 @@ class Node:
             self._emit(event)
         if self.trace is not None and ready.trace:
             self.trace.flush()  # in the kernel before the disk changes: kill -9 then loses no traced effect
+        early = self._answer_operators_first(ready) if ready.replies and (ready.log_ops or ready.persist) else ()
         if ready.persist is not None:
             p = ready.persist
             # Kafka's FileQuorumStateStore: data_version = kraft.version (1 carries votedDirectoryId).
@@ -575,6 +615,8 @@ class Node:
         # the same encoded bytes.
         shared = self._last_answer
         for rep in ready.replies:
+            if early and rep in early:
+                continue
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
                 reply, version = waiting
@@ -595,6 +637,24 @@ class Node:
             self._deadline = ready.next_deadline_ms
             self._schedule_tick()
         self._sync_controller()
+
+    def _answer_operators_first(self, ready: Ready) -> tuple[Reply, ...]:
+        """Answer the bundle's DescribeQuorum replies before its disk work; return them.
+
+        A DescribeQuorum answer claims nothing of the bundle's durable state: the core computes it from the state
+        the step began in (every earlier bundle already on disk), before the same step's timers append, e.g. the
+        linger's batch (``KRaftCore.step``: the input first, then ``_poll``). So the operator does not wait for that
+        batch's write; every other reply still leaves after the disk work, as reference/io.py orders it. The server
+        takes the request's place in its connection before the handler runs (``answer_early``), so the answer is
+        written from here. Kafka likewise completes a DescribeQuorum response from the raft thread's state when it
+        handles the request (KafkaRaftClient.handleDescribeQuorumRequest), not after the thread's next append."""
+        early = tuple(rep for rep in ready.replies if isinstance(rep.response, DescribeQuorumResponse))
+        for rep in early:
+            waiting = self._replies.pop(rep.reply_to, None)
+            if waiting is not None and not waiting[0].done():
+                reply, version = waiting
+                reply.answer(self._answer_body(rep.response, version, several=False))
+        return early
 
     # ------------------------------------------------------------------ snapshots (KIP-630)
 
@@ -850,7 +910,7 @@ class Node:
             # MaxBytes asks (KafkaMetadataLog.read with maxFetchSizeInBytes; at least one batch).
             core_req = dataclasses.replace(core_req, max_bytes=MAX_FETCH_SIZE_BYTES)
         token = next(self._reply_ids)
-        reply = PendingAnswer()
+        reply = req.reply if req.reply is not None else PendingAnswer()  # the server's own: answered at once
         self._replies[token] = (reply, req.api_version)
         self._step(RequestReceived(sender_id=wire.sender_of(core_req), reply_to=token, request=core_req))
         if reply.done() and not reply.cancelled:
@@ -1016,22 +1076,32 @@ class Node:
     async def write(self, values: list[bytes], wait_commit: bool = True) -> ClientAppendResult:
         """Append values on the leader (as one batch, possibly with other writes held back for
         ``controller.quorum.append.linger.ms``); with ``wait_commit`` return once the high watermark passes
-        them. A leader already holding ``max_uncommitted_records`` uncommitted records raises ``WriteRefused``."""
+        them. A leader already holding ``max_uncommitted_records`` uncommitted records (queued ones included) raises
+        ``WriteRefused``. The core takes at most a slice of writes per event-loop turn (``APPEND_SLICE_WRITES``); a
+        write past it waits in the append queue, in order, for a later turn."""
         if self.failure is not None:
             raise self._halted_error()
         core = self.core
+        batch = tuple(values)
         if core is not None and core.leader_id == self.config.node_id:
             # A bounded queue, not growing memory: a leader that cannot commit as fast as it is written to refuses
             # the excess (one write is always taken when nothing is waiting, however large, as Kafka's non-strict
-            # memory pool admits one request past its bound). Writes held back by the linger count too.
-            uncommitted = core.next_append_offset - max(self.high_watermark, 0)
-            if uncommitted > 0 and uncommitted + len(values) > self.max_uncommitted_records:
+            # memory pool admits one request past its bound). Writes held back by the linger or queued count too.
+            uncommitted = core.next_append_offset - max(self.high_watermark, 0) + self._queued_records
+            if uncommitted > 0 and uncommitted + len(batch) > self.max_uncommitted_records:
                 self.writes_refused += 1
-                raise WriteRefused(f"{uncommitted} records appended and not yet committed (bound "
+                raise WriteRefused(f"{uncommitted} records appended or queued and not yet committed (bound "
                                    f"{self.max_uncommitted_records}): {WriteRefused.error.name}")
-        ready = self._step(ClientWrite(tuple(values)))
-        result = ready.client_append
-        assert result is not None, "the core answers every ClientWrite"
+        if self._appends or not self._slice_has_room(len(batch)):
+            assert self._loop is not None, "write before start"
+            queued: asyncio.Future[ClientAppendResult] = self._loop.create_future()
+            self._appends.append((batch, queued))
+            self._queued_records += len(batch)
+            if self._drain_handle is None:
+                self._drain_handle = self._loop.call_soon(self._drain_appends)
+            result = await queued
+        else:
+            result = self._append(batch)
         if result.accepted and wait_commit:
             assert self._loop is not None, "write before start"
             fut: asyncio.Future[None] = self._loop.create_future()
@@ -1039,6 +1109,45 @@ class Node:
             self._release_commits()
             await fut
         return result
+
+    def _slice_has_room(self, records: int) -> bool:
+        """May this loop turn hand the core another write of ``records`` records (``APPEND_SLICE_WRITES``)?"""
+        return self._slice_writes < APPEND_SLICE_WRITES and (
+            self._slice_records == 0 or self._slice_records + records <= APPEND_SLICE_RECORDS)
+
+    def _append(self, batch: tuple[bytes, ...]) -> ClientAppendResult:
+        """Hand one client write to the core, counted in this turn's slice."""
+        if self._slice_writes == 0 and self._slice_reset is None and self._loop is not None:
+            self._slice_reset = self._loop.call_soon(self._new_slice)  # the next turn starts a new slice
+        self._slice_writes += 1
+        self._slice_records += len(batch)
+        result = self._step(ClientWrite(batch)).client_append
+        assert result is not None, "the core answers every ClientWrite"
+        return result
+
+    def _new_slice(self) -> None:
+        self._slice_reset = None
+        self._slice_writes = self._slice_records = 0
+
+    def _drain_appends(self) -> None:
+        """One slice of the append queue, oldest first; the rest waits for the next turn (the loop reads its
+        sockets in between)."""
+        self._drain_handle = None
+        if self._slice_reset is None:
+            self._new_slice()  # no write of this turn yet: the slice is the drain's own
+        self.append_slices += 1
+        appends = self._appends
+        while appends and self._slice_has_room(len(appends[0][0])):
+            batch, fut = appends.popleft()
+            self._queued_records -= len(batch)
+            if fut.done():
+                continue  # its writer gave up (cancelled): never appended
+            if self.failure is not None or self._stopping:
+                fut.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
+                continue
+            fut.set_result(self._append(batch))
+        if appends and self._loop is not None:
+            self._drain_handle = self._loop.call_soon(self._drain_appends)
 
     def _release_commits(self) -> None:
         assert self.core is not None and self.metadata_log is not None
@@ -1065,7 +1174,7 @@ class Node:
         """Every node applies newly committed records to its broker registry, in log order (broker_driver.py)."""
         log_ = self.metadata_log
         assert log_ is not None
-        done = self.brokers.commit(self.high_watermark, log_.iter_batches, log_.epoch_of, log_.iter_sized)
+        done = self.brokers.commit(self.high_watermark, log_.iter_sized, log_.epoch_of)
         if done.bytes or self.brokers.applied_offset != self.snapshot_trigger.applied_offset:
             self._note_commit(done.bytes)
         if done.changes:

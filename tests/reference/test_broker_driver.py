@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver, sized
 from kraft_tck.reference.controller import BROKER_HEARTBEAT, BROKER_REGISTRATION, Decision
 from kraft_tck.reference.io import ClientAppendResult, CoreStatus
 from kraft_tck.reference.node import Node, NodeHalted
@@ -69,7 +69,7 @@ class FakeLog:
 
 def active_driver(log: FakeLog, *, is_voter: bool = True) -> BrokerDriver:
     driver = BrokerDriver(SESSION_MS, is_voter=is_voter)
-    driver.commit(1, log.batches_from, log.epoch_of)
+    driver.commit(1, sized(log.batches_from), log.epoch_of)
     change = driver.leadership(status(hw=1, end=1), now_ms=0)
     assert change.activated and driver.active
     return driver
@@ -82,7 +82,7 @@ def test_a_leader_becomes_the_active_controller_only_once_an_entry_of_its_epoch_
     driver = BrokerDriver(SESSION_MS)
     assert not driver.leadership(status(hw=0, end=1, epoch_start=0), 0).activated  # HW not yet past the start
     assert not driver.leadership(status(hw=1, end=1, epoch_start=0), 0).activated  # registry not replayed yet
-    driver.commit(1, log.batches_from, log.epoch_of)
+    driver.commit(1, sized(log.batches_from), log.epoch_of)
     assert driver.leadership(status(hw=1, end=1, epoch_start=0), 0).activated
     assert driver.leadership(status(hw=1, end=1, epoch_start=0), 5) == driver.leadership(status(), 5)  # no change
     assert not driver.leadership(status(hw=1), 0, stopping=True).activated
@@ -109,8 +109,8 @@ def test_an_answer_waits_for_its_records_to_commit_in_its_epoch() -> None:
     result = log.append(decision)
     change, answer = driver.appended(decision, result, "req-1", BROKER_REGISTRATION, 1, log.epoch_of)
     assert answer is None and not change.deactivated and driver.waiting == 1
-    assert driver.commit(1, log.batches_from, log.epoch_of).answers == ()  # not committed yet
-    done = driver.commit(log.end, log.batches_from, log.epoch_of)
+    assert driver.commit(1, sized(log.batches_from), log.epoch_of).answers == ()  # not committed yet
+    done = driver.commit(log.end, sized(log.batches_from), log.epoch_of)
     assert done.answers == (BrokerAnswer("req-1", decision.response),)
     assert [(c.record, c.state) for c in done.changes] == [(REGISTER, BrokerState.FENCED)]
     assert driver.waiting == 0 and not done.fatal
@@ -124,7 +124,7 @@ def test_records_lost_to_a_new_leader_answer_not_controller() -> None:
     decision = driver.decide(BROKER_REGISTRATION, registration(), 0, status(end=log.end))
     driver.appended(decision, log.append(decision), "req-1", BROKER_REGISTRATION, 1, log.epoch_of)
     log.batches[-1] = data_batch(1, EPOCH + 1, [b"the new leader's record"])  # truncated and replaced
-    done = driver.commit(log.end, log.batches_from, log.epoch_of)
+    done = driver.commit(log.end, sized(log.batches_from), log.epoch_of)
     (answer,) = done.answers
     assert answer.token == "req-1" and answer.response["ErrorCode"] == Errors.NOT_CONTROLLER
 
@@ -168,13 +168,13 @@ def test_expired_sessions_are_fenced_and_nobody_is_answered() -> None:
     driver = active_driver(log)
     decision = driver.decide(BROKER_REGISTRATION, registration(), 0, status(end=log.end))
     driver.appended(decision, log.append(decision), "reg", BROKER_REGISTRATION, 1, log.epoch_of)
-    driver.commit(log.end, log.batches_from, log.epoch_of)
+    driver.commit(log.end, sized(log.batches_from), log.epoch_of)
     epoch = decision.base_offset
     heartbeat = {"BrokerId": 100, "BrokerEpoch": epoch, "CurrentMetadataOffset": log.end, "WantFence": False,
                  "WantShutDown": False}
     decision = driver.decide(BROKER_HEARTBEAT, heartbeat, 10, status(end=log.end, hw=log.end))
     driver.appended(decision, log.append(decision), "hb", BROKER_HEARTBEAT, log.end - 1, log.epoch_of)
-    driver.commit(log.end, log.batches_from, log.epoch_of)
+    driver.commit(log.end, sized(log.batches_from), log.epoch_of)
     assert driver.registry.get(100).state == BrokerState.ONLINE
     assert driver.expire(10 + SESSION_MS - 1, status(end=log.end)) is None
     fence = driver.expire(10 + SESSION_MS + 1, status(end=log.end))
@@ -190,7 +190,7 @@ def test_a_committed_record_the_registry_refuses_is_fatal_on_a_voter_only(is_vot
     log = FakeLog()
     driver = BrokerDriver(SESSION_MS, is_voter=is_voter)
     log.batches.append(data_batch(1, EPOCH, [encode(FENCE, 0, {"Id": 9, "Epoch": 1})]))
-    done = driver.commit(log.end, log.batches_from, log.epoch_of)
+    done = driver.commit(log.end, sized(log.batches_from), log.epoch_of)
     assert len(done.errors) == 1 and isinstance(done.errors[0], RegistryError) and "broker 9" in str(done.errors[0])
     assert done.fatal is is_voter
     assert driver.registry.next_offset == log.end  # skipped, deterministically: every node agrees

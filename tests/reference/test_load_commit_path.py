@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from kraft_tck.reference.broker_driver import BrokerDriver, batch_size
+from kraft_tck.reference.broker_driver import BrokerDriver, batch_size, sized
 from kraft_tck.reference.controller import MetadataRecord
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.registry import REGISTER
@@ -56,14 +56,16 @@ def test_iter_sized_is_iter_batches_with_their_sizes_up_to_the_bound(tmp_path: P
             assert got == want, (start, until)
 
 
-def test_the_driver_applies_and_counts_the_same_with_and_without_the_sized_read(tmp_path: Path) -> None:
+def test_the_driver_applies_and_counts_the_same_from_the_kept_sizes_and_from_the_records(tmp_path: Path) -> None:
+    """One reader, two logs: the node's (``Log.iter_sized``, sizes from the kept bytes) and a records-only log's
+    (``sized(iter_batches)``, sizes computed) give the same registry, byte counts and applied offsets."""
     log = _log(tmp_path)
-    plain, sized = BrokerDriver(9000), BrokerDriver(9000)
+    computed, kept = BrokerDriver(9000), BrokerDriver(9000)
     # The high watermark moves in uneven steps, some of them inside a batch.
     for hw in (1, 2, 7, 8, 30, log.held_from, log.held_from + 1, log.end_offset - 2, log.end_offset):
-        a = plain.commit(hw, log.iter_batches, log.epoch_of)
-        b = sized.commit(hw, log.iter_batches, log.epoch_of, log.iter_sized)
+        a = computed.commit(hw, sized(log.iter_batches), log.epoch_of)
+        b = kept.commit(hw, log.iter_sized, log.epoch_of)
         assert (a.bytes, a.changes, a.errors) == (b.bytes, b.changes, b.errors), hw
-        assert (plain.applied_offset, plain.applied_aligned, plain.applied_timestamp) == \
-            (sized.applied_offset, sized.applied_aligned, sized.applied_timestamp)
-    assert plain.registry == sized.registry and len(sized.registry) == 9
+        assert (computed.applied_offset, computed.applied_aligned, computed.applied_timestamp) == \
+            (kept.applied_offset, kept.applied_aligned, kept.applied_timestamp)
+    assert computed.registry == kept.registry and len(kept.registry) == 9

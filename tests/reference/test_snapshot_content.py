@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
-from kraft_tck.reference.broker_driver import BrokerDriver, SnapshotTrigger, batch_size
+from kraft_tck.reference.broker_driver import BrokerDriver, SnapshotTrigger, batch_size, sized
 from kraft_tck.reference.core import CLUSTER_ID_KEY
 from kraft_tck.reference.io import CoreStatus
 from kraft_tck.reference.registry import (
@@ -162,14 +162,14 @@ def test_loading_a_snapshot_replaces_the_drivers_registry_in_place() -> None:
     """The controller holds the registry object: a load must not leave it reading the old one."""
     batches, bounds = a_log()
     driver = BrokerDriver(9000)
-    driver.commit(5, lambda o: [b for b in batches if b.last_offset >= o], lambda o: 2)
+    driver.commit(5, sized(lambda o: [b for b in batches if b.last_offset >= o]), lambda o: 2)
     held = driver.controller.registry
     driver.load_snapshot(bounds[-1], snapshot_of(rebuild(batches, bounds[-1])))
     assert driver.registry is held and driver.controller.registry is held
     assert driver.applied_offset == bounds[-1] and held == rebuild(batches, bounds[-1])
     # ... and the registry then goes on from the snapshot's end, as after a follower's install.
     more = data_batch(bounds[-1], 3, [value(register(7, bounds[-1]))])
-    driver.commit(bounds[-1] + 1, lambda o: [more], lambda o: 3)
+    driver.commit(bounds[-1] + 1, sized(lambda o: [more]), lambda o: 3)
     assert driver.registry.get(7) is not None
 
 
@@ -181,7 +181,7 @@ def test_committed_bytes_are_the_applied_batches_sizes() -> None:
     assert status.is_leader is False
     seen = 0
     for hw in range(0, bounds[-1] + 1):
-        done = driver.commit(hw, lambda o: [b for b in batches if b.last_offset >= o], lambda o: 2)
+        done = driver.commit(hw, sized(lambda o: [b for b in batches if b.last_offset >= o]), lambda o: 2)
         seen += done.bytes
         whole = [b for b in batches if b.last_offset < hw]
         assert seen == sum(len(encode_batch(b)) for b in whole), hw
