@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants faults tlc-slow
+.PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants mutants-sim faults tlc-slow
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -58,6 +58,11 @@ conformance-runs: setup
 # (2 of 2); fails if one survives or a kill does not reproduce (a sample runs in make test).
 mutants: setup
 	$(BIN)/python bench/mutants.py --own-cases --tlc --confirm $(MUTANTS_ARGS)
+
+# The simulator's default run (kraft-tck simulate's defaults; KIP-853 mutants: the reconfig profile) against every
+# mutant: which safety invariant each breaks, caught or not, in seconds. Exit 1 if a safety mutant survives.
+mutants-sim: setup
+	$(BIN)/python bench/mutants_sim.py $(MUTANTS_SIM_ARGS)
 
 # Every fault node against the cases of the rule it breaks, and the KIP-literal and typed-Fetch launchers against
 # the whole catalog (make test runs a sample of the faults and of the catalog for the launchers).

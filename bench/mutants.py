@@ -234,15 +234,16 @@ def catching_cases(v: Verdict) -> list[str]:
 
 
 def confirm(v: Verdict, m: Any, workdir: Path, timeout_s: float) -> str:
-    """Issue #22's "no flaky kills": run the case that caught the mutant again, alone, against it. "2/2" when it
-    fails (or reports the difference) again, "1/2" when it passes this time."""
+    """No flaky kills: run the case that caught the mutant again, alone, against it. "2/2" when it fails (or
+    reports the difference) again, "1/2" when it passes this time."""
     cases = catching_cases(v)
     if not cases:
         return ""
     run = run_catalog(m.name, False, workdir / "confirm", timeout_s, cases, extra=m.args)
-    if v.mode == "black-box (--strict)":
-        return "2/2" if run.strict and set(run.kafka_cases) & set(cases) else "1/2"
-    return "2/2" if set(run.failed) & set(cases) else "1/2"
+    # the same case catches it again: by a failed check, or (with --strict) by the KAFKA-level difference
+    if set(run.failed) & set(cases) or (run.strict and set(run.kafka_cases) & set(cases)):
+        return "2/2"
+    return "1/2"
 
 
 def print_table(verdicts: list[Verdict], clean: Run, out: Any = sys.stdout) -> None:

@@ -91,15 +91,16 @@ CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", 
 @click.option(
     "--observers",
     type=click.IntRange(min=0),
-    default=0,
+    default=1,
     show_default=True,
     help="Observer replicas (ids after the voters') that fetch from the leader and never vote or count "
-    "toward the high watermark; faults never hit them.",
+    "toward the high watermark; faults never hit them (so a leader cut off from the voters still has one). "
+    "0 turns them off.",
 )
 @click.option(
     "--foreign-rate",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=1.0,
     show_default=True,
     help="Requests per virtual second (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) from a node of "
     "another cluster, with its own cluster id, to the voters; each must be refused with "

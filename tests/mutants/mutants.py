@@ -19,15 +19,14 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kraft_tck.reference.controller import Controller
-from kraft_tck.reference.core import CoreConfig, KRaftCore
+from kraft_tck.reference.core import KRaftCore
 from kraft_tck.reference.io import ElectionState, Ready, SnapshotLoaded
-from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
@@ -194,24 +193,14 @@ class CandidateCountsRefusals(KRaftCore):
         super().handle_vote_response(sender_id, resp)
 
 
-@dataclass(frozen=True, slots=True)
-class _HalfMajority(CoreConfig):
-    """``len(voters) // 2``: one vote short of a majority for an odd quorum."""
-
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2
-
-
 class MajorityMiscount(KRaftCore):
     """Majority computed as ``n // 2`` instead of ``n // 2 + 1``: a 3-voter candidate elects itself and a
-    leader commits entries alone (KIP-595 "Vote Response Handling" 2; "Fetch Request Handling" 4)."""
+    leader commits entries alone (KIP-595 "Vote Response Handling" 2; "Fetch Request Handling" 4). The core
+    counts every majority (votes, pre-votes, the high watermark) with ``_majority`` over the voter set in force
+    (KIP-853); ``CoreConfig.majority`` is no longer read, so overriding it changed nothing."""
 
-    def __init__(
-        self, config: CoreConfig, durable: ElectionState, log: Log, rng: Any, now_ms: int, **kwargs: Any
-    ) -> None:
-        loose = _HalfMajority(**{f.name: getattr(config, f.name) for f in fields(config)})
-        super().__init__(loose, durable, log, rng, now_ms, **kwargs)
+    def _majority(self) -> int:
+        return len(self._voter_ids()) // 2
 
 
 class NoElectionOnFetchTimeout(KRaftCore):
@@ -743,6 +732,9 @@ class VotePersistedAfterGrant(Node):
 
     DELAY_S = 0.3
 
+    #: The same ordering in the simulator's shell (``SimConfig.persist_after_send_ms``, bench/mutants_sim.py).
+    SIM_PERSIST_AFTER_SEND_MS = (300, 300)
+
     def _delay_s(self) -> float:
         return self.DELAY_S
 
@@ -767,6 +759,7 @@ class VoteWriteBehindJitter(VotePersistedAfterGrant):
     it with a stated probability; see conformance/test_crashwindow.py)."""
 
     MAX_DELAY_S = 0.02
+    SIM_PERSIST_AFTER_SEND_MS = (0, 20)
 
     def _delay_s(self) -> float:
         return random.uniform(0.0, self.MAX_DELAY_S)
@@ -1045,6 +1038,27 @@ class Mutant:
     args: tuple[str, ...] = ()
     #: for a ``white-box`` mutant: why no scenario can see it on the wire (tests/mutants/whitebox.py checks it)
     unobservable: str = ""
+    #: The safety invariant the bug breaks (a name of traces/sim/invariants.py ``INVARIANTS`` or the simulator's
+    #: ClusterIdIsolation: KRaft.tla's, the simulator's and the Spark pipeline's checks), None for a bug of liveness,
+    #: the wire format, error codes or DescribeQuorum bookkeeping; ``safety_also``: others the same bug may break
+    #: first; ``safety_reason``: why, in one line. From ``SAFETY`` below. The simulator's default run must catch
+    #: every mutant with a ``safety`` (bench/mutants_sim.py, ``make mutants-sim``).
+    safety: str | None = None
+    safety_also: tuple[str, ...] = ()
+    safety_reason: str = ""
+
+    @property
+    def sim_profile(self) -> str:
+        """The fault profile of the simulator's default run for this mutant: KIP-853 mutants change nothing at
+        kraft.version 0 (the "default" profile's static voters), so theirs is "reconfig" (kraft.version 1)."""
+        return "reconfig" if self.area.startswith("reconfig") else "default"
+
+    @property
+    def sim_config(self) -> dict[str, Any]:
+        """``SimConfig`` fields that give the simulator's shell the mutant's shell bug (a write-behind quorum-state:
+        ``persist_after_send_ms``); empty for a core mutant, which the simulator runs as the core of every node."""
+        late = getattr(self.node, "SIM_PERSIST_AFTER_SEND_MS", None)
+        return {} if late is None else {"persist_after_send_ms": late}
 
     @property
     def white_box_only(self) -> bool:
@@ -1303,6 +1317,143 @@ _ALL: list[Mutant] = [
            "(KRaftControlRecordStateMachine)", ("KIP-853/Restart/1",)),
 ]
 
+_LC, _CNT, _LM, _VO, _ES = ("LeaderCompleteness", "CommittedNeverTruncated", "LogMatching", "VoteOnce",
+                              "ElectionSafety")
+_NONE_LIVENESS = "liveness only: no invariant of KRaft.tla, the simulator or the pipeline can break"
+
+#: mutant -> (the safety invariant it breaks or None, others it may break first, why). A mutant breaks safety when
+#: some run of it reaches a state that violates an invariant KRaft.tla, the simulator or the Spark pipeline checks;
+#: every entry was run (bench/mutants_sim.py), the None ones included: the table shows whether the simulator's
+#: default run catches each.
+SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
+    "vote-ignores-last-epoch": (_LC, (_CNT,), "a longer log of an older last epoch wins: the leader lacks committed "
+                                "entries"),
+    "vote-ignores-log-end": (_LC, (_CNT,), "a shorter log of the same last epoch wins: the leader lacks committed "
+                             "entries"),
+    "vote-grants-stale-log": (_LC, (_CNT,), "no election restriction: a stale log wins"),
+    "vote-twice-per-epoch": (_VO, (_ES,), "a voter grants a second candidate of its epoch"),
+    "forget-vote": (_VO, (_ES,), "the vote lives in memory only: a restart in its epoch forgets it, and the voter may "
+                    "vote again there"),
+    "leader-grants-own-epoch": (_VO, (_ES,), "the leader of an epoch (it voted for itself) grants another candidate "
+                                "of it"),
+    "follower-grants-own-epoch": (_VO, (_ES,), "a follower that voted in its epoch grants another candidate of it"),
+    "leader-refuses-higher-epoch-vote": (None, (), "a refusal and a late epoch change: no vote given, no second "
+                                         "leader of an epoch (liveness)"),
+    "vote-answer-old-epoch": (_VO, (), "the grant names the voter's previous epoch: a granted VoteResponse of epoch "
+                              "e-1 to another candidate than its vote of e-1 (KRaft.tla's VoteOnce counts granted "
+                              "VoteResponses)"),
+    "vote-fenced-names-candidate-epoch": (None, (), "the epoch field of a refusal: the candidate learns the epoch "
+                                          "later (wire/liveness)"),
+    "candidate-no-epoch-bump": (None, (), "a retry in the same epoch asks the same voters, each of which still votes "
+                                "once per epoch: KIP-595's epoch + 1 rule (TLA+ trace validation), no invariant"),
+    "candidate-counts-refusals": (_LC, (_ES, _CNT), "a candidate refused by a majority leads: a stale log or a second "
+                                  "leader of the epoch"),
+    "majority-miscount": (_ES, (_LC, _CNT), "a 3-voter candidate elects itself on its own vote and a leader commits "
+                          "alone: two leaders of an epoch, lost commits"),
+    "no-election-on-fetch-timeout": (None, (), _NONE_LIVENESS),
+    "election-skips-an-epoch": (None, (), "epoch + 2: each epoch still has one vote per voter (TLA+ trace validation "
+                                "sees it, no invariant)"),
+    "candidate-understates-log": (None, (), "a candidate that claims a shorter log only makes voters stricter"),
+    "candidate-asks-one-voter": (None, (), _NONE_LIVENESS),
+    "candidate-never-retries": (None, (), _NONE_LIVENESS),
+    "observer-elects-itself": (None, (), "voters refuse a candidate that is not a voter (INCONSISTENT_VOTER_SET), so "
+                               "an observer never leads: liveness of the observer only"),
+    "requests-without-cluster-id": (None, (), "a null ClusterId is accepted by every handler (wire format)"),
+    "ignore-cluster-id": ("ClusterIdIsolation", (), "a request of another cluster moves the node's epoch, vote or "
+                          "leader"),
+    "bqe-no-fencing": (None, (), "an error code: the stale BeginQuorumEpoch changes no state"),
+    "bqe-fenced-names-request-epoch": (None, (), "the epoch field of a refusal (wire)"),
+    "bqe-forgets-leader": (None, (), "the follower finds its leader later (liveness)"),
+    "leader-skips-begin-epoch": (None, (), _NONE_LIVENESS),
+    "leader-change-missing": (None, (), "the epoch starts with a data record instead of LeaderChange: the commit rule "
+                              "still needs an entry of the epoch (the record format, not an invariant)"),
+    "successors-least-caught-up-first": (None, (), _NONE_LIVENESS),
+    "eqe-ignored": (None, (), _NONE_LIVENESS),
+    "first-successor-backs-off": (None, (), _NONE_LIVENESS),
+    "resign-without-end-epoch": (None, (), _NONE_LIVENESS),
+    "never-resign": (None, (), "a cut-off leader keeps its epoch but commits nothing without a majority (liveness)"),
+    "observer-fetch-keeps-leader": (None, (), _NONE_LIVENESS),
+    "check-quorum-never-reset": (None, (), _NONE_LIVENESS),
+    "check-quorum-any-voter": (None, (), _NONE_LIVENESS),
+    "fetch-no-divergence-check": (_LM, (_CNT, _LC), "a follower appends the leader's entries after a divergent tail"),
+    "fetch-diverging-off-by-one": (None, (), "the follower cuts whole batches, so only a one-record divergent batch "
+                                   "stays; it is refused at every fetch after (stuck: liveness), appends nothing after "
+                                   "it and never counts it committed; its epoch differs from the leader's entry there"),
+    "fetch-fenced-without-leader": (None, (), "an error's CurrentLeader (wire/liveness)"),
+    "fetch-newer-epoch-fenced": (None, (), "an error code (wire)"),
+    "fetch-not-leader-without-hint": (None, (), "an error's CurrentLeader (wire/liveness)"),
+    "observers-count": (_LC, (_CNT,), "a leader cut off from the voters commits with an observer's fetches"),
+    "hw-commits-old-epoch": (_LC, (_CNT,), "Raft's Figure 8: an entry of an older epoch counted committed by "
+                             "replication alone is overwritten"),
+    "hw-needs-every-voter": (None, (), "a stricter commit rule (liveness)"),
+    "hw-published-before-own-epoch": (None, (), "the follower-era high watermark it publishes was committed; "
+                                      "followers keep the larger one (Kafka-level)"),
+    "diverging-fetch-is-progress": (_LC, (_CNT,), "the leader counts a diverging follower's offset: it commits "
+                                    "entries a majority lacks"),
+    "skip-truncation": (None, (), "the follower never truncates, so the leader refuses it at every fetch (stuck: "
+                        "liveness); it appends nothing after its divergent tail and never counts it committed"),
+    "truncate-below-hw": (_CNT, (), "a follower truncates to 0, committed entries included"),
+    "truncate-to-leader-end-offset": (None, (), "the next fetch's DivergingEpoch corrects the longer truncation point "
+                                      "(an extra round trip)"),
+    "follower-drops-leader-hint": (None, (), _NONE_LIVENESS),
+    "follower-hw-ahead-of-log": (_CNT, (), "a follower counts offsets it does not hold as committed (KRaft.tla: "
+                                 "Committed(i) <= Len(log[i]))"),
+    "follower-hw-backwards": (None, (), "no leader of this core names a lower high watermark: unreachable in a "
+                              "cluster (tests/mutants/whitebox.py checks the rule itself)"),
+    "follower-ignores-hw": (None, (), "a follower that never learns the commit point (liveness)"),
+    "fetch-wrong-last-epoch": (_LM, (_CNT, _LC), "a divergent follower claims the leader's epoch: no DivergingEpoch, "
+                               "its tail stays"),
+    "follower-fetch-timer-not-reset": (None, (), _NONE_LIVENESS),
+    "caught-up-is-last-fetch": (None, (), "DescribeQuorum bookkeeping"),
+    "describe-unknown-as-zero": (None, (), "DescribeQuorum bookkeeping"),
+    "describe-last-offset-not-end": (None, (), "DescribeQuorum bookkeeping"),
+    "fetch-timestamp-first-fetch": (None, (), "DescribeQuorum bookkeeping"),
+    "describe-non-leader-answers": (None, (), "DescribeQuorum error code"),
+    "vote-persisted-after-grant": (_VO, ("EpochMonotonic",), "quorum-state written 300 ms after the grant: a crash "
+                                   "then forgets the vote (and the epoch it moved to)"),
+    "vote-write-behind-jitter": (_VO, ("EpochMonotonic",), "quorum-state written 0-20 ms after the grant: a crash "
+                                 "then forgets the vote (and the epoch it moved to)"),
+    "restart-forgets-vote": (_VO, (_ES,), "a restarted voter drops the vote it read back and may vote again"),
+    "restart-ignores-quorum-state": ("EpochMonotonic", (_VO,), "a restarted node takes its epoch from the log: its "
+                                     "epoch goes back and its vote is gone"),
+    "restart-resumes-leadership": (None, (), "the log is durable before any ack, so the restarted leader holds every "
+                                   "entry of its epoch and nobody else leads it (Kafka-level)"),
+    "restart-forgets-leader": (_VO, (_ES,), "a follower of the leader it voted for comes back Unattached in that "
+                               "epoch with no vote (a follower's quorum-state holds the leader, not the vote): it may "
+                               "vote again in the epoch"),
+    "truncation-keeps-voters-record": ("SnapshotConfigAgreement", (_ES, "AtMostOneUncommittedConfig"), "a follower "
+                                       "keeps a truncated VotersRecord's set in force: its snapshots and its elections "
+                                       "use a voter set the committed log never had"),
+    "change-check-uses-stale-hw": (_ES, ("CommittedConfigsDifferByOne",), "a new leader elected without an older "
+                                   "epoch's uncommitted VotersRecord takes another change before its epoch commits: "
+                                   "an add and a remove from one set need not have overlapping majorities (Raft's "
+                                   "single-server-change bug, KRaft.tla ConfigQuorumsOverlap)"),
+    "removed-leader-resigns-at-append": (None, (), _NONE_LIVENESS),
+    "voter-key-checked-same-epoch-only": (None, (), "a Vote addressed to another replica key matters only when a disk "
+                                          "is replaced (a new directory id), which no model or simulator run does"),
+    "describe-lists-election-voters": (None, (), "DescribeQuorum bookkeeping"),
+    "add-ignores-kraft-version-range": (None, (), "a feature-version check of AddRaftVoter (wire)"),
+    "check-quorum-election-voters": (None, (), _NONE_LIVENESS),
+    "timeout-rolls-back": ("AtMostOneUncommittedConfig", (), "a second VotersRecord appended while the timed-out one "
+                           "is uncommitted"),
+    "change-never-times-out": (None, (), _NONE_LIVENESS),
+    "duplicate-voter-by-key": (None, (), "an error code of AddRaftVoter (wire)"),
+    "update-voter-timer-reset-by-fetch": (None, (), _NONE_LIVENESS),
+    "update-voter-echoes-entry": (None, (), "the endpoints UpdateRaftVoter carries (wire)"),
+    "non-voter-campaigns": (_ES, (_LM,), "a removed leader stands again and leads without a majority of the voter set "
+                            "it holds (it is not in it)"),
+    "update-voter-ignores-directory-id": (None, (), "which voter's endpoints UpdateRaftVoter rewrites (bookkeeping)"),
+    "sole-voter-check-quorum-stale": (None, (), _NONE_LIVENESS),
+    "leader-counts-itself-after-removal": (_LC, (_CNT,), "a removed leader commits its removal with one voter of the "
+                                           "new set of two, not a majority"),
+    "restart-voters-from-bootstrap": ("AtMostOneUncommittedConfig", (_ES, "SnapshotConfigAgreement",
+                                                                     "CommittedConfigsDifferByOne"),
+                                      "a restarted leader judges voter changes against the bootstrap set, not its "
+                                      "log's: it appends a change while another is uncommitted"),
+}
+
+_ALL = [replace(m, safety=SAFETY[m.name][0], safety_also=SAFETY[m.name][1], safety_reason=SAFETY[m.name][2])
+        if m.name in SAFETY else m for m in _ALL]
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
 assert len(MUTANTS) == len(_ALL), "duplicate mutant name"
 

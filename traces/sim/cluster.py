@@ -50,6 +50,15 @@ CommittedConfigsDifferByOne, ElectionSafety's "a majority of the leader's own vo
 (a snapshot taken, installed or loaded holds the committed voter set at its end; the installing event reports it;
 after a load the node's voter set is the snapshot's or a later one of its log) (``invariants.py``). No brokers there.
 
+Crash windows and deposed leaders (the "default" profile, drawn from a stream of their own so a seed's other faults
+stay what they were): a ``VoteCrash`` kills a voter the instant a vote grant has left it and restarts it quickly — a
+vote that was not durable before the response left is then gone, which the restart checks (VoteOnce: what the node
+reads back, and the state its core resumes in, still hold the vote it granted in that epoch, unless it learned the
+leader); an ``IsolateLeader`` cuts the leader of the moment off for seconds, and the client (``_client_write``) writes
+to either leader while a deposed one still believes it leads, so the deposed leader comes back with a longer log of
+an older epoch. ``SimConfig.persist_after_send_ms`` gives the simulator's shell a mutation test's bug: quorum-state
+written after the step's messages left (a write-behind store, bench/mutants_sim.py).
+
 Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
 node process drives: it applies committed records to the node's broker registry (each change a
 ``BrokerEvent``), runs the controller while the node is the active controller, and says when a broker's
@@ -69,7 +78,7 @@ from heapq import heappush
 from pathlib import Path
 from typing import Any
 
-from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver, SnapshotTrigger
+from kraft_tck.reference.broker_driver import BrokerAnswer, BrokerDriver, SnapshotTrigger, sized
 from kraft_tck.reference.controller import Decision
 from kraft_tck.reference.core import CLUSTER_ID_KEY, CoreConfig, KRaftCore, SafetyViolation
 from kraft_tck.reference.io import (
@@ -94,7 +103,7 @@ from kraft_tck.reference.io import (
     TruncateTo,
     WriteSnapshotChunk,
 )
-from kraft_tck.reference.log import Log
+from kraft_tck.reference.log import Log, LogError
 from kraft_tck.reference.messages import (
     AddRaftVoterRequest,
     AddRaftVoterResponse,
@@ -128,12 +137,15 @@ from kraft_tck.traces.sim.faults import (
     ClockConfig,
     Crash,
     Fault,
+    IsolateLeader,
     Lossy,
     NetConfig,
     OneWay,
     Partition,
     ScheduledVoterChange,
     SnapshotCrash,
+    VoteCrash,
+    extra_schedule,
     fault_sort_key,
     profile,
     random_schedule,
@@ -157,6 +169,8 @@ _FOREIGN = 14
 _SNAPSHOT = 15
 # KIP-853: the admin client's voter change (a ``ScheduledVoterChange``) is due, or one waiting for a leader retries.
 _ADMIN = 16
+# A write-behind shell's quorum-state write lands (``SimConfig.persist_after_send_ms``: a mutation test's shell).
+_PERSIST = 17
 #: KIP-853: how long before the change that adds it a joiner's process starts (it catches up as an observer first).
 JOINER_LEAD_MS = 1500
 #: The controller listener every simulated node advertises (VotersRecord endpoints, the ApiVersions probe's address).
@@ -226,6 +240,15 @@ class SimConfig:
     # joiner or voter change the cluster is formatted kraft.version 1 with the voters 1..``nodes`` as its bootstrap
     # set (``CoreConfig.bootstrap_voters``), and the admin client runs the profile's ``reconfig_schedule``.
     joiners: int | None = None
+    # The shell's order of persist and send, for mutation tests only (tests/mutants, bench/mutants_sim.py): None is
+    # reference/io.py's order (quorum-state written before any message of the step leaves). (lo, hi): a write-behind
+    # shell that sends the step's messages first and writes quorum-state lo..hi virtual ms later (uniform, a stream
+    # of its own); a crash before the write (``VoteCrash``) loses it. A seed's trace is byte for byte what it was
+    # when this is None.
+    persist_after_send_ms: tuple[int, int] | None = None
+    # The most a Fetch response carries (Kafka's fetch max bytes; None: the core's default, 8 MB, more than any
+    # simulated log): a smaller one makes a lagging follower catch up over several fetches.
+    fetch_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -256,6 +279,9 @@ class SimConfig:
             raise ValueError(f"snapshot_chunk_bytes must be > 0, got {self.snapshot_chunk_bytes}")
         if self.joiners is not None and self.joiners < 0:
             raise ValueError(f"joiners must be >= 0, got {self.joiners}")
+        late = self.persist_after_send_ms
+        if late is not None and not 0 <= late[0] <= late[1]:
+            raise ValueError(f"persist_after_send_ms needs 0 <= lo <= hi, got {late}")
         if self.faults is not None:
             validate_schedule(self.faults, self.node_ids)
 
@@ -384,6 +410,7 @@ class _Node:
     snap_timer_at: int | None = None
     snap_wanted: bool = False
     armed: SnapshotCrash | None = None
+    vote_armed: VoteCrash | None = None  # dies the instant its next vote grant has left it
 
     def local(self, now: int) -> int:
         """This node's clock reading at global virtual time ``now`` (monotonic in ``now``)."""
@@ -425,7 +452,10 @@ class Simulation:
         self.rng = random.Random(config.seed)
         ids = config.node_ids
         if config.faults is None:
-            self.faults = tuple(random_schedule(self.rng, ids, config.duration_ms, prof))
+            drawn: list[Fault] = random_schedule(self.rng, ids, config.duration_ms, prof)
+            # From a stream of its own: the other faults and every later draw stay what they were.
+            drawn += extra_schedule(random.Random(f"extra-faults-{config.seed}"), ids, config.duration_ms, prof)
+            self.faults = tuple(sorted(drawn, key=fault_sort_key))
         else:
             self.faults = tuple(sorted(config.faults, key=fault_sort_key))
         voters = frozenset(ids)
@@ -444,6 +474,8 @@ class Simulation:
                 pre_vote=config.pre_vote,
                 fetch_snapshot_max_bytes=config.snapshot_setting("snapshot_chunk_bytes"),
             )
+            if config.fetch_max_bytes is not None:
+                cfg = dataclasses.replace(cfg, fetch_max_bytes=config.fetch_max_bytes)
             ppm = self.rng.randint(-skew, skew) if skew else 0
             self.nodes[i] = _Node(
                 i, cfg, ppm, ElectionState(voters=tuple(ids)), cluster_id=config.cluster_id
@@ -495,6 +527,8 @@ class Simulation:
         self.snap_rng = random.Random(f"snapshots-{config.seed}")
         # The foreign sender draws from a stream of its own (what, when, to whom).
         self.foreign_rng = random.Random(f"foreign-{config.seed}") if config.foreign_rate > 0 else None
+        # A write-behind shell's delays (mutation tests): a stream of its own.
+        self.persist_rng = random.Random(f"persist-{config.seed}") if config.persist_after_send_ms else None
         self.foreign_requests = 0
         self._foreign_corr = 0
         self._foreign_reply: Response | None = None
@@ -586,6 +620,10 @@ class Simulation:
             config["joiners.start.ms"] = {str(i): at for i, at in self.joiner_start.items()}
             config["admin.node"] = c.admin_id
             config["voter.changes"] = [dataclasses.asdict(ch) for ch in self.changes]
+        if c.fetch_max_bytes is not None:  # only when set
+            config["fetch.max.bytes"] = c.fetch_max_bytes
+        if c.persist_after_send_ms is not None:  # a mutation test's shell, only then
+            config["shell.persist.after.send.ms"] = list(c.persist_after_send_ms)
         if self.foreign_rng is not None:
             config["foreign.rate"] = c.foreign_rate
             config["foreign.node"] = c.foreign_id
@@ -723,6 +761,10 @@ class Simulation:
                 self._snapshot_event(nodes[a], b)
             elif kind == _ADMIN:
                 self._voter_change(a, b)
+            elif kind == _PERSIST:
+                node = nodes[a]
+                if node.core is not None and node.incarnation == b[0]:
+                    node.durable = b[1]  # the write-behind store's write lands (lost with the process)
             else:  # pragma: no cover - the kinds above are exhaustive
                 raise SimulationError(f"unknown event kind {kind}")
 
@@ -741,12 +783,22 @@ class Simulation:
     def _from_core(self, node: _Node, exc: Exception) -> InvariantViolation:
         """The core raised: a finding of this seed, reported like the checker's, so the run goes on with
         the next seed. A SafetyViolation is the core catching itself about to break the property it
-        names; anything else is a crash of the core (``CoreException``), e.g. on a peer's impossible
-        answer, which a node must survive."""
+        names; the log refusing an append whose epoch goes back is LogMatching (a batch that does not extend
+        the node's log), refusing a truncation below its start (into its snapshot) CommittedNeverTruncated;
+        anything else is a crash of the core (``CoreException``), e.g. on a peer's impossible answer, which a
+        node must survive."""
         text = str(exc)
         if isinstance(exc, SafetyViolation):
             name = text.split(":", 1)[0]
             name, detail = (name if name in INVARIANTS else "SafetyViolation"), f"raised by the core: {text}"
+        elif isinstance(exc, LogError) and "below the log's last epoch" in text:
+            # The node's log refused an append whose epoch goes back: the batch would follow entries of a later
+            # epoch, so at its offset this node would hold the sender's entry after another prefix (LogMatching).
+            name, detail = "LogMatching", f"the core's log refused a batch that does not extend it: {text}"
+        elif isinstance(exc, LogError) and text.startswith("truncate to offset") and "below the log start" in text:
+            # Below the log start lies what the node's snapshot holds: committed entries (KIP-630). A truncation
+            # there removes committed entries, which the log refuses (CommittedNeverTruncated).
+            name, detail = "CommittedNeverTruncated", f"the core's log refused to truncate committed entries: {text}"
         else:
             name, detail = "CoreException", f"the core raised {type(exc).__name__}: {text}"
         epoch = node.core.epoch if node.core is not None else -1
@@ -758,8 +810,12 @@ class Simulation:
         core = node.core
         assert core is not None
         first_seq = self.seq
+        late = None
         if ready.persist is not None:
-            node.durable = ready.persist
+            if self.persist_rng is None:
+                node.durable = ready.persist
+            else:
+                late = ready.persist  # a write-behind shell: written after the step's messages left
         if ready.log_ops:
             disk, epoch = node.disk, core.epoch
             snapshot_ops = False
@@ -836,6 +892,10 @@ class Simulation:
             self._send_request(node, out)
         for rep in ready.replies:
             self._send_response(node, rep)
+        if late is not None:
+            lo, hi = self.config.persist_after_send_ms or (0, 0)
+            assert self.persist_rng is not None
+            self._push(now + self.persist_rng.randint(lo, hi), _PERSIST, nid, (node.incarnation, late))
         deadline = ready.next_deadline_ms
         if deadline is None:
             node.tick_at = None
@@ -971,6 +1031,12 @@ class Simulation:
             return
         if type(resp) is VoteResponse and resp.vote_granted and candidate != -1:
             self.checker.check_vote_granted(node.id, resp.leader_epoch, candidate, self.seq, self.now)
+            armed = node.vote_armed
+            if armed is not None:
+                # VoteCrash: the grant is on its way (sent below); the process dies before anything else runs.
+                node.vote_armed = None
+                self._push(self.now, _CRASH, node.id, node.incarnation)
+                self._push(self.now + armed.down_ms, _RESTART, node.id, node.incarnation + 1)
         if corr < 0:  # the foreign sender's: judged by ``_foreign_request``, not sent over the network
             self._foreign_reply = resp
             if self._bodies is not None:
@@ -1130,6 +1196,18 @@ class Simulation:
     # ------------------------------------------------------------------------------------ faults
 
     def _fault_start(self, f: Fault) -> None:
+        if isinstance(f, VoteCrash):
+            node = self.nodes[f.node]
+            if node.core is not None:
+                node.vote_armed = f  # dies the instant its next vote grant has left it
+            return
+        if isinstance(f, IsolateLeader):
+            leader = self._current_leader()
+            if leader is None:
+                return
+            f = Partition(self.now, f.duration_ms, (tuple(i for i in self.fault_ids if i != leader.id),))
+            self._push(self.now, _FAULT_START, f)  # the partition it is, ended like any other
+            return
         if isinstance(f, SnapshotCrash):
             node = self.nodes[f.node]
             if node.core is not None and self.snapshot_bytes:
@@ -1175,11 +1253,16 @@ class Simulation:
         node.snap_timer_at = None
         node.snap_wanted = False
         node.armed = None
+        node.vote_armed = None
 
     def _restart(self, node: _Node, incarnation: int) -> None:
         if node.core is not None or node.incarnation != incarnation:
             return
         cfg = dataclasses.replace(node.cfg, cluster_id=node.cluster_id)
+        # VoteOnce across the restart: what the node reads back still holds the vote it granted in that epoch.
+        durable = node.durable
+        self.checker.check_restart_vote(node.id, durable.leader_epoch, durable.leader_id, durable.voted_id, self.seq,
+                                        self.now, "read back")
         rng = random.Random(self.rng.getrandbits(64))
         if not self.snapshot_bytes and not node.snaps.frozen:
             log = Log(node.disk.batches)
@@ -1222,6 +1305,10 @@ class Simulation:
                 self._load_snapshot(node, latest, "loaded at restart")
         self.checker.restarted(node.id)
         self._apply(node, ready)
+        if node.core is core:  # and the state it resumes in
+            state = core.state_snapshot()
+            self.checker.check_restart_vote(node.id, state["epoch"], state["leaderId"], state["votedId"], self.seq - 1,
+                                            self.now, "resumed in")
 
     # ------------------------------------------------------------------------------------ snapshots (KIP-630)
 
@@ -1433,15 +1520,25 @@ class Simulation:
         return max(1, round(self.rng.expovariate(self.config.write_rate / 1000)))
 
     def _client_write(self) -> None:
-        """A client that knows the current leader (the highest-epoch live one) writes 1-3 records."""
+        """A client writes 1-3 records to a leader: the current one (the highest-epoch live one), or, while a deposed
+        leader still believes it leads (cut off, before its check-quorum timeout), either of them, half the time each
+        (a client that has not heard of the new leader yet). A deposed leader's writes are never committed: its log
+        grows longer than the new leader's in its older epoch, which the election restriction must see (KIP-595 "Vote
+        Request Handling": the last epoch first, then the end offset) and followers must truncate."""
         leader: _Node | None = None
         leader_epoch = -1
+        stale: _Node | None = None
         for node in self.nodes.values():
             core = node.core
             if core is not None and core.leader_id == node.id:  # leading or resigned: ask for the status
                 status = core.status()
-                if status.is_leader and status.epoch > leader_epoch:
-                    leader, leader_epoch = node, status.epoch
+                if status.is_leader:
+                    if status.epoch > leader_epoch:
+                        leader, leader_epoch, stale = node, status.epoch, leader
+                    else:
+                        stale = node
+        if stale is not None and self.rng.random() < 0.5:  # drawn only while two nodes lead: seeds stay otherwise
+            leader = stale
         if leader is None:
             self.writes_refused += 1
         else:
@@ -1541,7 +1638,7 @@ class Simulation:
         change a ``BrokerEvent``, and releases the broker answers they complete."""
         brokers, log = node.brokers, node.log
         assert brokers is not None and log is not None
-        done = brokers.commit(node.hw, node.disk.batches_from, log.epoch_of)
+        done = brokers.commit(node.hw, sized(node.disk.batches_from), log.epoch_of)
         if done.errors:
             # A fatal fault on a controller (reference/broker_driver.py); on any node, a bug of this seed's controller.
             raise SimulationError(

@@ -72,7 +72,35 @@ class SnapshotCrash:
     torn: bool = True
 
 
-Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash
+@dataclass(frozen=True, slots=True)
+class VoteCrash:
+    """``node`` dies the instant the first vote it grants after ``at_ms`` has left it (the granted VoteResponse is
+    on the wire, nothing after it ran), and restarts ``down_ms`` later. KIP-595 "Vote Request Handling": the vote
+    is persisted before the response is sent, so the restarted voter must still hold it; a shell or core that
+    writes it later (or never) comes back able to vote again in that epoch. The simulator's counterpart of the
+    conformance kit's kill -9 at the moment a Vote grant leaves the target (conformance/test_crashwindow.py). A
+    node that grants no vote after ``at_ms`` never dies of it.
+    """
+
+    at_ms: int
+    node: int
+    down_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class IsolateLeader:
+    """At ``at_ms`` the node leading then (the highest epoch's leader; none: nothing happens) is cut off from every
+    other node for ``duration_ms``. Raft's classic: the cut-off leader takes client writes it can never commit until
+    its check-quorum timeout, the others elect a new leader, and when the cut heals the deposed leader's log is
+    longer than theirs in an older epoch — the case the election restriction (KIP-595 "Vote Request Handling": last
+    epoch first, then the end offset) and the follower's truncation (DivergingEpoch) exist for.
+    """
+
+    at_ms: int
+    duration_ms: int
+
+
+Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash | VoteCrash | IsolateLeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +218,10 @@ class FaultProfile:
     # (``reconfig_schedule``): the cluster is formatted kraft.version 1 with the initial voters as its bootstrap set.
     joiners: int = 0
     voter_changes_per_min: float = 0.0
+    # Crashes the instant a voter's vote grant has left it (``VoteCrash``), and the leader of the moment cut off for
+    # ISOLATION_MS (``IsolateLeader``), per minute (``extra_schedule``).
+    vote_crashes_per_min: float = 0.0
+    leader_isolations_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -209,6 +241,12 @@ PROFILES: dict[str, FaultProfile] = {
         # the log start. Crashes in the middle of a snapshot write and long lags: the "snapshots" profile.
         snapshot_bytes=4096,
         snapshot_interval_ms=10_000,
+        # A crash the instant a vote grant leaves a voter, then a quick restart (``VoteCrash``): a vote that was
+        # not durable before its response left is forgotten, and the voter may vote again in that epoch.
+        vote_crashes_per_min=4,
+        # The leader of the moment cut off for 3-8 s (``IsolateLeader``): it comes back with a longer log of an older
+        # epoch than the new leader's.
+        leader_isolations_per_min=2,
     ),
     # Only partitions that heal, each cutting one voter off: the leader changes pre-vote avoids
     # (``kraft-tck simulate --faults reconnect --compare-pre-vote``).
@@ -328,6 +366,35 @@ def random_schedule(
     return faults
 
 
+#: How long a ``VoteCrash`` victim stays down: [low, high) virtual ms, below the election timeout, so it is back
+#: while the other candidates of the epoch it voted in may still ask for its vote.
+VOTE_CRASH_DOWN_MS = (5, 800)
+
+
+def extra_schedule(
+    rng: random.Random, nodes: Sequence[int], duration_ms: int, prof: FaultProfile
+) -> list[VoteCrash | IsolateLeader]:
+    """A seed's ``VoteCrash`` faults (``prof.vote_crashes_per_min``) and ``IsolateLeader`` faults
+    (``prof.leader_isolations_per_min``), at uniform times after the first second. Drawn from a stream of its own
+    (``Simulation``): the seed's other faults and draws stay what they were, and a run of the correct core changes only
+    from the first of these faults that hits on."""
+    out: list[VoteCrash | IsolateLeader] = []
+    minutes = duration_ms / 60_000
+    start = min(1000, duration_ms)
+    node_list = sorted(nodes)
+
+    def count(rate: float) -> int:
+        expected = rate * minutes
+        return int(expected) + (1 if rng.random() < expected - int(expected) else 0) if rate > 0 else 0
+
+    for _ in range(count(prof.vote_crashes_per_min)):
+        out.append(VoteCrash(rng.randrange(start, max(start + 1, duration_ms)), rng.choice(node_list),
+                             rng.randrange(*VOTE_CRASH_DOWN_MS)))
+    for _ in range(count(prof.leader_isolations_per_min)):
+        out.append(IsolateLeader(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*ISOLATION_MS)))
+    return out
+
+
 def reconfig_schedule(
     rng: random.Random, joiners: Sequence[int], duration_ms: int, prof: FaultProfile
 ) -> list[ScheduledVoterChange]:
@@ -370,11 +437,14 @@ def validate_schedule(faults: Sequence[Fault], nodes: Sequence[int]) -> None:
     for f in faults:
         if f.at_ms < 0:
             raise ValueError(f"{f}: at_ms must be >= 0")
-        if isinstance(f, Crash | SnapshotCrash):
+        if isinstance(f, Crash | SnapshotCrash | VoteCrash):
             if f.node not in known:
                 raise ValueError(f"{f}: node {f.node} is not in the cluster {sorted(known)}")
             if f.down_ms < 0:
                 raise ValueError(f"{f}: down_ms must be >= 0")
+        elif isinstance(f, IsolateLeader):
+            if f.duration_ms < 0:
+                raise ValueError(f"{f}: duration_ms must be >= 0")
         elif isinstance(f, Partition | OneWay | Lossy):
             if f.duration_ms < 0:
                 raise ValueError(f"{f}: duration_ms must be >= 0")

@@ -188,6 +188,24 @@ class InvariantChecker:
         """A granted VoteResponse leaving ``node``: the vote itself, whether or not the state shows it."""
         self._record_vote(node, epoch, candidate, seq, ts, "granted a vote to")
 
+    def check_restart_vote(self, node: int, epoch: int, leader_id: int, voted_id: int, seq: int, ts: int,
+                           what: str) -> None:
+        """VoteOnce across a restart: a node that granted a vote in epoch e and is back in e knowing no leader must
+        still hold that vote — in what it reads back from its disk (``what`` "read back": its ElectionState) and in
+        the state its core resumes in (``what`` "resumed"). KIP-595 "Vote Request Handling" and "Persistence": the
+        vote is durable before the response leaves and is read back at a restart; KRaft.tla's Restart restores
+        votedId, the durable half of VoteOnce's evidence. Without it the voter may grant another candidate of e, a
+        second vote (a later step shows it, if some candidate of e still asks). A node that learned the leader of e
+        (leaderId set: Kafka's FollowerState keeps no vote) refuses every other candidate of e anyway."""
+        vote = self.votes.get((node, epoch))
+        if vote is None or leader_id >= 0 or voted_id == vote:
+            return
+        raise self.fail(
+            "VoteOnce", node, epoch, seq, ts,
+            f"restarted: {what} epoch {epoch} with votedId {voted_id} and no leader, after granting its vote of "
+            f"epoch {epoch} to {vote}: it can vote again in epoch {epoch}",
+        )
+
     def _record_vote(self, node: int, epoch: int, candidate: int, seq: int, ts: int, what: str) -> None:
         """VoteOnce: one candidate per (node, epoch), across restarts."""
         prev = self.votes.setdefault((node, epoch), candidate)
@@ -268,6 +286,13 @@ class InvariantChecker:
             self.max_hws[node] = hw
         if hw <= prev_hw:
             return
+        if hw > log.end_offset:
+            # KRaft.tla CommittedNeverTruncated: Len(log'[i]) >= Committed(i) — a node's log holds all it counts
+            # committed (KIP-595 "Fetch Response Handling": a follower's high watermark is min(the leader's, its
+            # log end)).
+            raise self.fail("CommittedNeverTruncated", node, epoch, seq, ts,
+                            f"high watermark {hw} is above its log end {log.end_offset}: it counts offsets it does not "
+                            "hold as committed")
         for batch in log.batches_from(prev_hw):
             base = batch.base_offset
             if base >= hw:
