@@ -152,6 +152,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"while later cases run (default {DEFAULT_LIFE_FRAMES}; 0: new lives only after a failed case)",
     )
     g.addoption(
+        "--case-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long one case may run before it errors (default 30); the time the harness spends relaunching "
+        "the target (kill -9 and start again) is not counted: raise it for a target whose timeouts are long",
+    )
+    g.addoption(
         "--no-tlc",
         action="store_true",
         help="do not validate the target's own node trace with TLC after the catalog (faster; on by default "
@@ -413,6 +421,7 @@ def open_session(config: pytest.Config) -> Session:
             validate=not config.getoption("--no-validate"),
             tlc=not config.getoption("--no-tlc"),
             life_frames=max(0, int(config.getoption("--tlc-life-frames"))),
+            case_timeout_s=float(config.getoption("--case-timeout")),
         )
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -104,6 +104,13 @@ class Scenario:
     kafka_differences: list[dict[str, Any]] = field(default_factory=list)
     #: INFO-level checks, met or not (check, expected, actual, met)
     observations: list[dict[str, Any]] = field(default_factory=list)
+    #: seconds spent relaunching the target (restart_target): not counted against the case's time budget
+    relaunch_s: float = 0.0
+    relaunch_started: float | None = None  # the event loop's time a relaunch in progress began
+
+    def relaunch_time(self, now: float) -> float:
+        """Seconds spent relaunching the target so far, one in progress included."""
+        return self.relaunch_s + (now - self.relaunch_started if self.relaunch_started is not None else 0.0)
 
     @property
     def q(self) -> Quorum:
@@ -461,7 +468,10 @@ class Scenario:
             if v.client is not None:
                 await v.client.close()
         loop = asyncio.get_running_loop()
+        self.relaunch_started = loop.time()
         try:
             await loop.run_in_executor(None, lambda: self.target.restart(wipe=wipe, formatted=formatted))
         except RestartUnsupported as exc:
             self.skip(str(exc))
+        finally:
+            self.relaunch_s, self.relaunch_started = self.relaunch_time(loop.time()), None

@@ -143,6 +143,10 @@ class LoopThread:
         self._thread.join(5)
 
 
+class CaseTimeout(Exception):
+    """A case ran past its time budget (``--case-timeout``, relaunches of the target not counted)."""
+
+
 #: What the report says when the target leaves no trace of its own steps.
 NO_NODE_TRACE = "not available for a black-box target (no node trace)"
 
@@ -498,6 +502,28 @@ class Session:
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
 
+    async def _within_budget(self, fn: ScenarioFn, sc: Scenario) -> None:
+        """Run the case; past ``case_timeout_s`` of its own time (relaunches of the target not counted) it is
+        cancelled and errors, saying so."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(fn(sc))
+        started = loop.time()
+        while True:
+            now = loop.time()
+            left = self.case_timeout_s + sc.relaunch_time(now) - (now - started)
+            # while a relaunch is in progress the budget moves with it: look again in a second
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, left if sc.relaunch_started is None else 1.0))
+            if done:
+                return task.result()
+            now = loop.time()
+            if self.case_timeout_s + sc.relaunch_time(now) - (now - started) <= 0:  # not extended meanwhile
+                task.cancel()
+                await asyncio.wait({task}, timeout=5)  # its cleanup, not forever
+                raise CaseTimeout(
+                    f"the case did not finish within its {self.case_timeout_s:g} s budget (plus "
+                    f"{sc.relaunch_time(now):.1f} s the target took to relaunch); a slow target needs --case-timeout "
+                    "SECONDS")
+
     def run_case(self, case_id: str, fn: ScenarioFn) -> CaseResult:
         spec = catalog().get(case_id)
         if spec is None:
@@ -508,7 +534,7 @@ class Session:
         t0 = time.monotonic()
         sc = self.loop.run(self._scenario(spec))
         try:
-            self.loop.run(asyncio.wait_for(fn(sc), self.case_timeout_s), self.case_timeout_s + 5)
+            self.loop.run(self._within_budget(fn, sc))
         except ConformanceFailure as exc:
             result.outcome, result.what, result.expected, result.actual = "failed", exc.what, exc.expected, exc.actual
             result.message = exc.render()

@@ -268,3 +268,20 @@ def test_target_image_without_a_docker_daemon_stops_with_an_actionable_reason(tm
     assert "passed" not in out
     line = next(ln for ln in out.splitlines() if "kraft-tck: nothing tested" in ln)
     assert "Docker daemon" in line and "--target-cmd" in line
+
+
+def test_a_case_past_its_time_budget_errors_saying_so(tmp_path: Path) -> None:
+    """--case-timeout bounds a case's own time (a relaunch of the target is not counted); a case past it is
+    cancelled and errors with a message naming the budget and the option, not a bare TimeoutError."""
+    repo = Path(__file__).resolve().parents[2]
+    report = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/test_checkquorum.py", "-q", "-p", "no:cacheprovider", "--no-tlc",
+         "--case", "KIP-595/CheckQuorum/1", "--case-timeout", "0.3", "--report", str(report)],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    cases = {c["id"]: c for c in json.loads((report / "results.json").read_text())["cases"]}
+    case = cases["KIP-595/CheckQuorum/1"]
+    assert case["outcome"] == "error", proc.stdout[-3000:]
+    assert case["message"].startswith("CaseTimeout: the case did not finish within its 0.3 s budget"), case["message"]
+    assert "--case-timeout" in case["message"]
