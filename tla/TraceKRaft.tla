@@ -659,10 +659,15 @@ Received(m) ==
 \* sees: a 550-row session trace took 80 s or more instead of 15 s.)
 NeverReceived(m) ==
     LET k == <<m.type, m.from, m.to, IF "epoch" \in DOMAIN m THEN m.epoch ELSE -1>>
-    IN /\ m.type = "VoteRequest"
-       \* ... to a voter that holds an earlier request of the target it never answered (TraceHeld: the
-       \* harness's partition; its connection reads nothing more)
-       /\ \E h \in TraceHeld : h.node = m.to /\ h.first <= l
+    IN /\ \/ /\ m.type = "VoteRequest"
+             \* ... to a voter that holds an earlier request of the target it never answered (TraceHeld: the
+             \* harness's partition; its connection reads nothing more)
+             /\ \E h \in TraceHeld : h.node = m.to /\ h.first <= l
+          \* ... or any message sent just before the target's life ends (the trace's last rows: the harness
+          \* killed or stopped it and closed the sockets) or it is killed (TargetRestart): the election's Vote
+          \* to one voter was read, the one to the other was still in the socket
+          \/ Len(TraceLog) <= l + ReceiveWindow
+          \/ \E r \in l..K!Min(l + ReceiveWindow, Len(TraceLog)) : TraceLog[r].event = "TargetRestart"
        /\ k \notin DOMAIN TraceLastReceive \/ TraceLastReceive[k] < l
 SendsReceived ==
     \* (a copy of one in flight counts: a dead one left in must not let a new copy go unchecked)

@@ -159,8 +159,12 @@ def test_an_epoch_going_back_fails(tmp_path: Path) -> None:
 @needs_tlc
 def test_a_late_vote_of_an_epoch_above_the_start_fails(tmp_path: Path) -> None:
     """A Vote request of epoch 9 from a target that said epoch 7 and then followed leader 2 in epoch 8:
-    it never held an election in epoch 9 the harness could have missed."""
+    it never held an election in epoch 9 the harness could have missed.  (The recording goes on after it:
+    voter 3 asks the target for votes and is refused; a trace that ended at that Vote could have lost the
+    election's Vote to voter 3 with the end of the recording, tla/TraceKRaft.tla NeverReceived.)"""
     rows = [*STORY, target_vote(50, 9)]
+    for corr in range(60, 69):
+        rows += [vote(corr, 3, 9), vote_answer(corr, 3, 9, False)]
     verdict = validate_trace(write(tmp_path / "ahead.ndjson", rows), timeout=300)
     assert verdict.status == "FAIL", verdict.reason
     assert verdict.failed_event is not None and verdict.failed_event.seq == 5
