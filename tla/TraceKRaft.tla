@@ -564,6 +564,16 @@ MissingRecords(ev) ==
 \* FetchOutstanding, since the target's request timeout may send a new one while the harness still
 \* holds the old one or its answer); never two unreceived copies, which TCP would have delivered.
 \* Client appends are not among these steps: see HiddenAppend.
+\* ... or for a later row that receives it read late (TraceLateHeartbeats: the harness reads each virtual
+\* voter's connection in turn, so under load the heartbeat to voter 3 is read after what the target did
+\* later and told voter 2, its resignation or its next elections): sent while it led, in the same hidden
+\* steps as the one to voter 2
+HeartbeatReceived(j) ==
+    \/ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
+    \/ \E k \in TraceLateHeartbeats :
+         /\ l < k /\ k <= l + ReceiveWindow
+         /\ TraceLog[k].msg.to = j /\ TraceLog[k].msg.epoch = epoch[TraceTarget]
+
 TargetNext ==
     LET i == TraceTarget IN
     \/ epoch[i] < EpochMax /\ AnyStartElection(i)
@@ -579,7 +589,7 @@ TargetNext ==
     \* states apart for the rest of the trace
     \* (to a voter of its set: TraceVoters, or one added since, KIP-853)
     \/ \E j \in K!Nodes :
-         /\ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
+         /\ HeartbeatReceived(j)
          /\ K!SendBeginQuorumEpoch(i, j)
     \* ... and a heartbeat it sent while it led may reach the harness after it resigned (StepDown keeps
     \* its epoch and leaderId): the same request, its sending hidden before the resignation, which the

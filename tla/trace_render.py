@@ -98,6 +98,24 @@ def _held(events: Sequence[TraceEvent]) -> list[tuple[int, int]]:
     return sorted({(voter, row) for (_, voter), row in asked.items()})
 
 
+def _late_heartbeats(events: Sequence[TraceEvent]) -> list[int]:
+    """Black-box: the rows (1-based) that receive a BeginQuorumEpoch of the target after a row of the previous
+    ``RECEIVE_WINDOW`` received, on another voter's connection, something the target did later (a message of a
+    later epoch, or its EndQuorumEpoch): a heartbeat read late (TraceKRaft.tla HeartbeatReceived)."""
+    late = []
+    for row, ev in enumerate(events, start=1):
+        if ev.event != "EnvironmentReceive" or ev.msg.get("type") != "BeginQuorumEpochRequest":
+            continue
+        epoch, to = ev.msg["epoch"], ev.msg["to"]
+        for before in events[max(0, row - 1 - RECEIVE_WINDOW):row - 1]:
+            msg = before.msg
+            if before.event == "EnvironmentReceive" and msg.get("from") == ev.msg["from"] and msg.get("to") != to and (
+                    msg.get("type") == "EndQuorumEpochRequest" or msg.get("epoch", -1) > epoch):
+                late.append(row)
+                break
+    return late
+
+
 def trace_data(
     trace: Trace, hidden_steps: int | None = None, events: Sequence[TraceEvent] | None = None, stop: int = 0
 ) -> str:
@@ -172,6 +190,7 @@ def trace_data(
         f"TraceVoterChanges == {{{changes}}}\n"
         f"TraceLastReceive == {receives}\n"
         f"TraceHeld == {{{held}}}\n"
+        f"TraceLateHeartbeats == {{{', '.join(str(r) for r in _late_heartbeats(events))}}}\n"
         f"HiddenSteps == {hidden_steps}\n"
         f"ReceiveWindow == {RECEIVE_WINDOW}\n"
         f"PreludeElections == {trace.prelude}\n"

@@ -937,7 +937,11 @@ def _action_events(
                 # KRaft.tla parks only a caught-up fetch of the leader's epoch: not diverging and at the log
                 # end (one past it always diverges), i.e. FetchOffset = log end and LastFetchedEpoch = the
                 # epoch of the leader's last record
+                # A fetch with MaxWaitMs 0 (an observer's, KIP-853's removed voter's) is answered at once
+                # (Kafka's handleFetchRequest completes it without the purgatory): its answer may still be
+                # traced after a timer that fired in the same turn, a late reply, never a parked one
                 if (obj["event"] == "HandleFetchRequest" and st["role"] == "Leader"
+                        and (hmsg.get("body") or {}).get("MaxWaitMs", 1) != 0
                         and msg_model.get("epoch", st["epoch"]) == st["epoch"]
                         and msg_model.get("fetchOffset", leo) == leo
                         and msg_model.get("lastFetchedEpoch", last_epoch) == last_epoch):
@@ -1118,9 +1122,15 @@ def _blackbox_events(
         while pending_restarts and (before_seq is None or pending_restarts[0] <= before_seq):
             seq = pending_restarts.pop(0)
             events.append(TraceEvent(number, seq, target, "TargetRestart", dict(NO_STATE)))
+            sent_before.clear()
 
     requests: dict[str, dict[str, Any]] = {}  # request key -> the request (a Fetch response's echo)
     unanswered: dict[str, tuple[int, str]] = {}  # target request key -> (destination, model content)
+    # (destination, model content) of each Vote / EndQuorumEpoch request of the current incarnation: KRaft
+    # sends each once per epoch and resends it until answered (DuplicateMessage); a resend the request
+    # timeout fired while the harness's answer was still on its way reaches the harness after that answer,
+    # and is no new request either
+    sent_before: set[tuple[int, str]] = set()
     outside: set[str] = set()  # harness requests the model has no record for: the target's answer is none
     # harness requests the target refused, or the model has no record of: never in the network; the
     # target's answer is a RefuseRequest row (request key -> that row's msg)
@@ -1182,13 +1192,22 @@ def _blackbox_events(
                 content = json.dumps(model, sort_keys=True)
                 if (msg["to"], content) in unanswered.values():
                     continue  # an exact resend
+                if msg["api"] in RESENT_APIS and (msg["to"], content) in sent_before:
+                    continue  # an exact resend after its answer
                 unanswered[key] = (msg["to"], content)
+                if msg["api"] in RESENT_APIS:
+                    sent_before.add((msg["to"], content))
             elif msg["api"] == "Fetch" and model.get("error") == "NONE":
                 model["records"] = _records(_partition(body, "Responses"))
             events.append(TraceEvent(number, obj["seq"], msg["to"], "EnvironmentReceive", dict(NO_STATE), msg=model))
     restart_rows(None, len(objs) + 1)
     return events
 
+
+#: Black-box: the target's requests KRaft resends on a timer until answered.  Not a Fetch (sent anew after each
+#: answer) nor a BeginQuorumEpoch (Kafka 3.9+ sends it again every fetch.timeout/2 as the leader's heartbeat,
+#: a row the model checks: only a leader of that epoch, or one that just resigned it, sends it).
+RESENT_APIS = frozenset({"Vote", "EndQuorumEpoch"})
 
 _CHANGE_KINDS = {"AddRaftVoter": "Add", "RemoveRaftVoter": "Remove", "UpdateRaftVoter": "Update"}
 #: Black-box: how many rows after its answer a voter change stays available to hidden steps (``_voter_changes``).

@@ -1,0 +1,152 @@
+"""Trace validation of what a busy machine does to the order of the recorded messages.
+
+Under load the harness reads its virtual voters' connections one after another, in backlogs: the target's
+heartbeat to voter 3 (a BeginQuorumEpoch it sent while it led) is read after what it later told voter 2
+(its resignation, its next election); a Vote request the target's request timeout resent while the
+harness's answer was on its way is read after that answer; and the node traces a fetch's answer after a
+timer that fired in the same step.  None of these is a new step of the target.  Each story is a real
+failure of `make conformance-runs` under load, here as a hand-written trace with real TLC; each has a twin
+that must still fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kraft_tck.tla.tlc import tlc_unavailable_reason
+from kraft_tck.tla.trace_translate import translate
+from kraft_tck.tla.trace_validate import validate_trace
+
+from .harness_rows import Row, write_harness_trace
+from .test_real_traces import _HEADER, _node_line, _st, _write
+
+needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
+
+TOPIC = "__cluster_metadata"
+CLUSTER = "cluster-backlog-test-1"
+
+
+def _msg(api: str, kind: str, corr: int, src: int, dst: int, part: dict[str, Any]) -> dict[str, Any]:
+    key = {"Vote": 52, "BeginQuorumEpoch": 53, "EndQuorumEpoch": 54}[api]
+    part = dict(part, PartitionIndex=0)
+    if kind == "request":
+        body: dict[str, Any] = {"ClusterId": CLUSTER, "Topics": [{"TopicName": TOPIC, "Partitions": [part]}]}
+    else:
+        body = {"ErrorCode": 0, "Topics": [{"TopicName": TOPIC, "Partitions": [dict(part, ErrorCode=0)]}]}
+    return {"api": api, "apiKey": key, "kind": kind, "version": 1, "correlationId": corr, "from": src, "to": dst,
+            "body": body}  # fmt: skip
+
+
+def vote(corr: int, voter: int, epoch: int, log_end: int = 0) -> Row:
+    """The target (1) asks ``voter`` for its vote: from its empty log, or from the LeaderChange record its
+    leadership of epoch 1 wrote (KIP-595 "Leader Election": a new leader appends one)."""
+    part = {"CandidateEpoch": epoch, "CandidateId": 1, "LastOffsetEpoch": 1 if log_end else 0, "LastOffset": log_end}
+    return "Receive", _msg("Vote", "request", corr, 1, voter, part)
+
+
+def grant(corr: int, voter: int, epoch: int, granted: bool = True) -> Row:
+    part = {"LeaderId": -1, "LeaderEpoch": epoch, "VoteGranted": granted}
+    return "Send", _msg("Vote", "response", corr, voter, 1, part)
+
+
+def begin(corr: int, voter: int, epoch: int) -> Row:
+    """The target announces itself leader of ``epoch`` (BeginQuorumEpoch; again later as its heartbeat)."""
+    return "Receive", _msg("BeginQuorumEpoch", "request", corr, 1, voter, {"LeaderId": 1, "LeaderEpoch": epoch})
+
+
+def begun(corr: int, voter: int, epoch: int) -> Row:
+    return "Send", _msg("BeginQuorumEpoch", "response", corr, voter, 1, {"LeaderId": 1, "LeaderEpoch": epoch})
+
+
+def end(corr: int, voter: int, epoch: int) -> Row:
+    """The target resigns ``epoch`` (check quorum: no voter fetched), naming both voters as successors."""
+    part = {"LeaderId": 1, "LeaderEpoch": epoch, "PreferredCandidates": [{"CandidateId": 2}, {"CandidateId": 3}]}
+    return "Receive", _msg("EndQuorumEpoch", "request", corr, 1, voter, part)
+
+
+def ended(corr: int, voter: int, epoch: int) -> Row:
+    return "Send", _msg("EndQuorumEpoch", "response", corr, voter, 1, {"LeaderId": 1, "LeaderEpoch": epoch})
+
+
+# KIP-595 "Leader Election": the fresh target wins epoch 1 with both votes and announces it
+ELECTED = [vote(1, 2, 1), vote(1, 3, 1), grant(1, 2, 1), grant(1, 3, 1), begin(2, 2, 1), begin(2, 3, 1),
+           begun(2, 2, 1), begun(2, 3, 1)]  # fmt: skip
+
+
+def write(path: Path, rows: list[Row]) -> Path:
+    return write_harness_trace(path, rows, run="backlog", cluster_id=CLUSTER)
+
+
+@needs_tlc
+def test_a_heartbeat_read_after_the_targets_later_election_passes(tmp_path: Path) -> None:
+    # Kafka 3.9+ (LeaderState's BeginQuorumEpoch timer): the leader's heartbeat to both voters; no voter
+    # fetches, so check quorum (KIP-595 "Check Quorum") resigns it (EndQuorumEpoch) and it stands in epoch 2.
+    # The harness reads voter 2's backlog first, then voter 3's: the heartbeat to 3 comes after Vote(2).
+    backlog = [begin(3, 2, 1), end(4, 2, 1), vote(5, 2, 2, 1), begin(3, 3, 1), end(4, 3, 1), vote(5, 3, 2, 1)]
+    answers = [begun(3, 2, 1), ended(4, 2, 1), grant(5, 2, 2, False), begun(3, 3, 1), ended(4, 3, 1),
+               grant(5, 3, 2, False)]  # fmt: skip
+    verdict = validate_trace(write(tmp_path / "heartbeat.ndjson", ELECTED + backlog + answers))
+    assert verdict.passed, verdict.reason
+
+
+@needs_tlc
+def test_a_heartbeat_of_an_epoch_the_target_never_led_fails(tmp_path: Path) -> None:
+    # the same backlog from a target that lost its election of epoch 1 (both voters refused): it never led
+    # epoch 1, so no BeginQuorumEpoch of it can be in any backlog (KIP-595 "BeginQuorumEpoch": the leader's)
+    lost = [vote(1, 2, 1), vote(1, 3, 1), grant(1, 2, 1, False), grant(1, 3, 1, False)]
+    rows = [*lost, vote(5, 2, 2), begin(3, 3, 1), vote(5, 3, 2)]
+    verdict = validate_trace(write(tmp_path / "never-led.ndjson", rows))
+    assert not verdict.passed
+    assert verdict.failed_event is not None and verdict.failed_event.seq == 5, verdict.reason
+
+
+@needs_tlc
+def test_a_vote_resent_after_its_answer_passes(tmp_path: Path) -> None:
+    # the target's request timeout resends Vote(1) to voter 2 while the refusal was on its way: the harness
+    # reads the resend after it answered; the same request again, no second election (KafkaRaftClient resends
+    # a Vote until answered)
+    rows = [vote(1, 2, 1), vote(1, 3, 1), grant(1, 2, 1, False), vote(2, 2, 1), grant(2, 2, 1, False),
+            grant(1, 3, 1, False)]  # fmt: skip
+    path = write(tmp_path / "resent.ndjson", rows)
+    receives = [ev for ev in translate(path).events if ev.event == "EnvironmentReceive"]
+    assert [(ev.msg["to"], ev.msg["epoch"]) for ev in receives] == [(2, 1), (3, 1)]
+    verdict = validate_trace(path)
+    assert verdict.passed, verdict.reason
+    # ... but a Vote of a new epoch after the answers is a new election, a row the model must explain
+    rows += [vote(3, 2, 2), vote(3, 3, 2)]
+    events = translate(write(tmp_path / "next.ndjson", rows)).events
+    receives = [ev for ev in events if ev.event == "EnvironmentReceive"]
+    assert [(ev.msg["to"], ev.msg["epoch"]) for ev in receives] == [(2, 1), (3, 1), (2, 2), (3, 2)]
+
+
+def test_an_observers_fetch_answered_after_the_leaders_timer_is_no_parked_fetch(tmp_path: Path) -> None:
+    # A fetch with MaxWaitMs 0 (a removed voter fetching as an observer, KIP-853) at the leader's log end is
+    # answered at once (Kafka's handleFetchRequest completes it without the purgatory), even though the node
+    # traces the answer after the check-quorum timer that fired in the same step (LeaderProgressTimeout):
+    # the answer is the handler's reply, not a parked fetch answered by a leader that already resigned.
+    leader = dict(_st("Leader", 1, 1, 2), leaderId=1, lastFetchedEpoch=1)
+    part = {"PartitionIndex": 0, "CurrentLeaderEpoch": 1, "FetchOffset": 2, "LastFetchedEpoch": 1}
+    body: dict[str, Any] = {"MaxWaitMs": 0, "ReplicaState": {"ReplicaId": 2}, "Topics": [{"Partitions": [part]}]}
+    fetch = {"api": "Fetch", "apiKey": 1, "kind": "request", "version": 17, "correlationId": 1, "from": 2, "to": 1,
+             "body": body}
+    answered = {"PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 0,
+                "CurrentLeader": {"LeaderEpoch": 1, "LeaderId": 1}}
+    answer = dict(fetch, kind="response", **{"from": 1, "to": 2},
+                  body={"ErrorCode": 0, "Responses": [{"Partitions": [answered]}]})
+    lines = [_HEADER, _node_line(0, 1, 2, "Restart", state=_st("Follower", 1, 1, 2)),
+             _node_line(1, 1, 1, "BecomeLeader", state=leader),
+             _node_line(2, 2, 2, "Send", msg=fetch), _node_line(3, 2, 1, "Receive", msg=fetch),
+             _node_line(4, 2, 1, "HandleFetchRequest", state=leader),
+             _node_line(5, 2, 1, "LeaderProgressTimeout", state=dict(leader, role="Resigned")),
+             _node_line(6, 2, 1, "Send", msg=answer)]
+    rows = translate(_write(tmp_path / "observer.ndjson", lines)).events
+    handler = next(r for r in rows if r.event == "HandleFetchRequest")
+    assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 2
+    assert "AnswerParkedFetch" not in [r.event for r in rows]
+    # the same fetch as a long poll (MaxWaitMs 500) is parked, and its answer after the timer is that of the
+    # parked fetch (which the model then judges)
+    body["MaxWaitMs"] = 500
+    rows = translate(_write(tmp_path / "poll.ndjson", lines)).events
+    assert "AnswerParkedFetch" in [r.event for r in rows]
