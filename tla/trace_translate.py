@@ -206,9 +206,11 @@ class Trace:
     voter_changes: tuple[PendingVoterChange, ...] = ()
 
 
-def translate(path: str | Path) -> Trace:
+def translate(path: str | Path, send_order: bool = False) -> Trace:
     """Read the NDJSON trace at ``path`` (``kraft_tck.spec.trace.read_trace``, schema-checked) and translate
-    its events into rows; a trace with a bad line is refused (``TraceFormatError``) at its first one."""
+    its events into rows; a trace with a bad line is refused (``TraceFormatError``) at its first one.
+    ``send_order``: a black-box trace's requests of the target in the order it sent them, as far as their
+    content tells (``_read_in_send_order``), not in the order the harness read them."""
     path = Path(path)
     try:
         read = trace_format.read_trace(path)
@@ -221,7 +223,7 @@ def translate(path: str | Path) -> Trace:
     if header["format"] != trace_format.FORMAT_VERSION:
         raise TraceFormatError(f"{path}:1: trace format {header['format']} is not supported")
     objs = [(number, obj) for number, obj in enumerate(read.events, start=2)]
-    return rows_of(path, header, objs, read.lines)
+    return rows_of(path, header, objs, read.lines, send_order)
 
 
 def _why(bad: trace_format.BadLine) -> str:
@@ -238,9 +240,15 @@ def _why(bad: trace_format.BadLine) -> str:
     return f"{where}: {problem.message}"
 
 
-def rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
+def rows_of(
+    path: Path,
+    header: dict[str, Any],
+    objs: list[tuple[int, dict[str, Any]]],
+    total_lines: int,
+    send_order: bool = False,
+) -> Trace:
     """The rows of the trace with ``header`` and events ``objs`` ((line, event) pairs)."""
-    trace = _rows_of(path, header, objs, total_lines)
+    trace = _rows_of(path, header, objs, total_lines, send_order)
     by_line = dict(objs)
     if has_snapshots(objs):
         events = [replace(ev, state=snapshot_state(ev.state, by_line.get(ev.line))) for ev in trace.events]
@@ -315,7 +323,9 @@ def snapshot_state(state: dict[str, Any], obj: dict[str, Any] | None) -> dict[st
     }
 
 
-def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int) -> Trace:
+def _rows_of(
+    path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str, Any]]], total_lines: int, send_order: bool
+) -> Trace:
     observers = set(header.get("observers", []))
     acting = {obj["node"] for _, obj in objs if obj["event"] not in ("Send", "Receive")}
     if acting:
@@ -346,6 +356,8 @@ def _rows_of(path: Path, header: dict[str, Any], objs: list[tuple[int, dict[str,
         fresh, prelude, vote_epochs = _blackbox_start(objs, target, before_harness)
         restarts = list(header.get("targetRestarts", []))
         events = [] if fresh else _blackbox_events(objs, target, environment, cluster, restarts)
+        if send_order:
+            events = _read_in_send_order(events, target)
         if before_harness and not fresh:
             prelude, vote_epochs = _prelude(events)
         return Trace(
@@ -1216,6 +1228,63 @@ CHANGE_SLACK_ROWS = 8
 #: (leadership lost after the append), REQUEST_TIMED_OUT (the change timed out after the append, or was refused
 #: while another was pending: the trace cannot tell).
 _CHANGE_MAY_HAVE_APPENDED = frozenset({0, 6, 7})
+
+
+#: Black-box: the target's requests whose content shows where it stood when it sent them (``_standing``).
+_STANDING_REQUESTS = {"VoteRequest": 1, "FetchRequest": 2, "BeginQuorumEpochRequest": 2, "EndQuorumEpochRequest": 2,
+                      "FetchSnapshotRequest": 2}  # fmt: skip
+
+
+def _standing(ev: TraceEvent, target: int) -> tuple[int, int] | None:
+    """Black-box: where the target stood when it sent the message of row ``ev``: its epoch, then 0 (no leader
+    known), 1 (campaigning: a Vote request) or 2 (leading or following: a leader's or a follower's message, or
+    an answer naming a leader).  Within one incarnation it never goes back (KIP-595: epochs only grow, and
+    a candidate that learns its epoch's leader follows it, never the other way round).  None for rows that
+    are not the target's, a pre-vote (its epoch is the next one), or a message without an epoch."""
+    msg = ev.msg
+    epoch = msg.get("epoch")
+    if ev.event != "EnvironmentReceive" or msg.get("from") != target or not isinstance(epoch, int) or epoch < 0:
+        return None
+    if msg.get("preVote"):
+        return None
+    kind = msg.get("type", "")
+    if kind in _STANDING_REQUESTS:
+        return epoch, _STANDING_REQUESTS[kind]
+    return epoch, 2 if msg.get("leaderId", -1) >= 0 else 0
+
+
+def _read_in_send_order(events: list[TraceEvent], target: int) -> list[TraceEvent]:
+    """Black-box: the target's requests in the order it sent them, as far as their content tells.
+
+    The harness records what it reads, and under load it reads its connections in backlogs, one after another:
+    a Fetch the target sent in epoch 30 on its connection to voter 2 can be read after its answer to a
+    BeginQuorumEpoch of epoch 31 on another connection, a Vote of epoch 31 after that answer although the
+    target followed leader 2 in epoch 31 only later.  TCP keeps each connection's order, nothing orders two
+    connections; the model's hidden steps come just before the row that observes them, so a request is moved
+    up to just before the first earlier row of the target that stands later (``_standing``), never past a
+    request on its own connection nor past a restart.  Everything it depended on the harness had sent before
+    the target sent it, so before that row too."""
+    out: list[TraceEvent] = []
+    start = 0  # the first row of the current incarnation in out
+    for ev in events:
+        if ev.event == "TargetRestart":
+            out.append(ev)
+            start = len(out)
+            continue
+        here = _standing(ev, target) if ev.msg.get("type") in _STANDING_REQUESTS else None
+        at = None
+        if here is not None:
+            at = next((k for k in range(start, len(out)) if (_standing(out[k], target) or here) > here), None)
+        if at is None:
+            out.append(ev)
+            continue
+        # not before a request of its own connection (the target to the same voter)
+        for k in range(at, len(out)):
+            if (out[k].event == "EnvironmentReceive" and out[k].msg.get("from") == target
+                    and out[k].msg.get("to") == ev.msg.get("to") and out[k].msg.get("type", "").endswith("Request")):
+                at = k + 1
+        out.insert(at, ev)
+    return out
 
 
 def _voter_changes(
