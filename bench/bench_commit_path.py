@@ -38,7 +38,14 @@ same rounds, interleaved, with node processes importing ``kraft_tck`` from ``DIR
 another commit's ``reference/`` as ``DIR/kraft_tck/reference``, the other packages linked), for a before /
 after in one run.
 
+The process table prints each role's user and system CPU per commit, the leader's included, and with a baseline
+tree a last row per workload with the change (this tree against the baseline, medians). Compare the two trees at a
+rate both sustain (``--paced-rate``; the commits/s column): a node's fixed work per second (timers, the workload's
+leadership poll, idle Fetch long-polls) is shared out over the commits, so a tree that commits faster in the closed
+loop also shows less CPU per commit for that reason alone.
+
     .venv/bin/python bench/bench_commit_path.py [--quick] [--evict-mib N] [--no-processes] [--baseline-tree DIR]
+        [--rounds N] [--workload both|closed|paced] [--paced-rate N]
 """
 
 from __future__ import annotations
@@ -300,7 +307,7 @@ async def cluster_cpu(root: Path, tree: Path | None, label: str, workload: list[
     with _pythonpath(tree):
         c.start_all()
     try:
-        leader = (await c.wait_for_leader(30, min_hw=2)).leader_id
+        leader = (await c.wait_for_leader(60, min_hw=2)).leader_id  # a loaded machine elects slowly
         await asyncio.sleep(warmup_s)
         q0 = await c.describe([leader], timeout_s=2)
         cpu0 = {i: cpu_seconds(p.pid) for i, p in c.procs.items()}
@@ -344,7 +351,8 @@ def _median_pair(values: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(u for u, _ in values), statistics.median(k for _, k in values)
 
 
-async def processes(rounds: int, warmup_s: float, window_s: float, echo_n: int, baseline: Path | None) -> None:
+async def processes(rounds: int, warmup_s: float, window_s: float, echo_n: int, baseline: Path | None,
+                    workloads: tuple[tuple[str, list[str]], ...] = WORKLOADS) -> None:
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     if baseline is not None:
         trees.append((f"baseline {baseline}", baseline))
@@ -354,7 +362,7 @@ async def processes(rounds: int, warmup_s: float, window_s: float, echo_n: int, 
     try:
         for r in range(rounds):
             echoes.append(await echo_cpu(echo_n))
-            for label, workload in WORKLOADS:
+            for label, workload in workloads:
                 order = trees if r % 2 == 0 else list(reversed(trees))
                 for name, tree in order:
                     res = await cluster_cpu(root / f"r{r}-{len(results)}", tree, name, workload, warmup_s, window_s)
@@ -368,17 +376,25 @@ async def processes(rounds: int, warmup_s: float, window_s: float, echo_n: int, 
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 CPUs shared with whatever else runs)")
     eu, ek = _median_pair(echoes)
     header = ["workload", "node processes", "commits/s", "follower user µs", "follower sys µs",
-              "follower total µs", "÷ echo", "leader total µs"]
+              "follower total µs", "÷ echo", "leader user µs", "leader sys µs", "leader total µs"]
     rows = [["echo floor (server process, per round trip)", "-", "-", f"{eu:.1f}", f"{ek:.1f}", f"{eu + ek:.1f}",
-             "1.00", "-"]]
-    for label, _ in WORKLOADS:
+             "1.00", "-", "-", "-"]]
+    for label, _ in workloads:
+        medians: dict[str, tuple[float, float]] = {}
         for name, _tree in trees:
             mine = [x for x in results if x.workload == label and x.tree == name]
             fu, fk = _median_pair([f for x in mine for f in x.followers])
+            lu, lk = _median_pair([x.leader for x in mine])
             total = statistics.median(x.follower_total for x in mine)
+            leader = statistics.median(sum(x.leader) for x in mine)
+            medians[name] = (total, leader)
             rows.append([label, name, f"{statistics.median(x.commits_per_s for x in mine):,.0f}", f"{fu:.1f}",
-                         f"{fk:.1f}", f"{total:.1f}", f"{total / max(eu + ek, 1e-9):.2f}",
-                         f"{statistics.median(sum(x.leader) for x in mine):.1f}"])
+                         f"{fk:.1f}", f"{total:.1f}", f"{total / max(eu + ek, 1e-9):.2f}", f"{lu:.1f}", f"{lk:.1f}",
+                         f"{leader:.1f}"])
+        if len(trees) == 2:
+            (f_new, l_new), (f_old, l_old) = medians[trees[0][0]], medians[trees[1][0]]
+            rows.append([label, "this tree vs baseline", "", "", "", f"{100 * (f_new / f_old - 1):+.0f}%", "", "", "",
+                         f"{100 * (l_new / l_old - 1):+.0f}%"])
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
@@ -395,12 +411,22 @@ def main() -> None:
     ap.add_argument("--processes-only", action="store_true", help="only the 3-process follower CPU table")
     ap.add_argument("--baseline-tree", type=Path, default=None,
                     help="also run the process rounds with node processes importing kraft_tck from this directory")
+    ap.add_argument("--rounds", type=int, default=0, help="process rounds (default 3, 1 with --quick)")
+    ap.add_argument("--workload", choices=("both", "closed", "paced"), default="both",
+                    help="which process workloads to run (the closed loop is one Fetch round per commit at any load; "
+                         "the paced one batches more per round when a node falls behind)")
+    ap.add_argument("--paced-rate", type=int, default=1000,
+                    help="writes/s of the paced workload (default 1,000); a before/after compares CPU per commit "
+                         "fairly only at a rate both trees sustain (the commits/s column), since a node's fixed "
+                         "work per second (timers, polls) is shared out over the commits")
     args = ap.parse_args()
     if not args.processes_only:
         stages(args)
     if not args.no_processes:
         rounds, warmup_s, window_s, echo_n = (1, 1.0, 3.0, 3000) if args.quick else (3, 1.5, 6.0, 10_000)
-        asyncio.run(processes(rounds, warmup_s, window_s, echo_n, args.baseline_tree))
+        paced = ((f"paced, {args.paced_rate:,} writes/s", ["--throughput", str(args.paced_rate)]),)
+        workloads = {"both": WORKLOADS[:1] + paced, "closed": WORKLOADS[:1], "paced": paced}[args.workload]
+        asyncio.run(processes(args.rounds or rounds, warmup_s, window_s, echo_n, args.baseline_tree, workloads))
 
 
 def stages(args: argparse.Namespace) -> None:

@@ -83,6 +83,7 @@ from kraft_tck.reference.net import (
     ServerRequest,
 )
 from kraft_tck.reference.registry import RegistryError
+from kraft_tck.reference.roles import Leader
 from kraft_tck.reference.security import REQUIRED_OPERATION
 from kraft_tck.reference.storage import LogDir, MetaProperties, QuorumStateData, StorageError
 from kraft_tck.reference.typed_wire import TypedCodec
@@ -287,6 +288,7 @@ class Node:
         }
         self._endpoints = dict(self._static_endpoints)
         self._voters_seen: object = None  # the core's voter set that ``_endpoints`` and ``_peers`` reflect
+        self._leadership_seen: tuple[Any, ...] | None = None  # what ``_sync_controller`` last settled (see there)
         # KIP-631: the broker registry every node applies from the committed log and the controller logic
         # of the active controller, driven by the pure broker driver (broker_driver.py); the shell only routes.
         # A controller of a dynamic quorum (no controller.quorum.voters) counts as a voter here: any voter set may
@@ -563,6 +565,11 @@ class Node:
         log.critical("node %d halts: %s: %s", self.config.node_id, self.halt_reason, exc)
         if self._loop is not None:
             self._halt_task = self._loop.create_task(self.stop(graceful=False))
+
+    @property
+    def is_leader(self) -> bool:
+        """``core.status().is_leader`` without building the status (the write workload asks before every write)."""
+        return self.core is not None and isinstance(self.core.role, Leader)
 
     @property
     def halt_reason(self) -> str:
@@ -1054,7 +1061,9 @@ class Node:
             if exc is not None:
                 raise exc
             assert body is not None
-            response = wire.response_from_kafka(wire.api_key(request), version, body)
+            # A Fetch answer comes as the core's message already (typed_wire); anything else as the codec's dict.
+            response = body if type(body) is FetchResponse else wire.response_from_kafka(wire.api_key(request),
+                                                                                          version, body)
         except (RequestError, wire.WireError, asyncio.CancelledError) as exc:
             self._request_failed(dest, request, request_id, exc)
             return
@@ -1154,8 +1163,10 @@ class Node:
         if not self._commit_waiters:
             return
         keep = []
-        status = self.core.status()
-        held_back = (status.epoch, status.next_append_offset) if status.is_leader else None
+        # The leader's (epoch, next append offset), as ``core.status()`` gives them, without building a status:
+        # this runs on every commit.
+        role = self.core.role
+        held_back = (role.epoch, self.core.next_append_offset) if isinstance(role, Leader) else None
         for offset, epoch, fut in self._commit_waiters:
             outcome = commit_outcome(self.metadata_log, self.high_watermark, offset, epoch, held_back)
             if outcome == "pending":
@@ -1195,16 +1206,32 @@ class Node:
         core = self.core
         if core is None:
             return
-        if not self.brokers.active and core.leader_id != self.config.node_id:
+        brokers = self.brokers
+        if not brokers.active and core.leader_id != self.config.node_id:
             return  # not leading, nothing to leave: every follower's step, the common case (no status built)
+        # A leader's step that moved nothing ``leadership`` reads (most of them: a commit moves the high watermark in
+        # one of its three steps) builds no status: once it has run, running it again on the same inputs changes
+        # nothing.
+        seen = self._leadership_inputs(core)
+        if seen == self._leadership_seen:
+            return
         status = core.status()
-        change = self.brokers.leadership(status, self.clock.now_ms(), stopping=self._stopping)
+        change = brokers.leadership(status, self.clock.now_ms(), stopping=self._stopping)
+        self._leadership_seen = self._leadership_inputs(core)
         if change.activated:
             log.info("node %d is the active controller (epoch %d, %d brokers)",
                      self.config.node_id, status.epoch, len(self.brokers.registry))
         elif change.deactivated:
             self._deliver(change.answers)
             log.info("node %d is no longer the active controller", self.config.node_id)
+
+    def _leadership_inputs(self, core: KRaftCore) -> tuple[Any, ...]:
+        """What ``BrokerDriver.leadership`` reads: the status fields as ``core.status()`` computes them (is_leader,
+        epoch, epoch_start_offset, high_watermark, cluster_id), the registry's offset, the controller's state."""
+        role, brokers = core.role, self.brokers
+        leading = isinstance(role, Leader)
+        return (leading, role.epoch, role.epoch_start_offset if leading else -1, core.high_watermark,
+                core.cluster_id, brokers.applied_offset, brokers.active, brokers.controller.epoch, self._stopping)
 
     async def _handle_broker_request(self, req: ServerRequest) -> dict[str, Any] | None:
         """BrokerRegistration / BrokerHeartbeat: the driver decides; the shell appends and waits."""

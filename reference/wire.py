@@ -910,6 +910,8 @@ def max_wait_ms(req: Request) -> int:
 
 def sender_of(req: Request) -> int:
     """The replica a request says it comes from (-1 for an admin client's DescribeQuorum)."""
+    if type(req) is FetchRequest:  # a follower's fetch: nearly every request a leader handles
+        return req.replica_id
     if isinstance(req, VoteRequest):
         return req.candidate_id
     if isinstance(req, BeginQuorumEpochRequest | EndQuorumEpochRequest):

@@ -199,7 +199,7 @@ async def write_workload(node: Node, throughput: int, record_size: int, stats: W
 
     next_at = time.monotonic()
     while not stop.is_set():
-        leading = node.core is not None and node.core.status().is_leader
+        leading = node.is_leader
         if leading and stats.leader_since is None:
             stats.leader_since = time.monotonic()  # throughput counts from leadership, not process start
         if not leading:

@@ -284,23 +284,65 @@ class _BoundEncoder(_Encoder):
                         value = leaf.value if isinstance(leaf, Expect) else f.default_value(version)
                         args.append(s.const(value.bytes, "raw"))
                 fmt = ">" + "".join(FIXED_FORMAT.get(f.type, "16s") for f in grp)
-                s.emit(ind, f"{o} += {s.const(struct.Struct(fmt).pack, 'pack')}({', '.join(args)})")
+                pack = struct.Struct(fmt).pack
+                if not any(isinstance(tree.get(f.name), str) for f in grp):  # nothing bound: packed once, here
+                    raw = pack(*(self.fixed_value(f, version, tree.get(f.name)) for f in grp))
+                    s.emit(ind, f"{o} += {s.const(raw, 'raw')}")
+                else:
+                    s.emit(ind, f"{o} += {s.const(pack, 'pack')}({', '.join(args)})")
                 continue
             f = grp
             sub = tree.get(f.name)
             if isinstance(sub, dict):
                 self.bound_struct(f, version, flexible, sub, o, ind)
-            else:
-                v = s.var()
-                s.emit(ind, f"{v} = {self.leaf(f, version, sub)}")
-                self.value(f, version, flexible, v, o, ind)
+                continue
+            if not isinstance(sub, str):  # unbound or expected: the same bytes in every frame, written at once
+                once = self.constant(f, version, flexible, sub.value if isinstance(sub, Expect) else
+                                     f.default_value(version))
+                if once is not None:
+                    s.emit(ind, f"{o} += {s.const(once, 'raw')}")
+                    continue
+            v = s.var()
+            s.emit(ind, f"{v} = {self.leaf(f, version, sub)}")
+            self.value(f, version, flexible, v, o, ind)
         if flexible:
             self.bound_tags(tagged, version, tree, o, ind)
 
+    @staticmethod
+    def fixed_value(f: FieldDef, version: int, leaf: object) -> Any:
+        """The value an unbound (or expected) fixed-width field packs: uuids as their 16 bytes."""
+        value = leaf.value if isinstance(leaf, Expect) else f.default_value(version)
+        return value.bytes if f.type == "uuid" else value
+
+    def constant(self, f: FieldDef, version: int, flexible: bool, value: Any) -> bytes | None:
+        """Field ``f`` holding ``value`` as bytes, encoded once by the code ``value`` would run in every call
+        (an unbound array of structs, say, would be walked in each frame); None if that code gives up."""
+
+        def write(enc: _Encoder, src: _Source) -> None:
+            src.emit(1, f"v = {src.literal(value)}")
+            enc.value(f, version, flexible, "v", "out", 1)
+
+        return self._run_once(write, f.name)
+
+    def _run_once(self, write: Callable[[_Encoder, _Source], Any], what: str) -> bytes | None:
+        """What the code ``write`` emits appends to ``out``, run once now; None if it gives up (Fallback)."""
+        src = _Source()
+        src.emit(0, "def constant():")
+        src.emit(1, "out = bytearray()")
+        write(_Encoder(src), src)
+        src.emit(1, "return bytes(out)")
+        try:
+            raw: bytes = src.compile("constant", f"{self.label} {what}")()
+        except Fallback:
+            return None
+        return raw
+
     def bound_struct(self, f: FieldDef, version: int, flexible: bool, sub: _Tree, o: str, ind: int) -> None:
         assert f.fields is not None
-        if f.is_array:
-            self.length("1", _compact(f, version, flexible), o, ind)
+        if f.is_array:  # one element: a constant length
+            raw = self._run_once(lambda enc, _: enc.length("1", _compact(f, version, flexible), "out", 1), f.name)
+            assert raw is not None
+            self.s.emit(ind, f"{o} += {self.s.const(raw, 'raw')}")
         elif version in f.nullable:
             self.s.emit(ind, f"{o}.append(1)")
         self.bound(f.fields, version, flexible, sub, o, ind)

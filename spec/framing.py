@@ -73,8 +73,13 @@ class FrameSplitter:
         self._pos = 0  # start of the first frame not yet taken
         self._max = max_bytes
         self._chunk: memoryview | None = None  # the reused read buffer, made on the first read
+        # A read that held exactly one whole frame, with nothing buffered before it (a KRaft request or answer
+        # in the steady state): its payload, taken straight from the read buffer, never copied into ``_buf``.
+        self._whole: bytes | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._whole is not None:
+            self._spill()
         if self._pos:
             del self._buf[: self._pos]  # drop what was taken only when more comes: one move per read
             self._pos = 0
@@ -88,11 +93,29 @@ class FrameSplitter:
 
     def buffer_updated(self, nbytes: int) -> None:
         """The last read put ``nbytes`` at the start of :meth:`get_buffer`'s buffer."""
-        assert self._chunk is not None, "buffer_updated before get_buffer"
-        self.feed(self._chunk[:nbytes])
+        chunk = self._chunk
+        assert chunk is not None, "buffer_updated before get_buffer"
+        if nbytes >= 4 and not self._buf and self._whole is None:
+            (size,) = _SIZE.unpack_from(chunk, 0)
+            if size + 4 == nbytes and size <= self._max:  # (a bad length takes the path that reports it)
+                self._whole = chunk[4:nbytes].tobytes()
+                return
+        self.feed(chunk[:nbytes])
+
+    def _spill(self) -> None:
+        """Put the whole frame held aside back in front of the stream buffer (more bytes came before it was taken)."""
+        whole, self._whole = self._whole, None
+        assert whole is not None and not self._buf
+        self._buf += _SIZE.pack(len(whole))
+        self._buf += whole
+        self._pos = 0
 
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload, or None if it has not fully arrived."""
+        whole = self._whole
+        if whole is not None:
+            self._whole = None
+            return whole
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 4:
             return None
@@ -112,16 +135,22 @@ class FrameSplitter:
 
     def buffered(self) -> int:
         """Bytes received and not yet taken as frames."""
+        if self._whole is not None:
+            return len(self._whole) + 4
         return len(self._buf) - self._pos
 
     def pending_size(self) -> int | None:
         """The declared payload size of the next frame once its length has arrived (unchecked), else None."""
+        if self._whole is not None:
+            return len(self._whole)
         if len(self._buf) - self._pos < 4:
             return None
         return int(_SIZE.unpack_from(self._buf, self._pos)[0])
 
     def end_error(self) -> DecodeError | None:
         """At end of stream: the error for a frame cut short (as :func:`read_frame` reports it), or None."""
+        if self._whole is not None:
+            self._spill()
         have = len(self._buf) - self._pos
         if have == 0:
             return None

@@ -68,3 +68,36 @@ def test_a_bad_length_raises_after_the_frames_before_it() -> None:
     assert splitter.next_frame() == b"ok"
     with pytest.raises(FrameTooLargeError):
         splitter.next_frame()
+
+
+@given(payloads, st.lists(st.booleans(), min_size=1))
+def test_reads_of_whole_frames_keep_order_when_not_taken_at_once(frames: list[bytes], take: list[bool]) -> None:
+    """A read holding exactly one frame is set aside without a copy into the stream buffer; bytes read before it is
+    taken go behind it, and the sizes the server's memory pool asks about count it."""
+    splitter, got = FrameSplitter(), []
+    for i, p in enumerate(frames):
+        pending = splitter.buffered()
+        _read_into(splitter, frame(p))
+        assert splitter.buffered() == pending + len(p) + 4
+        if pending == 0:
+            assert splitter.pending_size() == len(p)
+        if take[i % len(take)]:
+            got += _drain(splitter)
+    got += _drain(splitter)
+    assert got == frames
+    assert splitter.buffered() == 0 and splitter.end_error() is None
+
+
+def test_a_whole_frame_over_the_limit_raises_when_reached() -> None:
+    splitter = FrameSplitter(max_bytes=10)
+    _read_into(splitter, frame(b"x" * 11))
+    with pytest.raises(FrameTooLargeError):
+        splitter.next_frame()
+
+
+def test_a_whole_frame_left_untaken_at_the_end_is_reported_as_before() -> None:
+    splitter = FrameSplitter()
+    _read_into(splitter, frame(b"abc"))
+    err = splitter.end_error()
+    assert isinstance(err, DecodeError) and "stream ended after 3 of 3 bytes" in str(err)
+    assert _drain(splitter) == [b"abc"]
