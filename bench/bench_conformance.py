@@ -183,6 +183,8 @@ def main() -> int:
     row("cases", [str(len(last[m]["cases"])) for m in modes])
     row("sum of case times s", [f"{last[m]['durationS']:.1f}" for m in modes])
     row("  of which waiting on target timers s", [f"{last[m]['protocolWaitS']:.1f}" for m in modes])
+    row("  of which relaunching the target s",
+        [f"{sum(c.get('relaunchS', 0.0) for c in last[m]['cases']):.1f}" for m in modes])
     row("echo floor s (frames x echo)", [f"{frames(last[m]) * echo:.2f}" for m in modes])
     vals = {m: validation(last[m], floor) for m in modes}
     row("validated events (node + black-box)", [f"{vals[m]['events']:.0f}" for m in modes])
@@ -197,11 +199,13 @@ def main() -> int:
     other = modes[-1]
     by_id = {c["id"]: c for c in last[other]["cases"]}
     slowest = sorted(last[serial]["cases"], key=lambda c: -c["durationS"])[:10]
-    print(f"\nslowest 10 cases ({names[serial]}), beside {names[other]}; waiting = on the target's timers")
-    print(f"{'case':<36} {names[serial] + ' s':>10} {'waiting s':>10} {names[other] + ' s':>10}")
+    print(f"\nslowest 10 cases ({names[serial]}), beside {names[other]}; waiting = on the target's timers, "
+          "relaunch = kill -9, format and start of the target")
+    print(f"{'case':<36} {names[serial] + ' s':>10} {'waiting s':>10} {'relaunch s':>10} {names[other] + ' s':>10}")
     for c in slowest:
         o = by_id.get(c["id"], {})
-        print(f"{c['id']:<36} {c['durationS']:>10.2f} {c['waitS']:>10.2f} {o.get('durationS', float('nan')):>10.2f}")
+        print(f"{c['id']:<36} {c['durationS']:>10.2f} {c['waitS']:>10.2f} {c.get('relaunchS', float('nan')):>10.2f} "
+              f"{o.get('durationS', float('nan')):>10.2f}")
     print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 

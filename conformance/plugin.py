@@ -36,11 +36,13 @@ from kraft_tck.conformance.blackbox import BlackBoxValidation
 from kraft_tck.conformance.catalog import CatalogError, select_cases
 from kraft_tck.conformance.report import ReportPlugin, WorkerResults
 from kraft_tck.conformance.scenario import ConformanceFailure
+from kraft_tck.conformance.schedule import make_scheduler, save_durations
 from kraft_tck.conformance.security import SecurityConfigError, TargetSecurity
 from kraft_tck.conformance.session import DEFAULT_CLUSTER_ID, Session, TlcValidation
 from kraft_tck.conformance.target import (
     EMBEDDED_TIMEOUTS,
     PROFILE_NAMES,
+    REFERENCE_LAUNCHER,
     AddressTarget,
     CommandTarget,
     ContainerTarget,
@@ -702,6 +704,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     verdict = _verdict(config, int(exitstatus))
     if verdict is not None:
         session.exitstatus, config.stash[_GATE_KEY].verdict = verdict
+    plugin = config.pluginmanager.get_plugin("kraft-tck-report")
+    if isinstance(plugin, ReportPlugin) and _case_times_kept(config):
+        # what the next parallel run's scheduler expects of each case (a failed case's time says little)
+        save_durations({r.case.id: r.duration_s for r in plugin.results() if r.outcome in ("passed", "skipped")})
+
+
+def _case_times_kept(config: pytest.Config) -> bool:
+    """Are this run's case times worth keeping for the scheduler: the embedded reference node, no fault launcher?"""
+    return not any(config.getoption(o) for o in ("--target", "--target-cmd", "--target-image")) and (
+        config.getoption("--target-launcher") == REFERENCE_LAUNCHER
+    )
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n N``: the catalog's cases longest first, in units that share a target (conformance/schedule.py)."""
+    return make_scheduler(config, log)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -455,6 +455,15 @@ class Scenario:
         await asyncio.sleep(seconds)
         self.frames.waited_s += seconds
 
+    def retire_life(self) -> None:
+        """The case is done with the target's current life (it ran with other properties, as an observer, on an
+        unformatted directory, or left it where no later case may start): no later case runs in it. The wiped
+        relaunch that gives the next case a plain, formatted target is made when that case starts
+        (``Session.run_case``), and spared when that case relaunches on a wiped directory itself first (``@case(...,
+        own_life=True)``) or no case follows. A target the harness cannot relaunch keeps its life."""
+        if self.target.capability_missing("restart") is None:
+            self.target.retired = True
+
     async def restart_target(self, wipe: bool = False, formatted: bool = True) -> None:
         """kill -9 and start again on the same data (or a wiped one); skips when the adapter cannot."""
         self.require("restart", "kill -9 and restart the target")

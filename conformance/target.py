@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -482,6 +483,9 @@ class Target:
     #: yet (a fresh launch sets both): cases that leave the set as it was share one life
     life_dynamic: DynamicQuorum | None = None
     life_clean: bool = True
+    #: the case that ran last is done with the current life (``Scenario.retire_life``): no later case may run in it;
+    #: the next wiped relaunch clears it (and the harness forgets the log it served that life)
+    retired: bool = False
     _ssl: SSLContext | None = field(default=None, init=False, repr=False)
 
     def capability_missing(self, capability: str) -> str | None:
@@ -666,6 +670,8 @@ class CommandTarget(Target):
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self._fresh = True
         self.restarted(wipe)
+        if wipe:
+            self.retired = False
         self.start(formatted=formatted)
 
     def stop(self) -> None:
@@ -703,7 +709,7 @@ class CommandTarget(Target):
         return self.log_path.read_text(errors="replace")[-chars:]
 
 
-#: The program of a warm interpreter (``python -c``; see ``WarmInterpreters``): at idle CPU priority it imports the
+#: The program of a warm interpreter (``python -c``; see ``WarmInterpreters``): as a SCHED_BATCH task it imports the
 #: modules named by its arguments (``module:function`` also calls the function, a cache the run would fill at its
 #: start anyway), says ``ready`` on stdout, then waits for one JSON line on stdin: the file its output goes to, the
 #: module to run as ``__main__`` and its argv. It is then the process ``python -m MODULE ARGS`` would be once past
@@ -723,7 +729,7 @@ def _say(text):
     except OSError:
         pass  # nobody reads it any more
 _status = os.dup(1)
-_policy(getattr(os, "SCHED_IDLE", 0))
+_policy(getattr(os, "SCHED_BATCH", 0))
 _code = {}
 for _name in sys.argv[1:]:
     _mod, _, _fn = _name.partition(":")
@@ -782,18 +788,31 @@ sys.exit(_rc)
 """
 
 
+#: Environment variables that change while the harness runs and mean nothing to the node: pytest names the current
+#: test (and its phase) in PYTEST_CURRENT_TEST, so a spare compared with it would be thrown away at every test.
+VOLATILE_ENV = ("PYTEST_CURRENT_TEST",)
+
+
+def _launch_env() -> dict[str, str]:
+    """The environment a spare is started with and compared against (``os.environ`` without ``VOLATILE_ENV``)."""
+    return {k: v for k, v in os.environ.items() if k not in VOLATILE_ENV}
+
+
 class WarmInterpreters:
     """Python interpreters started ahead of the launches that will need them, so a (re)launch of the embedded node
     costs a hand-over (about 0.2 s) instead of an interpreter start, the node's imports and its start-up caches
     (about 1 s of CPU; 1-2 s of wall time on a loaded 2-core machine), for each launch and each ``kraft-tck format``.
 
-    Each spare does its preparation at SCHED_IDLE (CPU nothing else wants), says ``ready`` and blocks on stdin;
-    ``run`` hands one the module and argv to run, back at normal priority, in a process group of its own (``kill
-    -9`` reaches it as it reaches a cold launch): a ready one, else the oldest (on a machine too busy to give the
-    spares idle CPU it finishes its preparation at normal priority first, no more work than a cold start does).
-    A spare started under another environment or directory than the harness's now is not used (the launch is
-    cold, as before). ``close`` ends the spares. ``size``: a case that relaunches on a wiped directory as it ends,
-    before a case that does so as it begins, takes four in a row (a format and a launch each)."""
+    Each spare does its preparation as a SCHED_BATCH task (its fair share of the CPU, but it never preempts the node
+    or the harness when they wake up on a timer or a frame), says ``ready`` and blocks on stdin; ``run`` hands one
+    the module and argv to run, back under SCHED_OTHER (which any user may switch a batch task back to: SCHED_IDLE,
+    used before, cannot be left without CAP_SYS_NICE, so an unprivileged user's node ran at idle priority; and on a
+    busy machine idle spares never got ready), in a process group of its own (``kill -9`` reaches it as it reaches
+    a cold launch): a ready one, else the oldest (it finishes its preparation first, no more work than a cold
+    start does). A spare started under another environment (but for ``VOLATILE_ENV``) or directory than the
+    harness's now is not used (the launch is cold, as before). ``close`` ends the spares. ``size``: a case that
+    relaunches on a wiped directory as it ends, before a case that does so as it begins, takes four in a row (a
+    format and a launch each)."""
 
     def __init__(self, preload: tuple[str, ...], size: int = 4) -> None:
         self.preload = preload
@@ -801,7 +820,7 @@ class WarmInterpreters:
         self._spares: list[_Spare] = []
 
     def fill(self) -> None:
-        env, cwd = dict(os.environ), os.getcwd()
+        env, cwd = _launch_env(), os.getcwd()
         alive = []
         for spare in self._spares:
             if spare.proc.poll() is None:
@@ -812,7 +831,7 @@ class WarmInterpreters:
         while len(self._spares) < self.size:
             proc = subprocess.Popen(
                 [sys.executable, "-c", WARM_PROGRAM, *self.preload], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
             )  # fmt: skip
             self._spares.append(_Spare(proc, env, cwd))
 
@@ -820,7 +839,7 @@ class WarmInterpreters:
         """Run ``python -m module argv[1:]`` in a spare, its stdout and stderr appended to ``out``; None when there
         is none to use (the caller launches cold). Starts a replacement spare. ``status``: keep its stdout open for
         ``exit_status``."""
-        env, cwd = dict(os.environ), os.getcwd()
+        env, cwd = _launch_env(), os.getcwd()
         for spare in list(self._spares):
             if spare.env != env or spare.cwd != cwd or spare.proc.poll() is not None:
                 self._spares.remove(spare)
@@ -969,7 +988,10 @@ class EmbeddedTarget(CommandTarget):
 
     def prepare(self, formatted: bool) -> None:
         """``kraft-tck format`` on the data directory, as a user formats theirs (a process of its own: the harness
-        does not call into the node it judges)."""
+        does not call into the node it judges). An empty directory to be formatted with a command and properties
+        formatted before in this session gets a copy of what that format wrote (kept under ``formatted/``), not a
+        format process of its own: the same files but for the directory id, which the format draws at random (a
+        dynamic quorum's is the harness's, given by --initial-controllers)."""
         if self._fresh:
             self._formatted_here = False
         if not formatted or self.cluster_id is None or self._formatted_here:
@@ -980,6 +1002,19 @@ class EmbeddedTarget(CommandTarget):
             cmd += ["--standalone"]
         elif self.dynamic is not None:  # KIP-853: a dynamic quorum, as kafka-storage format --initial-controllers
             cmd += ["--initial-controllers", self.dynamic.initial_controllers]
+        empty = not any(self.data_dir.iterdir())
+        key = hashlib.sha256("\0".join([*cmd[3:], self.config_path.read_text("utf-8")]).encode()).hexdigest()[:16]
+        formatted_before = self.workdir / "formatted" / key
+        if empty and formatted_before.is_dir():
+            shutil.copytree(formatted_before, self.data_dir, dirs_exist_ok=True)
+            self._formatted_here = True
+            return
+        self._format(cmd)
+        if empty:
+            shutil.copytree(self.data_dir, formatted_before)
+        self._formatted_here = True
+
+    def _format(self, cmd: list[str]) -> None:
         out = self.workdir / "format.out"
         out.unlink(missing_ok=True)
         # warm once the node was launched (the first launch starts the spares)
@@ -999,7 +1034,6 @@ class EmbeddedTarget(CommandTarget):
                 f"kraft-tck format --config {self.config_path} --cluster-id {self.cluster_id} failed "
                 f"(exit {code}): {text.strip()[-1000:]}"
             )
-        self._formatted_here = True
 
 
 @dataclass
@@ -1057,6 +1091,8 @@ class ContainerTarget(Target):
         if wipe:
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
         self.restarted(wipe)
+        if wipe:
+            self.retired = False
         self.start(formatted)
 
     def stop(self) -> None:

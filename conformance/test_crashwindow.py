@@ -188,7 +188,7 @@ async def test_acknowledged_records_durable(sc: Scenario) -> None:
             return
 
 
-@case("KIP-595/CrashWindow/3")
+@case("KIP-595/CrashWindow/3", own_life=True)
 async def test_leader_comes_back_resigned(sc: Scenario) -> None:
     sc.require("restart", "kill -9 the target leader as its Fetch answer arrives, and relaunch it")
     # A life of its own: what the killed leader sent just before the kill may be read after its relaunch
@@ -197,7 +197,7 @@ async def test_leader_comes_back_resigned(sc: Scenario) -> None:
     try:
         await leader_comes_back_resigned(sc)
     finally:
-        await sc.restart_target(wipe=True)  # later cases: a life the black-box check validates
+        sc.retire_life()  # later cases: a life the black-box check validates
 
 
 async def leader_comes_back_resigned(sc: Scenario) -> None:

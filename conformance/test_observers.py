@@ -85,7 +85,7 @@ async def test_observer_served_and_listed(sc: Scenario) -> None:
 ONLY_VOTERS = Clause("KIP-595", "Leader Election", "only voters become candidates; observers only fetch")
 
 
-@case("KIP-595/Observer/1")
+@case("KIP-595/Observer/1", own_life=True)
 async def test_target_as_observer_never_stands(sc: Scenario) -> None:
     sc.require("observer", "relaunch the target with its id outside controller.quorum.voters")
     sc.require("restart", "relaunch the target as an observer and back")
@@ -98,7 +98,7 @@ async def test_target_as_observer_never_stands(sc: Scenario) -> None:
         await observer_follows_then_stays_out(sc)
     finally:
         target.observer = False
-        await sc.restart_target(wipe=True)  # a voter again, on a fresh directory
+        sc.retire_life()  # the next case gets a voter again, on a fresh directory
 
 
 async def observer_follows_then_stays_out(sc: Scenario) -> None:

@@ -90,6 +90,9 @@ ROW_UPDATE_AT_ONCE = "updatevoter.answered-at-once"
 ROW_UPDATE_SENT = "updatevoter.follower-sends"
 #: Kafka's UpdateRaftVoter period in fetch timeouts (FollowerState.updateVoterPeriodMs)
 UPDATE_VOTER_PERIOD_FACTOR = 3
+#: The cases of this module share a dynamic-quorum life and a module fixture that leaves it: a parallel run keeps
+#: them on one target, one after another (conformance/schedule.py)
+ONE_TARGET = True
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -79,9 +79,9 @@ def settings_hint(sc: Scenario) -> str:
 @contextlib.asynccontextmanager
 async def snapshot_life(sc: Scenario, snapshot_properties: bool) -> AsyncIterator[None]:
     """Run the case in a life of its own: relaunch the target on a fresh directory (with the profile's
-    snapshot_properties when asked) and relaunch it plain afterwards; a target given by address stays as it is
-    (then the black-box check of the life it is in, shared with other cases, stops where this case begins). The
-    life is left out of the TLC checks that do not model snapshots yet."""
+    snapshot_properties when asked) and retire that life afterwards (the next case gets a plain one); a target given
+    by address stays as it is (then the black-box check of the life it is in, shared with other cases, stops where
+    this case begins). The life is left out of the TLC checks that do not model snapshots yet."""
     target = sc.target
     relaunch = target.capability_missing("restart") is None
     if relaunch:
@@ -104,8 +104,7 @@ async def snapshot_life(sc: Scenario, snapshot_properties: bool) -> AsyncIterato
     finally:
         if relaunch:
             target.extra_properties = {}
-            await sc.restart_target(wipe=True)
-            sc.q.log = VLog()
+            sc.retire_life()  # the next case gets a plain target again (relaunched when it starts)
 
 
 # ---------------------------------------------------------------------------------------------- follower side
@@ -261,7 +260,7 @@ async def require_fetch_snapshot(sc: Scenario) -> None:
         )
 
 
-@case("KIP-630/Snapshot/1")
+@case("KIP-630/Snapshot/1", own_life=True)
 async def test_follower_installs_snapshot_in_chunks(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchResponseWithSnapshotId, testFetchSnapshotResponsePartialData.
     await require_fetch_snapshot(sc)
@@ -269,7 +268,7 @@ async def test_follower_installs_snapshot_in_chunks(sc: Scenario) -> None:
         await install_and_catch_up(sc)
 
 
-@case("KIP-630/Snapshot/2")
+@case("KIP-630/Snapshot/2", own_life=True)
 async def test_high_watermark_and_describe_quorum_after_install(sc: Scenario) -> None:
     # Kafka: KafkaRaftClient.handleFetchSnapshotResponse (truncateToLatestSnapshot, updateFollowerHighWatermark).
     await require_fetch_snapshot(sc)
@@ -306,7 +305,7 @@ async def test_high_watermark_and_describe_quorum_after_install(sc: Scenario) ->
         check_snapshot_bytes(sc, data, sid)
 
 
-@case("KIP-630/Snapshot/3")
+@case("KIP-630/Snapshot/3", own_life=True)
 async def test_restart_from_installed_snapshot(sc: Scenario) -> None:
     # Kafka: KafkaMetadataLog.apply (the latest snapshot, then the segments after it), LogLoader.
     sc.require("restart", "kill -9 the target after it installed a snapshot and relaunch it on its directory")
@@ -449,7 +448,7 @@ def check_snapshot_bytes(sc: Scenario, data: bytes, sid: tuple[int, int]) -> S.S
     return reading
 
 
-@case("KIP-630/Snapshot/4")
+@case("KIP-630/Snapshot/4", own_life=True)
 async def test_fetch_below_log_start_gets_snapshot_id(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchRequestOffsetLessThanLogStart, testFetchRequestOffsetAtZero.
     async with snapshot_life(sc, snapshot_properties=True):
@@ -494,7 +493,7 @@ async def test_fetch_below_log_start_gets_snapshot_id(sc: Scenario) -> None:
         )
 
 
-@case("KIP-630/Snapshot/5")
+@case("KIP-630/Snapshot/5", own_life=True)
 async def test_fetch_snapshot_in_chunks_record_by_record(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchSnapshotRequestAsLeader, testPartialFetchSnapshotRequestAsLeader.
     async with snapshot_life(sc, snapshot_properties=True):
@@ -542,7 +541,7 @@ def refused(resp: dict[str, Any], error: int) -> bool:
     return S.errors_of(resp) == error and not S.chunk_of(part)
 
 
-@case("KIP-630/Snapshot/6")
+@case("KIP-630/Snapshot/6", own_life=True)
 async def test_fetch_snapshot_position_out_of_range(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchSnapshotRequestWithInvalidPosition.
     async with snapshot_life(sc, snapshot_properties=True):
@@ -564,7 +563,7 @@ async def test_fetch_snapshot_position_out_of_range(sc: Scenario) -> None:
                          "POSITION_OUT_OF_RANGE, no bytes", summary, FS_REQ, level=KAFKA, kafka=ROW_POSITION)
 
 
-@case("KIP-630/Snapshot/7")
+@case("KIP-630/Snapshot/7", own_life=True)
 async def test_fetch_snapshot_unknown_snapshot(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchSnapshotRequestMissingSnapshot.
     async with snapshot_life(sc, snapshot_properties=True):
@@ -582,7 +581,7 @@ async def test_fetch_snapshot_unknown_snapshot(sc: Scenario) -> None:
             )
 
 
-@case("KIP-630/Snapshot/8")
+@case("KIP-630/Snapshot/8", own_life=True)
 async def test_fetch_snapshot_epoch_and_cluster_id(sc: Scenario) -> None:
     # Kafka: KafkaRaftClientSnapshotTest.testFetchSnapshotRequestWithOlderEpoch, testFetchSnapshotRequestWithNewerEpoch,
     # testFetchSnapshotRequestClusterIdValidation.

@@ -22,7 +22,6 @@ from kraft_tck.conformance.cases import case
 from kraft_tck.conformance.catalog import Clause
 from kraft_tck.conformance.scenario import INFO, KAFKA, Scenario
 from kraft_tck.conformance.transport import RequestError
-from kraft_tck.conformance.virtual import VLog
 from kraft_tck.spec.errors import Errors
 
 FAR = 1_000_000  # a LastOffset no target log reaches in a test
@@ -407,5 +406,4 @@ async def test_vote_epoch_overflow(sc: Scenario) -> None:
     finally:
         sc.q.known_epoch = saved  # the harness's next epochs stay below int32's limit
         if moved:
-            await sc.restart_target(wipe=True)
-            sc.q.log = VLog()
+            sc.retire_life()

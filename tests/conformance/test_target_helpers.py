@@ -3,6 +3,7 @@ against what reads them: the reference node's properties parser and its ``kraft-
 
 from __future__ import annotations
 
+import shutil
 import socket
 from pathlib import Path
 
@@ -67,3 +68,27 @@ def test_embedded_target_formats_through_the_format_command(tmp_path: Path) -> N
     target.cluster_id = "BBBBBBBBBBBBBBBBBBBBBQ"  # a different cluster: the format command refuses, and says so
     with pytest.raises(TargetError, match="already formatted"):
         target.prepare(formatted=True)
+
+
+def test_a_wiped_directory_gets_a_copy_of_the_same_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wiped relaunch formatted with the command and properties of an earlier format copies what that format wrote
+    (no format process); other properties (an observer's) are formatted by the command again."""
+    base = free_base_port(3)
+    layout = QuorumLayout(target_id=1, target_host="127.0.0.1", target_port=base, harness_host="127.0.0.1",
+                          harness_ports=(base + 1, base + 2))  # fmt: skip
+    target = EmbeddedTarget(layout, EMBEDDED_TIMEOUTS, "AAAAAAAAAAAAAAAAAAAAAQ", workdir=tmp_path)
+    target.write_config()
+    target.prepare(formatted=True)
+    first = (target.data_dir / "meta.properties").read_text()
+    ran: list[list[str]] = []
+    monkeypatch.setattr(target, "_format", lambda cmd: ran.append(cmd))
+    shutil.rmtree(target.data_dir)
+    target._fresh = True
+    target.write_config()
+    target.prepare(formatted=True)
+    assert ran == [] and (target.data_dir / "meta.properties").read_text() == first
+    shutil.rmtree(target.data_dir)
+    target._fresh, target.observer = True, True
+    target.write_config()
+    target.prepare(formatted=True)
+    assert len(ran) == 1 and "--cluster-id" in ran[0], "other properties: the format command runs"

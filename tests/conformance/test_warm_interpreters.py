@@ -76,3 +76,45 @@ def test_a_spare_started_under_another_environment_is_not_used(tmp_path: Path) -
         assert old.wait(10) is not None, "the unusable spare was ended"
     finally:
         warm.close()
+
+
+def test_a_spare_survives_pytest_naming_the_next_test(tmp_path: Path) -> None:
+    """pytest rewrites PYTEST_CURRENT_TEST at every test phase: a spare must not count that as another environment
+    (it used to: every spare started during one case was thrown away at the next, and launches went cold)."""
+    before = os.environ.get("PYTEST_CURRENT_TEST")
+    warm = WarmInterpreters(("json.tool",), size=1)
+    try:
+        os.environ["PYTEST_CURRENT_TEST"] = "conformance/test_a.py::test_one (call)"
+        warm.fill()
+        spare = warm._spares[0].proc
+        os.environ["PYTEST_CURRENT_TEST"] = "conformance/test_b.py::test_two (setup)"
+        good = tmp_path / "good.json"
+        good.write_text("[1]")
+        proc = warm.run("json.tool", ["json.tool", str(good)], tmp_path / "x.out", status=True)
+        assert proc is spare, "the spare started under the other test name was used"
+        assert WarmInterpreters.exit_status(proc, 30) == 0
+    finally:
+        warm.close()
+        if before is None:
+            os.environ.pop("PYTEST_CURRENT_TEST", None)
+        else:
+            os.environ["PYTEST_CURRENT_TEST"] = before
+
+
+def test_a_spare_waits_as_a_batch_task_and_runs_as_an_ordinary_one(tmp_path: Path) -> None:
+    """The spare prepares under SCHED_BATCH (not SCHED_IDLE, which an unprivileged process cannot leave: its node ran
+    at idle priority), and the run it is handed is an ordinary SCHED_OTHER task."""
+    warm = WarmInterpreters(("timeit",), size=1)
+    try:
+        warm.fill()
+        _ready(warm)
+        spare = warm._spares[0].proc
+        assert os.sched_getscheduler(spare.pid) == os.SCHED_BATCH
+        out = tmp_path / "policy.out"
+        code = "import os, sys; sys.stderr.write('policy=%d\\n' % os.sched_getscheduler(0))"
+        proc = warm.run("timeit", ["timeit", "-n", "1", "-r", "1", code], out, status=True)
+        assert proc is spare
+        assert WarmInterpreters.exit_status(proc, 30) == 0
+        assert f"policy={os.SCHED_OTHER}" in out.read_text()
+    finally:
+        warm.close()
