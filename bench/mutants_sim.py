@@ -4,10 +4,10 @@ Each mutant of tests/mutants/mutants.py runs as the core of every node of the si
 mutant plugs in through ``simulate(core_class=...)``; a shell mutant's ordering of persist and send through
 ``SimConfig.persist_after_send_ms``, the simulator's write-behind shell). The run is the default one of
 ``kraft-tck simulate`` — its seeds (0..99), nodes, duration, fault profile, write rate, brokers, observer and
-foreign-cluster sender, read from the command's own defaults — except that KIP-853 mutants (areas ``reconfig-*``)
-run the ``reconfig`` profile: at kraft.version 0 (the default profile's static voters) their code never runs. A
-mutant's run stops at its first caught seed. No trace files are written (``--out DIR`` writes them): the online
-checks are the same either way.
+foreign-cluster sender, Fetch answer cap (``--fetch-max-bytes``), read from the command's own defaults — except that
+KIP-853 mutants (areas ``reconfig-*``) run the ``reconfig`` profile: at kraft.version 0 (the default profile's static
+voters) their code never runs. A mutant's run stops at its first caught seed. No trace files are written (``--out
+DIR`` writes them): the online checks are the same either way.
 
 Each mutant's registry entry says which safety invariant it breaks (``Mutant.safety``, or None). One row per
 mutant: that invariant, whether the simulator caught it (by which invariant, at which seed) and the seconds.
@@ -113,7 +113,7 @@ def sim_config(m: Any, seed: int, defaults: dict[str, Any]) -> Any:
                      profile=profile, write_rate=defaults["write_rate"], brokers=defaults["brokers"],
                      observers=defaults["observers"], foreign_rate=defaults["foreign_rate"],
                      pre_vote=defaults["pre_vote"], snapshot_bytes=defaults["snapshot_bytes"],
-                     joiners=defaults["joiners"], **m.sim_config)
+                     joiners=defaults["joiners"], fetch_max_bytes=defaults["fetch_max_bytes"] or None, **m.sim_config)
 
 
 def run_mutant(name: str, m: Any, seeds: range, defaults: dict[str, Any], out: Path | None = None) -> SimRun:

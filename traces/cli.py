@@ -98,6 +98,16 @@ CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", 
     "0 turns them off.",
 )
 @click.option(
+    "--fetch-max-bytes",
+    type=click.IntRange(min=0),
+    default=1024,
+    show_default=True,
+    help="The most one Fetch answer carries (whole batches, at least one; Kafka's fetch max bytes, 8 MB, scaled to "
+    "the simulated logs of a few KB): a lagging voter catches up over several answers, so a follower's high "
+    "watermark can run ahead of what it holds and a new leader can replicate older-epoch entries without its own "
+    "(Raft's Figure 8). 0: the core's default (every answer carries the whole tail).",
+)
+@click.option(
     "--foreign-rate",
     type=click.FloatRange(min=0),
     default=1.0,
@@ -109,7 +119,7 @@ CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", 
 def simulate_cmd(
     seeds: int, first_seed: int, nodes: int, duration: str, out_dir: str, faults: str, write_rate: float,
     brokers: int, observers: int, foreign_rate: float, pre_vote: bool, compare_pre_vote: bool,
-    snapshot_bytes: int | None, joiners: int | None,
+    snapshot_bytes: int | None, joiners: int | None, fetch_max_bytes: int,
 ) -> None:
     """Run seeded cluster simulations; each seed writes OUT/seed-N.ndjson and stops at its first
     invariant violation. Exit code 1 when any seed found one (the summary names how to reproduce it)."""
@@ -146,7 +156,7 @@ def simulate_cmd(
             config = SimConfig(
                 seed=seed, nodes=nodes, duration_ms=duration_ms, profile=faults, write_rate=write_rate,
                 brokers=brokers, observers=observers, foreign_rate=foreign_rate, pre_vote=pre_vote,
-                snapshot_bytes=snapshot_bytes, joiners=joiners,
+                snapshot_bytes=snapshot_bytes, joiners=joiners, fetch_max_bytes=fetch_max_bytes or None,
             )
             result = simulate(config, out / f"seed-{seed}.ndjson")
             events += result.events

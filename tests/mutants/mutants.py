@@ -1384,7 +1384,8 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
     "fetch-not-leader-without-hint": (None, (), "an error's CurrentLeader (wire/liveness)"),
     "observers-count": (_LC, (_CNT,), "a leader cut off from the voters commits with an observer's fetches"),
     "hw-commits-old-epoch": (_LC, (_CNT,), "Raft's Figure 8: an entry of an older epoch counted committed by "
-                             "replication alone is overwritten"),
+                             "replication alone is overwritten (the default run's Figure8 schedule with capped Fetch "
+                             "answers reaches it)"),
     "hw-needs-every-voter": (None, (), "a stricter commit rule (liveness)"),
     "hw-published-before-own-epoch": (None, (), "the follower-era high watermark it publishes was committed; "
                                       "followers keep the larger one (Kafka-level)"),
@@ -1397,7 +1398,8 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
                                       "(an extra round trip)"),
     "follower-drops-leader-hint": (None, (), _NONE_LIVENESS),
     "follower-hw-ahead-of-log": (_CNT, (), "a follower counts offsets it does not hold as committed (KRaft.tla: "
-                                 "Committed(i) <= Len(log[i]))"),
+                                 "Committed(i) <= Len(log[i])); only a Fetch answer ending below the leader's high "
+                                 "watermark shows it (the default run's capped answers)"),
     "follower-hw-backwards": (None, (), "no leader of this core names a lower high watermark: unreachable in a "
                               "cluster (tests/mutants/whitebox.py checks the rule itself)"),
     "follower-ignores-hw": (None, (), "a follower that never learns the commit point (liveness)"),
@@ -1427,7 +1429,9 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
     "change-check-uses-stale-hw": (_ES, ("CommittedConfigsDifferByOne",), "a new leader elected without an older "
                                    "epoch's uncommitted VotersRecord takes another change before its epoch commits: "
                                    "an add and a remove from one set need not have overlapping majorities (Raft's "
-                                   "single-server-change bug, KRaft.tla ConfigQuorumsOverlap)"),
+                                   "single-server-change bug, KRaft.tla ConfigQuorumsOverlap); needs a change that "
+                                   "reaches a new leader before its epoch commits while an older epoch's change sits "
+                                   "uncommitted on a minority, with 4+ voters: no simulator schedule does that yet"),
     "removed-leader-resigns-at-append": (None, (), _NONE_LIVENESS),
     "voter-key-checked-same-epoch-only": (None, (), "a Vote addressed to another replica key matters only when a disk "
                                           "is replaced (a new directory id), which no model or simulator run does"),
@@ -1445,7 +1449,11 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
     "update-voter-ignores-directory-id": (None, (), "which voter's endpoints UpdateRaftVoter rewrites (bookkeeping)"),
     "sole-voter-check-quorum-stale": (None, (), _NONE_LIVENESS),
     "leader-counts-itself-after-removal": (_LC, (_CNT,), "a removed leader commits its removal with one voter of the "
-                                           "new set of two, not a majority"),
+                                           "new set of two, not a majority; lost only with a new set of odd size (4 "
+                                           "voters, the leader removed) when the voter whose report commits the "
+                                           "removal gets a later entry in the same answer (the leader resigns once "
+                                           "the removal commits) while the other two hold the removal alone and elect "
+                                           "one of them: no simulator schedule does that yet"),
     "restart-voters-from-bootstrap": ("AtMostOneUncommittedConfig", (_ES, "SnapshotConfigAgreement",
                                                                      "CommittedConfigsDifferByOne"),
                                       "a restarted leader judges voter changes against the bootstrap set, not its "

@@ -93,9 +93,11 @@ def test_a_follower_high_watermark_above_its_log_end_is_caught_when_fetches_are_
     """KRaft.tla CommittedNeverTruncated (Len(log) >= Committed): a follower that takes the leader's high watermark past
     its own log end (``follower-hw-ahead-of-log``) counts offsets it does not hold. Only a Fetch response that ends
     below the leader's high watermark shows it: with the core's 8 MB fetch max bytes every simulated response carries
-    the whole tail (the default run never sees it), with 1 KB a lagging follower catches up over several fetches."""
+    the whole tail, with the default run's 1 KB (``kraft-tck simulate --fetch-max-bytes``) a lagging follower catches
+    up over several fetches."""
     m = registry.MUTANTS["follower-hw-ahead-of-log"]
-    config = SimConfig(seed=0, fetch_max_bytes=1024)
+    config = runner.sim_config(m, 0, runner.default_run())
+    assert config.fetch_max_bytes == 1024
     v = simulate(config, core_class=m.core).violation
     assert v is not None and v.invariant == m.safety == "CommittedNeverTruncated", v
     assert "above its log end" in v.detail

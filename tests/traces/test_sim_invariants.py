@@ -47,8 +47,26 @@ def test_truncating_the_committed_batch_itself_is_caught() -> None:
     _committed(checker, 2, _log(head, data_batch(1, 2, VALUES)), hw=2)
     same = _log(head, data_batch(1, 2, VALUES))  # an equal copy (another object), as a follower holds it
     with pytest.raises(InvariantViolation) as caught:
-        checker.check_truncate(3, 1, same, 2, 2, 0)
+        checker.check_truncate(3, 1, same, 9, 2, 0)
     assert caught.value.invariant == "CommittedNeverTruncated"
+
+
+def test_a_node_behind_in_epochs_repairing_to_a_deposed_leader_is_no_violation() -> None:
+    """The batch at offset 1 was counted committed in epoch 9. A node still in epoch 8 (an observer following the
+    deposed leader of epoch 8, which never had it: Leader Completeness binds later leaders only), its own high
+    watermark below the batch, truncates it to match that leader and fetches it back later: no node that counted it
+    committed is in epoch 8 any more. In epoch 9, or below its own high watermark, the same truncation is caught."""
+    checker = InvariantChecker(seed=0)
+    head = data_batch(0, 1, [b"head"])
+    _committed(checker, 2, _log(head, data_batch(1, 2, VALUES)), hw=2)
+    same = _log(head, data_batch(1, 2, VALUES))
+    checker.check_truncate(5, 1, same, 8, 2, 0)  # no violation
+    with pytest.raises(InvariantViolation):
+        checker.check_truncate(5, 1, same, 9, 3, 0)
+    checker.check_state(6, {"epoch": 8, "role": "Follower", "votedId": -1, "highWatermark": 2}, 4, 0)
+    checker.note_high_watermark(6, 0, 2, same, 8, 4, 0)
+    with pytest.raises(InvariantViolation):
+        checker.check_truncate(6, 1, same, 8, 5, 0)
 
 
 def test_a_deposed_leader_appending_at_an_offset_committed_meanwhile_is_no_violation() -> None:

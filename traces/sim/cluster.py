@@ -57,7 +57,14 @@ reads back, and the state its core resumes in, still hold the vote it granted in
 leader); an ``IsolateLeader`` cuts the leader of the moment off for seconds, and the client (``_client_write``) writes
 to either leader while a deposed one still believes it leads, so the deposed leader comes back with a longer log of
 an older epoch. ``SimConfig.persist_after_send_ms`` gives the simulator's shell a mutation test's bug: quorum-state
-written after the step's messages left (a write-behind store, bench/mutants_sim.py).
+written after the step's messages left (a write-behind store, bench/mutants_sim.py). A ``Figure8`` schedule (default
+profile; Raft's Figure 8) cuts the leader off, cuts the next leader off the instant it leads, lets the first one lead
+again and, the instant it has answered a Fetch of a voter that now holds an older-epoch entry the other leader's log
+lacks, swaps the two cuts: a leader that counted that entry committed by replication alone loses it.
+``SimConfig.fetch_max_bytes`` caps each Fetch answer (whole batches; ``kraft-tck simulate``'s default run: 1 KB), so a
+lagging voter catches up over several answers — the only way a follower's high watermark can run ahead of its log, and
+what the Figure 8 moment needs in a 3-voter cluster. tla/KRaft.tla models a cap in records (MaxFetchRecords), not in
+bytes: a capped trace's partial answers do not validate yet.
 
 Brokers (``brokers.py``): every node drives a ``BrokerDriver`` (reference/broker_driver.py), the same one the
 node process drives: it applies committed records to the node's broker registry (each change a
@@ -137,6 +144,7 @@ from kraft_tck.traces.sim.faults import (
     ClockConfig,
     Crash,
     Fault,
+    Figure8,
     IsolateLeader,
     Lossy,
     NetConfig,
@@ -247,7 +255,8 @@ class SimConfig:
     # when this is None.
     persist_after_send_ms: tuple[int, int] | None = None
     # The most a Fetch response carries (Kafka's fetch max bytes; None: the core's default, 8 MB, more than any
-    # simulated log): a smaller one makes a lagging follower catch up over several fetches.
+    # simulated log): a smaller one makes a lagging follower catch up over several fetches. ``kraft-tck simulate``'s
+    # default run sets 1024 (its ``--fetch-max-bytes``); None here keeps a seed's trace what it was.
     fetch_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -363,6 +372,9 @@ class SimResult:
     leader_removals: int = 0
     initial_voters: tuple[int, ...] = ()
     final_voters: tuple[int, ...] = ()
+    # Raft's Figure 8 (``Figure8``): schedules that reached their moment (a voter holding an older-epoch entry the
+    # cut-off leader's log lacks, the leader cut off and the other leader back).
+    figure8_moments: int = 0
 
     @property
     def leader_changes(self) -> int:
@@ -430,6 +442,18 @@ class _Node:
             g -= 1
         self._gt_local, self._gt_global = local, g
         return g
+
+
+@dataclass(eq=False)
+class _Figure8Run:
+    """A ``Figure8`` schedule under way: the first leader (cut off first), the second one (cut off the instant it
+    led), the epoch in which the first one leads again, and whether the schedule is over."""
+
+    fault: Figure8
+    old: int
+    new: int | None = None
+    old_epoch: int = -1
+    done: bool = False
 
 
 class Simulation:
@@ -540,6 +564,8 @@ class Simulation:
         self._corr = 0
         self._blocked: dict[tuple[int, int], int] = {}  # (src, dst) -> active faults blocking it
         self._extra_loss: list[float] = []
+        self._figure8: _Figure8Run | None = None  # the Figure8 schedule under way
+        self.figure8_moments = 0
         self._link_clear: dict[tuple[int, int], int] = {}  # (src, dst) -> arrival time of its last message
         self._writes = 0
         self.writes_accepted = 0
@@ -679,6 +705,7 @@ class Simulation:
                           for n in self.nodes.values()),
             **self.snap_counts,
             **self.change_counts,
+            figure8_moments=self.figure8_moments,
             initial_voters=tuple(self.config.node_ids) if self.dynamic else (),
             final_voters=tuple(sorted(self.checker.committed_configs[-1][1])) if self.checker.committed_configs
             else tuple(self.config.node_ids) if self.dynamic else (),
@@ -862,6 +889,8 @@ class Simulation:
                     lines += b'{"type":"event","seq":%d,%b\n' % (seq, data)
                 seq += 1
                 if ev["event"] == "BecomeLeader":
+                    if self._figure8 is not None and not self._figure8.done:
+                        self._figure8_leader(self._figure8, nid, ev["state"]["epoch"])
                     # After its line: the trace shows the election the offline checkers judge too.
                     latest = node.snaps.latest()
                     checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now,
@@ -1088,6 +1117,9 @@ class Simulation:
         # -1 for a pre-vote (KIP-996), whose grant binds nothing and is no vote for VoteOnce.
         candidate = (-1 if req.pre_vote else req.candidate_id) if type(req) is VoteRequest else src
         self._step(node, RequestReceived(sender_id=src, reply_to=(src, corr, candidate), request=req))
+        run = self._figure8
+        if run is not None and run.old_epoch >= 0 and not run.done and node.id == run.old and type(req) is FetchRequest:
+            self._figure8_fetch(run, node, req)
 
     def _deliver_response(self, node: _Node, payload: tuple[int, int, Response, bool, bytes | None]) -> None:
         src, corr, resp, dup, msg = payload
@@ -1201,6 +1233,9 @@ class Simulation:
             if node.core is not None:
                 node.vote_armed = f  # dies the instant its next vote grant has left it
             return
+        if isinstance(f, Figure8):
+            self._figure8_start(f)
+            return
         if isinstance(f, IsolateLeader):
             leader = self._current_leader()
             if leader is None:
@@ -1232,10 +1267,68 @@ class Simulation:
         self._push(self.now + f.duration_ms, _FAULT_END, f)
 
     def _fault_end(self, f: Fault) -> None:
+        if isinstance(f, Figure8):  # the schedule's last moment: the second leader's cut ends if it still runs
+            run = self._figure8
+            if run is not None and run.fault is f and not run.done:
+                self._figure8_finish(run)
+            return
         for pair in _blocked_pairs(f, self.fault_ids):
             self._blocked[pair] -= 1
         if isinstance(f, Lossy):
             self._extra_loss.remove(f.loss)
+
+    # ------------------------------------------------------------------------------------ Raft's Figure 8
+
+    def _cut_off(self, node_id: int, by: int) -> None:
+        """Cut ``node_id`` off from every other voter (``by`` 1) or take that cut back (``by`` -1), at once."""
+        cut = Partition(self.now, 0, (tuple(i for i in self.fault_ids if i != node_id),))
+        for pair in _blocked_pairs(cut, self.fault_ids):
+            self._blocked[pair] = self._blocked.get(pair, 0) + by
+
+    def _figure8_start(self, f: Figure8) -> None:
+        """``Figure8``'s first move: the leader of the moment cut off for ``duration_ms`` (one schedule at a time)."""
+        leader = self._current_leader()
+        if leader is None or (self._figure8 is not None and not self._figure8.done):
+            return
+        self._figure8 = _Figure8Run(f, leader.id)
+        rest = (tuple(i for i in self.fault_ids if i != leader.id),)
+        self._fault_start(Partition(self.now, f.duration_ms, rest))
+        self._push(self.now + 2 * f.duration_ms, _FAULT_END, f)
+
+    def _figure8_leader(self, run: _Figure8Run, nid: int, epoch: int) -> None:
+        """A node became leader (its step's messages have not left yet): the first other leader (until the schedule's
+        end) is cut off now; the first leader leading again with the other one cut off is noted."""
+        if run.new is None and nid != run.old:
+            run.new = nid
+            self._cut_off(nid, 1)
+        elif run.new is not None and nid == run.old:
+            run.old_epoch = epoch
+
+    def _figure8_fetch(self, run: _Figure8Run, node: _Node, req: FetchRequest) -> None:
+        """The first leader, leading again, has answered a Fetch (the answer has left): when the fetching voter holds
+        an entry of an older epoch at an offset where the cut-off leader's log differs, the leader is cut off and the
+        other one comes back."""
+        core = node.core
+        new = self.nodes[run.new] if run.new is not None else None
+        if (core is None or new is None or core.epoch != run.old_epoch or core.leader_id != node.id
+                or req.replica_id not in self.fault_ids):
+            return
+        below = req.fetch_offset - 1
+        mine = node.disk.batch_at(below) if below >= 0 else None
+        if mine is None or mine.partition_leader_epoch >= run.old_epoch:
+            return
+        theirs = new.disk.batch_at(below)
+        if theirs is not None and theirs.partition_leader_epoch == mine.partition_leader_epoch:
+            return
+        self._figure8_finish(run)
+        self.figure8_moments += 1
+        self._fault_start(Partition(self.now, run.fault.duration_ms, (tuple(i for i in self.fault_ids
+                                                                             if i != node.id),)))
+
+    def _figure8_finish(self, run: _Figure8Run) -> None:
+        run.done = True
+        if run.new is not None:
+            self._cut_off(run.new, -1)
 
     def _crash(self, node: _Node) -> None:
         """Volatile state is gone; ``durable``, ``disk`` and ``cluster_id`` stay."""

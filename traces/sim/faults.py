@@ -100,7 +100,31 @@ class IsolateLeader:
     duration_ms: int
 
 
-Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash | VoteCrash | IsolateLeader
+@dataclass(frozen=True, slots=True)
+class Figure8:
+    """Raft's Figure 8 (Ongaro and Ousterhout, "In Search of an Understandable Consensus Algorithm", §5.4.2), the
+    reason for KIP-595 "Fetch Request Handling" step 4 (the high watermark moves only once an entry of the leader's
+    own epoch is on a majority). At ``at_ms`` the leader of the moment (none: nothing happens) is cut off from every
+    other voter for ``duration_ms``; the client still writes to it, so it appends entries of its epoch nobody else
+    gets. The first other voter that becomes leader meanwhile is cut off the instant it leads, before any message of
+    that step leaves: its LeaderChange record sits alone in its log, at an offset where the first leader holds
+    entries of the older epoch. When the first leader is back and leads again (a later epoch: the remaining voter
+    grants it, its log being the longer one of that older epoch), the instant it has answered a Fetch of a voter
+    that now holds one of those older-epoch entries at an offset where the cut-off leader's log differs (a majority
+    holds it, none of the leader's own epoch above it yet), it is cut off for ``duration_ms`` and the other leader
+    comes back, which a majority (the voter that fetched, whose last epoch is older than its own) can elect: it
+    overwrites that entry. A leader that counted the entry committed by replication alone has lost a committed
+    entry (LeaderCompleteness, CommittedNeverTruncated). The voter holds older entries without the new leader's own
+    entry above them only when Fetch answers are capped (``SimConfig.fetch_max_bytes``): without a cap the answer
+    that brings them brings the leader's LeaderChange record too, and the other leader can no longer win that
+    voter's vote. The second leader's cut ends then, or ``2 x duration_ms`` after ``at_ms`` at the latest.
+    """
+
+    at_ms: int
+    duration_ms: int
+
+
+Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash | VoteCrash | IsolateLeader | Figure8
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +246,8 @@ class FaultProfile:
     # ISOLATION_MS (``IsolateLeader``), per minute (``extra_schedule``).
     vote_crashes_per_min: float = 0.0
     leader_isolations_per_min: float = 0.0
+    # Raft's Figure 8 schedules (``Figure8``), per minute (``extra_schedule``).
+    figure8_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -247,6 +273,10 @@ PROFILES: dict[str, FaultProfile] = {
         # The leader of the moment cut off for 3-8 s (``IsolateLeader``): it comes back with a longer log of an older
         # epoch than the new leader's.
         leader_isolations_per_min=2,
+        # Raft's Figure 8 (``Figure8``): a leader's uncommitted entries, a second leader's entry at the same offset,
+        # the first leader back in a later epoch replicating its older entries. With capped Fetch answers (``kraft-tck
+        # simulate``'s ``--fetch-max-bytes``) it reaches the moment the commit rule of step 4 exists for.
+        figure8_per_min=1,
     ),
     # Only partitions that heal, each cutting one voter off: the leader changes pre-vote avoids
     # (``kraft-tck simulate --faults reconnect --compare-pre-vote``).
@@ -373,12 +403,13 @@ VOTE_CRASH_DOWN_MS = (5, 800)
 
 def extra_schedule(
     rng: random.Random, nodes: Sequence[int], duration_ms: int, prof: FaultProfile
-) -> list[VoteCrash | IsolateLeader]:
-    """A seed's ``VoteCrash`` faults (``prof.vote_crashes_per_min``) and ``IsolateLeader`` faults
-    (``prof.leader_isolations_per_min``), at uniform times after the first second. Drawn from a stream of its own
-    (``Simulation``): the seed's other faults and draws stay what they were, and a run of the correct core changes only
-    from the first of these faults that hits on."""
-    out: list[VoteCrash | IsolateLeader] = []
+) -> list[VoteCrash | IsolateLeader | Figure8]:
+    """A seed's ``VoteCrash`` faults (``prof.vote_crashes_per_min``), ``IsolateLeader`` faults
+    (``prof.leader_isolations_per_min``) and ``Figure8`` schedules (``prof.figure8_per_min``, drawn after the others,
+    so a profile without them draws what it drew before), at uniform times after the first second. Drawn from a
+    stream of its own (``Simulation``): the seed's other faults and draws stay what they were, and a run of the correct
+    core changes only from the first of these faults that hits on."""
+    out: list[VoteCrash | IsolateLeader | Figure8] = []
     minutes = duration_ms / 60_000
     start = min(1000, duration_ms)
     node_list = sorted(nodes)
@@ -392,6 +423,8 @@ def extra_schedule(
                              rng.randrange(*VOTE_CRASH_DOWN_MS)))
     for _ in range(count(prof.leader_isolations_per_min)):
         out.append(IsolateLeader(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*ISOLATION_MS)))
+    for _ in range(count(prof.figure8_per_min)):
+        out.append(Figure8(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*ISOLATION_MS)))
     return out
 
 
@@ -442,7 +475,7 @@ def validate_schedule(faults: Sequence[Fault], nodes: Sequence[int]) -> None:
                 raise ValueError(f"{f}: node {f.node} is not in the cluster {sorted(known)}")
             if f.down_ms < 0:
                 raise ValueError(f"{f}: down_ms must be >= 0")
-        elif isinstance(f, IsolateLeader):
+        elif isinstance(f, IsolateLeader | Figure8):
             if f.duration_ms < 0:
                 raise ValueError(f"{f}: duration_ms must be >= 0")
         elif isinstance(f, Partition | OneWay | Lossy):

@@ -255,16 +255,23 @@ class InvariantChecker:
         """``log``: the node's durable log before the truncation.
 
         Only removing a *committed* entry is a violation: a node may hold a stale, never-committed entry
-        at an offset that was committed elsewhere with other records, and truncating that is the repair.
+        at an offset that was committed elsewhere with other records, and truncating that is the repair. So is
+        removing an entry first counted committed in a later epoch than the node's, below the node's own high
+        watermark never: a node behind in epochs that follows a deposed leader (which need not hold entries committed
+        after its epoch: Leader Completeness binds later leaders only) repairs its log to that leader's and fetches
+        the entry back from a later one; no node that counted it committed is in such an epoch any more.
         """
         if offset >= self.committed_end or offset >= log.end_offset:
             return
+        own_hw = self.hws.get(node, 0)
         for batch in log.batches_from(offset):
             base = batch.base_offset
             if base >= self.committed_end:
                 break
             seen = self.committed.get(base)
-            if seen is not None and _same_batch(seen, batch):
+            if seen is not None and _same_batch(seen, batch) and (
+                self.committed_epoch.get(base, epoch) <= epoch or base < own_hw
+            ):
                 raise self.fail(
                     "CommittedNeverTruncated",
                     node,
