@@ -59,6 +59,27 @@ K == INSTANCE KRaft WITH
         Snapshots <- TraceSnapshots, Reconfig <- TraceReconfig,
         OneChangeAtATime <- TRUE, CommitInEpochFirst <- TRUE
 
+\* A trace whose Fetch answers are capped in bytes (Kafka's fetch max bytes, whole batches, at least one)
+\* answers with as many records as its row's reply shows, up to the ones there are: KRaft with that many
+\* records per answer (MaxFetchRecords), for that one step.  KRaft.tla counts the cap in records.
+\* TraceFetchCapAt: row -> the records its Fetch answer carries, TraceFetchCaps: those counts ({} for a
+\* trace without a byte cap); an instance's parameter must be a constant, so the step picks n from that set.
+KCap(n) == INSTANCE KRaft WITH
+        Voters <- TraceVoters, Observers <- TraceObservers, Values <- {"record"},
+        LocalCluster <- TraceCluster, ForeignCluster <- "<foreign>",
+        MaxFetchRecords <- n, PreVote <- TracePreVote,
+        Snapshots <- TraceSnapshots, Reconfig <- TraceReconfig,
+        OneChangeAtATime <- TRUE, CommitInEpochFirst <- TRUE
+FetchCap(ev) == IF l \in DOMAIN TraceFetchCapAt THEN TraceFetchCapAt[l] ELSE TraceMaxFetchRecords
+CappedFetch(ev, i, M) ==
+    IF TraceFetchCaps = {}
+    THEN \E m \in M : K!HandleFetchRequest(i, m)
+    ELSE \E n \in TraceFetchCaps : n = FetchCap(ev) /\ \E m \in M : KCap(n)!HandleFetchRequest(i, m)
+CappedParkedFetch(ev, i, M) ==
+    IF TraceFetchCaps = {}
+    THEN \E m \in M : K!AnswerParkedFetch(i, m)
+    ELSE \E n \in TraceFetchCaps : n = FetchCap(ev) /\ \E m \in M : KCap(n)!AnswerParkedFetch(i, m)
+
 
 \* Pre-vote (KIP-996): TracePreVote (a trace that shows a Prospective or a PreVote=true Vote) lets the
 \* nodes become Prospective; a node without pre-vote (Kafka 3.x elections, a Vote v0/v1 peer's fallback)
@@ -479,7 +500,7 @@ Do(ev) ==
       [] e = "HandleVoteResponse" -> \E m \in M : K!HandleVoteResponse(i, m)
       [] e = "HandleBeginQuorumEpochRequest" -> \E m \in M : K!HandleBeginQuorumEpochRequest(i, m)
       [] e = "HandleBeginQuorumEpochResponse" -> \E m \in M : K!HandleBeginQuorumEpochResponse(i, m)
-      [] e = "HandleFetchRequest" -> \E m \in M : K!HandleFetchRequest(i, m)
+      [] e = "HandleFetchRequest" -> CappedFetch(ev, i, M)
       [] e = "HandleFetchResponse" -> \E m \in M : K!HandleFetchResponse(i, m)
       [] e = "HandleEndQuorumEpochRequest" -> \E m \in M : K!HandleEndQuorumEpochRequest(i, m)
       [] e = "HandleEndQuorumEpochResponse" -> \E m \in M : K!HandleEndQuorumEpochResponse(i, m)
@@ -501,7 +522,7 @@ Do(ev) ==
       [] e = "HandleUpdateRaftVoterResponse" -> UNCHANGED kvars
       \* rows derived from Send/Receive events (see trace_translate.py): the leader answers a parked
       \* long poll, the network duplicates or loses a message
-      [] e = "AnswerParkedFetch" -> \E m \in M : K!AnswerParkedFetch(i, m)
+      [] e = "AnswerParkedFetch" -> CappedParkedFetch(ev, i, M)
       \* ... and a BeginQuorumEpoch "resend" with no copy in flight is the leader's heartbeat to a voter its
       \* BecomeLeader did not send to (KIP-853: added since), KRaft's SendBeginQuorumEpoch
       [] e = "DuplicateMessage" ->

@@ -98,6 +98,14 @@ def _held(events: Sequence[TraceEvent]) -> list[tuple[int, int]]:
     return sorted({(voter, row) for (_, voter), row in asked.items()})
 
 
+def _fetch_caps(trace: Trace, events: Sequence[TraceEvent]) -> dict[int, int]:
+    """A trace whose Fetch answers are capped in bytes (config ``fetch.max.bytes``): row (1-based) -> the records
+    the Fetch answer of that row carries (TraceKRaft.tla FetchCap); none for any other trace."""
+    if int(trace.header["config"].get("fetch.max.bytes") or 0) <= 0:
+        return {}
+    return {row: ev.fetched for row, ev in enumerate(events, start=1) if ev.fetched > 0}
+
+
 def _late_heartbeats(events: Sequence[TraceEvent]) -> list[int]:
     """Black-box: the rows (1-based) that receive a BeginQuorumEpoch of the target after a row of the previous
     ``RECEIVE_WINDOW`` received, on another voter's connection, something the target did later (a message of a
@@ -171,6 +179,9 @@ def trace_data(
         f"(<<{_tla_string(t)}, {f}, {to}, {e}>> :> {row})" for (t, f, to, e), row in sorted(last_receive.items())
     ) if trace.target is not None and last_receive else "<<>>"
     held = ", ".join(f"[node |-> {node}, first |-> {first}]" for node, first in _held(events))
+    caps = _fetch_caps(trace, events)
+    cap_counts = sorted(set(caps.values()) | {max_records}) if caps else []
+    caps_at = " @@ ".join(f"({row} :> {n})" for row, n in caps.items()) if caps else "[x \\in {} |-> 0]"
     changes = ", ".join(
         f"[kind |-> {_tla_string(c.kind)}, voter |-> {c.voter}, first |-> {c.first}, last |-> {c.last}]"
         for c in trace.voter_changes
@@ -184,6 +195,8 @@ def trace_data(
         f"TraceEnvironment == {{{', '.join(str(v) for v in sorted(trace.environment))}}}\n"
         f"TraceCluster == {_tla_string(cluster)}\n"
         f"TraceMaxFetchRecords == {max_records}\n"
+        f"TraceFetchCapAt == {caps_at}\n"
+        f"TraceFetchCaps == {{{', '.join(str(n) for n in cap_counts)}}}\n"
         f"TracePreVote == {'TRUE' if pre_vote else 'FALSE'}\n"
         f"TraceSnapshots == {'TRUE' if trace.snapshots else 'FALSE'}\n"
         f"TraceReconfig == {'TRUE' if trace.reconfig else 'FALSE'}\n"

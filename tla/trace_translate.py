@@ -164,6 +164,9 @@ class TraceEvent:
     # duplicates, answers), and of the answer it sends; empty: any message of the action's type
     msg: dict[str, Any] = field(default_factory=dict)
     reply: dict[str, Any] = field(default_factory=dict)
+    # node traces: how many records the Fetch answer this row sends carries (-1: no such answer), for a
+    # trace whose answers are capped in bytes (TraceKRaft.tla FetchCap)
+    fetched: int = -1
 
 
 @dataclass(frozen=True)
@@ -800,6 +803,7 @@ def _action_events(
     def _answered(number: int, obj: dict[str, Any], node: int, msg: dict[str, Any], model: dict[str, Any]) -> None:
         """A response ``node`` sends: its handler's reply, or the answer to a parked long poll."""
         answers = _request_key(msg)
+        fetched = len(_records(_partition(msg["body"], "Responses"))) if msg["api"] == "Fetch" and msg["body"] else -1
         if answers in refused_keys:
             refused_keys.discard(answers)
             return
@@ -818,12 +822,12 @@ def _action_events(
             if voter_key_refusal(msg) and events[at].event == "HandleVoteRequest":
                 events[at] = replace(events[at], event=REFUSE_VOTER_KEY, reply={})
                 return
-            events[at] = replace(events[at], reply=model)
+            events[at] = replace(events[at], reply=model, fetched=fetched)
             if parked.get(answers):
                 _unpark(parked, answers)
         elif answers in late:
             at = late.pop(answers)[0]
-            events[at] = replace(events[at], reply=model)
+            events[at] = replace(events[at], reply=model, fetched=fetched)
         elif msg["api"] == "Fetch" and parked.get(answers):
             events.append(
                 TraceEvent(
@@ -834,6 +838,7 @@ def _action_events(
                     dict(NO_STATE),
                     msg=parked_message(_unpark(parked, answers)),
                     reply=model,
+                    fetched=fetched,
                 )
             )
 
