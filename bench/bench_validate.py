@@ -17,13 +17,22 @@ lost). Side by side, measured in the same run:
   places), validated one TLC run each and then all in one TLC run (``validate_traces``): a conformance run
   validates dozens of short lives, and one run pays TLC's start-up once for all of them.
 
-Goal: linear growth and 10k events in under 60 s on this machine.
+* ``--lives DIR``: real lives of a conformance run (``session-life-*.ndjson``, black-box, and
+  ``node-life-*.ndjson``, node traces, e.g. ``pytest conformance --report DIR``'s ``traces/`` and
+  ``traces/target/``): each alone (events/s with and without TLC's start-up), then all of a kind in batches
+  as a conformance run validates them (``validate_traces``).
+
+Every time is also given in CPU seconds of TLC (user + system of the JVM: what a loaded machine does not
+distort); ``events/s`` counts trace lines (``--lives``: of the lives' files) per second.
+
+Goals: linear growth and 10k events in under 60 s on this machine; (#25) >= 1,000 events/s of validation.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -56,13 +65,52 @@ def prefix(source: Path, events: int, out: Path) -> Path:
     return path
 
 
-def timed(path: Path) -> tuple[float, bool, int]:
+def child_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children: the TLC runs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(path: Path) -> tuple[float, bool, int, float]:
+    """Wall seconds, verdict, rows, CPU seconds of one validation."""
+    cpu = child_cpu()
     started = time.perf_counter()
     verdict = validate_trace(path, timeout=1800)
     seconds = time.perf_counter() - started
     if not verdict.passed:
         print(f"  FAIL {path.name}: {verdict.reason}")
-    return seconds, verdict.passed, verdict.events
+    return seconds, verdict.passed, verdict.events, child_cpu() - cpu
+
+
+def events_of(path: Path) -> int:
+    """Trace lines but the header."""
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) - 1
+
+
+def lives(directory: Path, base_cpu: float) -> None:
+    """Real lives: each alone, then each kind in batches (``validate_traces``, as a conformance run)."""
+    kinds = {"black-box (session-life)": sorted(directory.rglob("session-life-*.ndjson")),
+             "node trace (node-life)": sorted(directory.rglob("node-life-*.ndjson"))}  # fmt: skip
+    for kind, paths in kinds.items():
+        paths = [p for p in paths if translate(p).events]
+        if not paths:
+            continue
+        print(f"\n{kind}: {len(paths)} lives of {directory}, each alone (CPU s of TLC; start-up {base_cpu:.2f})")
+        print(f"{'life':>22} {'events':>7} {'rows':>6} {'CPU s':>6} {'events/s':>9} {'w/o start-up':>12} "
+              f"{'verdict':>7}")
+        for path in sorted(paths, key=events_of, reverse=True)[:6]:
+            _, passed, rows, cpu = timed(path)
+            n = events_of(path)
+            print(f"{path.name:>22} {n:>7,} {rows:>6,} {cpu:>6.2f} {n / cpu:>9.0f} "
+                  f"{n / max(cpu - base_cpu, 1e-3):>12.0f} {'PASS' if passed else 'FAIL':>7}", flush=True)
+        cpu = child_cpu()
+        started = time.perf_counter()
+        verdicts = validate_traces(paths, timeout=1800)
+        wall, cpu = time.perf_counter() - started, child_cpu() - cpu
+        n = sum(events_of(p) for p in paths)
+        ok = sum(v.passed for v in verdicts)
+        print(f"{'all, batched':>22} {n:>7,} {sum(v.events for v in verdicts):>6,} {cpu:>6.2f} {n / cpu:>9.0f} "
+              f"{'':>12} {ok}/{len(paths)} PASS (wall {wall:.1f} s)", flush=True)  # fmt: skip
 
 
 def batch(source: Path, out: Path, k: int, events: int = 200) -> None:
@@ -74,15 +122,17 @@ def batch(source: Path, out: Path, k: int, events: int = 200) -> None:
         path.write_text("\n".join(lines[: events + 1 + 7 * j]) + "\n")  # different lengths, same run
         paths.append(path)
     total = sum(len(translate(p).events) for p in paths)
-    started = time.perf_counter()
+    cpu, started = child_cpu(), time.perf_counter()
     alone = [validate_trace(p, timeout=1800).passed for p in paths]
-    each = time.perf_counter() - started
-    started = time.perf_counter()
+    each, each_cpu = time.perf_counter() - started, child_cpu() - cpu
+    cpu, started = child_cpu(), time.perf_counter()
     together = [v.passed for v in validate_traces(paths, timeout=1800)]
-    one = time.perf_counter() - started
+    one, one_cpu = time.perf_counter() - started, child_cpu() - cpu
     ok = "PASS" if all(alone) and all(together) else "FAIL"
-    print(f"batch: {k} traces, {total:,} rows: one TLC run each {each:.1f} s ({total / each:.0f} rows/s), "
-          f"all in one TLC run {one:.1f} s ({total / one:.0f} rows/s); {ok}")
+    events = k * events + 7 * k * (k - 1) // 2
+    print(f"batch: {k} traces, {events:,} events, {total:,} rows: one TLC run each {each:.1f} s, {each_cpu:.1f} CPU s "
+          f"({events / each_cpu:.0f} events/s of CPU); all in one TLC run {one:.1f} s, {one_cpu:.1f} CPU s "
+          f"({events / one_cpu:.0f} events/s of CPU); {ok}")
 
 
 def main() -> None:
@@ -93,33 +143,35 @@ def main() -> None:
     parser.add_argument("--tlc", action="store_true", help="also model-check MCKRaft.cfg (make tlc)")
     parser.add_argument("--tlc-config", default=DEFAULT_CONFIG, help=f"config for --tlc (e.g. {SMALL_CONFIG})")
     parser.add_argument("--batch", type=int, default=8, help="short traces for the one-run-each vs one-run line")
+    parser.add_argument("--lives", type=Path, help="also validate the session-life-*/node-life-* traces under DIR")
     args = parser.parse_args()
     sizes = [1000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
         out = Path(tmp)
         source = simulator_trace(out, args.seed, max(sizes))
         # one event: a trace of none is NOT CHECKED and never reaches TLC
-        base, _, _ = timed(prefix(source, 1, out))
+        base, _, _, base_cpu = timed(prefix(source, 1, out))
         print(
             f"trace validation: simulator seed {args.seed}, 3 nodes, default faults; goal {GOAL_EVENTS:,} events "
             f"< {GOAL_SECONDS:.0f} s, linear growth"
         )
-        print(f"baseline (TLC on a trace of one event: JVM, parsing, set-up): {base:.1f} s")
+        print(f"baseline (TLC on a trace of one event: JVM, parsing, set-up): {base:.1f} s, {base_cpu:.2f} CPU s")
         print(
             f"{'events':>7} {'rows':>7} {'seconds':>8} {'events/s':>9} {'above base':>10} "
-            f"{'growth vs linear':>16} {'verdict':>7}"
+            f"{'growth vs linear':>16} {'CPU s':>6} {'ev/s CPU':>8} {'w/o start-up':>12} {'verdict':>7}"
         )
         first_rate: float | None = None
         for n in sizes:
             path = prefix(source, n, out)
             rows = len(translate(path).events)
-            seconds, passed, _ = timed(path)
+            seconds, passed, _, cpu = timed(path)
             above = max(seconds - base, 1e-3)
             per_event = above / n
             first_rate = first_rate or per_event
             print(
                 f"{n:>7,} {rows:>7,} {seconds:>8.1f} {n / seconds:>9.0f} {above:>10.1f} "
-                f"{per_event / first_rate:>16.2f} {'PASS' if passed else 'FAIL':>7}",
+                f"{per_event / first_rate:>16.2f} {cpu:>6.1f} {n / cpu:>8.0f} {n / max(cpu - base_cpu, 1e-3):>12.0f} "
+                f"{'PASS' if passed else 'FAIL':>7}",
                 flush=True,
             )
             if n == GOAL_EVENTS:
@@ -129,6 +181,8 @@ def main() -> None:
                 )
         if args.batch > 1:
             batch(source, out, args.batch)
+        if args.lives is not None:
+            lives(args.lives, base_cpu)
     if args.tlc and not args.quick:
         result = run_tlc(config=args.tlc_config, workers=2)
         print(f"\nmake tlc ({args.tlc_config}, 2 workers): {result.summary()}")

@@ -209,9 +209,15 @@ def _failed_at(trace: Trace, result: TlcResult) -> TraceEvent | None:
 #: Registers of TLCSet/TLCGet the batch module uses: BATCH_REGISTER + k holds how far trace k got (TraceKRaft
 #: itself uses register 1).
 BATCH_REGISTER = 100
-#: At most this many traces in one TLC run (each is a copy of TraceKRaft.tla that SANY parses).
+#: At most this many traces in one TLC run (a trace no batch fully matched is validated again alone).
 MAX_BATCH = 24
 _BATCH_MATCHED = re.compile(r'^<<\s*"BATCH-MATCHED",\s*(\d+),\s*(\d+)\s*>>\s*$', re.M)
+
+
+#: A definition of TraceData without parameters (``Name ==`` at the start of a line) and trace_render's record
+#: constructors, which TraceKRaft.tla never names (the rows are written with them).
+_DEFINITION = re.compile(r"^([A-Za-z]\w*) ==", re.M)
+_CONSTRUCTOR = re.compile(r"Row|St|NoState|NoMsg|Rec|VRec|Fill|M\d+")
 
 
 class BatchUnavailable(RuntimeError):
@@ -232,11 +238,15 @@ def _variables(source: str) -> list[str]:
 def batch_modules(traces: Sequence[Trace], hidden_steps: int | None = None) -> dict[str, str]:
     """The modules of one TLC run over all ``traces`` (file name -> text), all black-box or all not.
 
-    Trace k gets TraceData<k> (its rows) and TraceKRaft<k> (TraceKRaft.tla extending TraceData<k>);
-    TraceBatch declares TraceKRaft's variables and ``batchTrace``, and instantiates each copy. A behaviour
-    of TraceBatch is a behaviour of one TraceKRaft<k>: its initial state picks k, every step is a
-    TraceNext of that copy, and TraceSafety and TraceView are that copy's (the view adds k), so TLC explores
-    each trace's states as a run of it alone would. ``Seen(k)`` prints how far trace k got.
+    Trace k gets TraceData<k> (its rows, trace_render's module renamed). TraceKRaft.tla is there once,
+    unchanged, but its TraceData is a module of CONSTANTS only (the names trace_render defines), and
+    TraceBatch declares TraceKRaft's variables and ``batchTrace`` and instantiates it once per trace with
+    those constants set to TraceData<k>'s definitions (``T<k> == INSTANCE TraceKRaft WITH TraceLog <-
+    D<k>!TraceLog, ...``): SANY parses TraceKRaft once, not once per trace (a copy per trace cost about
+    0.1 CPU s each). A behaviour of TraceBatch is a behaviour of one T<k>: its initial state picks k, every
+    step is a TraceNext of that instance, and TraceSafety and TraceView are that instance's (the view adds
+    k), so TLC explores each trace's states as a run of it alone would. ``Seen(k)`` prints how far trace k
+    got.
 
     Black-box traces: TraceRun ends its run at the first behaviour that matches every row. Here trace k
     takes no further step once one of its behaviours has matched every row, and the run ends once every
@@ -252,25 +262,35 @@ def batch_modules(traces: Sequence[Trace], hidden_steps: int | None = None) -> d
     if len(header.findall(source)) != 1 or len(extends.findall(source)) != 1:
         raise BatchUnavailable("TraceKRaft.tla must have one MODULE line and EXTENDS TraceData first")
     names = _variables(source)
-    modules: dict[str, str] = {}
-    inits, nexts, safety, views, done = [], [], [], [], []
+    modules: dict[str, str] = {"TraceKRaft.tla": source}
+    inits, nexts, safety, views, done, instanced = [], [], [], [], [], []
+    constants: list[str] = []
     for k, trace in enumerate(traces, start=1):
         data = trace_data(trace, hidden_steps)
         if not data.startswith("---- MODULE TraceData ----\n"):
             raise BatchUnavailable("trace_data no longer starts with its MODULE line")
         modules[f"TraceData{k}.tla"] = data.replace("MODULE TraceData ", f"MODULE TraceData{k} ", 1)
-        copy = header.sub(f"---- MODULE TraceKRaft{k} ----", source, count=1)
-        modules[f"TraceKRaft{k}.tla"] = extends.sub(rf"\g<1>TraceData{k}", copy, count=1)
+        defined = [n for n in _DEFINITION.findall(data) if not _CONSTRUCTOR.fullmatch(n)]
+        if constants and defined != constants:
+            raise BatchUnavailable("trace_data defined other names for another trace")
+        constants = defined
+        subst = ", ".join(f"{n} <- D{k}!{n}" for n in constants)
+        instanced.append(f"D{k} == INSTANCE TraceData{k}\nT{k} == INSTANCE TraceKRaft WITH {subst}")
         reg = BATCH_REGISTER + k
         inits.append(f"    \\/ batchTrace = {k} /\\ T{k}!TraceInit /\\ TLCSet({reg}, 1)")
         # black-box: no step once a behaviour of trace k matched every row (TLCGet(reg) is then past its end)
-        guard = f"TLCGet({reg}) <= Len(T{k}!TraceLog) /\\ " if blackbox else ""
+        guard = f"TLCGet({reg}) <= Len(D{k}!TraceLog) /\\ " if blackbox else ""
         nexts.append(f"    \\/ batchTrace = {k} /\\ {guard}T{k}!TraceNext /\\ UNCHANGED batchTrace /\\ Seen({k})")
         safety.append(f"    /\\ batchTrace = {k} => T{k}!TraceSafety")
         views.append(f"batchTrace = {k} -> T{k}!TraceView")
-        done.append(f"TLCGet({reg}) > Len(T{k}!TraceLog)")
+        done.append(f"TLCGet({reg}) > Len(D{k}!TraceLog)")
+    # TraceKRaft's TraceData in a batch: the names trace_render defines, as constants each instance sets
+    modules["TraceData.tla"] = (
+        "---- MODULE TraceData ----\n\\* Generated by kraft_tck.tla.trace_validate for TraceBatch; do not edit.\n"
+        f"EXTENDS Integers, Sequences, TLC\nCONSTANTS {', '.join(constants)}\n====\n"
+    )
     nl, conj = "\n", " /\\ "
-    instances = nl.join(f"T{k} == INSTANCE TraceKRaft{k}" for k in range(1, len(traces) + 1))
+    instances = nl.join(instanced)
     modules["TraceBatch.tla"] = f"""---- MODULE TraceBatch ----
 \\* Generated by kraft_tck.tla.trace_validate: {len(traces)} traces in one TLC run; do not edit.
 EXTENDS Integers, Sequences, TLC

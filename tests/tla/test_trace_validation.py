@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from kraft_tck.tla import tlc as tlc_module
 from kraft_tck.tla.cli import validate_trace_command
-from kraft_tck.tla.tlc import cds_archive_path, find_jar, find_java, tlc_unavailable_reason
+from kraft_tck.tla.tlc import SPEC_DIR, cds_archive_path, find_jar, find_java, tlc_unavailable_reason
 from kraft_tck.tla.trace_render import trace_data
 from kraft_tck.tla.trace_translate import TraceFormatError, translate
 from kraft_tck.tla.trace_validate import batch_modules, validate_trace, validate_traces
@@ -354,16 +354,20 @@ def test_one_tlc_run_validates_several_traces_and_each_failure_stays_at_its_even
         assert v.state_before == alone.state_before is not None
 
 
-def test_a_batch_module_gives_each_trace_its_own_copy_of_the_spec(tmp_path: Path) -> None:
+def test_a_batch_module_gives_each_trace_its_own_instance_of_the_spec(tmp_path: Path) -> None:
     traces = [translate(write_trace(tmp_path / f"t{k}.ndjson", ELECTION[: k + 2])) for k in range(3)]
     modules = batch_modules(traces)
-    assert {"TraceBatch.tla", "TraceBatch.cfg", "TraceData3.tla", "TraceKRaft3.tla"} <= set(modules)
-    assert "EXTENDS TraceData2," in modules["TraceKRaft2.tla"]
-    assert modules["TraceKRaft2.tla"].startswith("---- MODULE TraceKRaft2 ----")
+    assert {"TraceBatch.tla", "TraceBatch.cfg", "TraceData.tla", "TraceData3.tla", "TraceKRaft.tla"} <= set(modules)
+    # one TraceKRaft for SANY to parse, not a copy per trace; its TraceData declares the rows' names as constants
+    assert not any(name.startswith("TraceKRaft") and name != "TraceKRaft.tla" for name in modules)
+    assert modules["TraceKRaft.tla"] == (SPEC_DIR / "TraceKRaft.tla").read_text()
+    assert "CONSTANTS " in modules["TraceData.tla"] and "TraceLog" in modules["TraceData.tla"]
     assert "MODULE TraceData2 " in modules["TraceData2.tla"]
     # node traces: the whole state space, as alone (no exit once matched)
     assert "BatchDoneExit" not in modules["TraceBatch.cfg"]
-    assert "T3 == INSTANCE TraceKRaft3" in modules["TraceBatch.tla"]
+    assert "D3 == INSTANCE TraceData3" in modules["TraceBatch.tla"]
+    assert "T3 == INSTANCE TraceKRaft WITH " in modules["TraceBatch.tla"]
+    assert "TraceLog <- D3!TraceLog" in modules["TraceBatch.tla"]
 
 
 @pytest.mark.tlc
