@@ -69,7 +69,7 @@ of the target, header ``cases``) start from a fresh target and span every case.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -498,8 +498,21 @@ def refusal(resp: dict[str, Any]) -> bool:
     return bool(part) and part.get("ErrorCode", 0) == _INVALID_REQUEST
 
 
+#: INCONSISTENT_CLUSTER_ID: Kafka refuses a request of another cluster as a whole, before anything may change.
+_INCONSISTENT_CLUSTER_ID = 104
+
+
+def _refused_by_cluster(resp: dict[str, Any]) -> bool:
+    """Does response ``resp`` refuse its whole request as one of another cluster (KIP-595 "Fetch Request
+    Handling" step 1, and the same check of every KRaft RPC: ``KafkaRaftClient.hasValidClusterId``)?"""
+    return (resp.get("body") or {}).get("ErrorCode", 0) == _INCONSISTENT_CLUSTER_ID
+
+
 def _refused_requests(
-    objs: list[tuple[int, dict[str, Any]]], receivers: frozenset[int] | set[int], seen: str
+    objs: list[tuple[int, dict[str, Any]]],
+    receivers: frozenset[int] | set[int],
+    seen: str,
+    refused: Callable[[dict[str, Any]], bool] | None = None,
 ) -> set[int]:
     """The lines of the requests from outside ``receivers`` to one of them that the model has no record of
     or that the receiver refused (``refusal``), each as the trace event ``seen`` ("Receive" in a node's
@@ -519,7 +532,7 @@ def _refused_requests(
             pending[message_key(msg)] = number
         elif msg["kind"] == "response" and outward and obj["event"] != seen:
             line = pending.pop(_request_key(msg), None)
-            if line is not None and refusal(msg):
+            if line is not None and (refused or refusal)(msg):
                 out.add(line)
     return out
 
@@ -795,6 +808,11 @@ def _action_events(
     # row is a RefuseRequest, their answer no message of the model
     from_outside = {n for n, obj in objs if obj.get("msg") and (obj["msg"]["from"] in environment | {-1})}
     refused_lines = _refused_requests(objs, acting, "Receive") & from_outside
+    # ... and requests of a stranger (a sender neither traced nor of the environment: the simulator's foreign
+    # cluster sender) the receiver refused as another cluster's: no message of the model either, the
+    # receiver must stay as it was (RefuseRequest)
+    strangers = {n for n, obj in objs if obj.get("msg") and obj["msg"]["from"] not in acting | environment | {-1}}
+    refused_lines |= _refused_requests(objs, acting, "Receive", _refused_by_cluster) & strangers
     refused_keys: set[str] = set()
 
     def network_row(number: int, obj: dict[str, Any], node: int, event: str, msg: dict[str, Any]) -> None:
