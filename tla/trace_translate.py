@@ -1254,16 +1254,18 @@ _CHANGE_MAY_HAVE_APPENDED = frozenset({0, 6, 7})
 
 
 #: Black-box: the target's requests whose content shows where it stood when it sent them (``_standing``).
-_STANDING_REQUESTS = {"VoteRequest": 1, "FetchRequest": 2, "BeginQuorumEpochRequest": 2, "EndQuorumEpochRequest": 2,
-                      "FetchSnapshotRequest": 2}  # fmt: skip
+_STANDING_REQUESTS = {"VoteRequest": 1, "FetchRequest": 3, "BeginQuorumEpochRequest": 3, "EndQuorumEpochRequest": 3,
+                      "FetchSnapshotRequest": 3}  # fmt: skip
 
 
 def _standing(ev: TraceEvent, target: int) -> tuple[int, int] | None:
-    """Black-box: where the target stood when it sent the message of row ``ev``: its epoch, then 0 (no leader
-    known), 1 (campaigning: a Vote request) or 2 (leading or following: a leader's or a follower's message, or
-    an answer naming a leader).  Within one incarnation it never goes back (KIP-595: epochs only grow, and
-    a candidate that learns its epoch's leader follows it, never the other way round).  None for rows that
-    are not the target's, a pre-vote (its epoch is the next one), or a message without an epoch."""
+    """Black-box: where the target stood when it sent the message of row ``ev``: its epoch, then 1 (campaigning:
+    a Vote request), 2 (an answer naming no leader: campaigning, or a voter of that epoch that never campaigns
+    in it, so never before its own Vote requests of the epoch) or 3 (leading or following: a leader's or a
+    follower's message, or an answer naming a leader).  Within one incarnation it never goes back (KIP-595:
+    epochs only grow, a candidate sends its Vote requests as it starts the epoch's election, and a candidate
+    that learns its epoch's leader follows it, never the other way round).  None for rows that are not the
+    target's, a pre-vote (its epoch is the next one), or a message without an epoch."""
     msg = ev.msg
     epoch = msg.get("epoch")
     if ev.event != "EnvironmentReceive" or msg.get("from") != target or not isinstance(epoch, int) or epoch < 0:
@@ -1273,7 +1275,7 @@ def _standing(ev: TraceEvent, target: int) -> tuple[int, int] | None:
     kind = msg.get("type", "")
     if kind in _STANDING_REQUESTS:
         return epoch, _STANDING_REQUESTS[kind]
-    return epoch, 2 if msg.get("leaderId", -1) >= 0 else 0
+    return epoch, 3 if msg.get("leaderId", -1) >= 0 else 2
 
 
 def _read_in_send_order(events: list[TraceEvent], target: int) -> list[TraceEvent]:

@@ -209,3 +209,38 @@ def test_an_observers_fetch_answered_after_the_leaders_timer_is_no_parked_fetch(
     body["MaxWaitMs"] = 500
     rows = translate(_write(tmp_path / "poll.ndjson", lines)).events
     assert "AnswerParkedFetch" in [r.event for r in rows]
+
+
+
+def fenced(corr: int, epoch: int) -> Row:
+    """The target refuses leader 2's announcement: it is at ``epoch`` already and knows no leader of it."""
+    part = {"PartitionIndex": 0, "ErrorCode": 74, "LeaderId": -1, "LeaderEpoch": epoch}
+    body = {"ErrorCode": 0, "Topics": [{"TopicName": TOPIC, "Partitions": [part]}]}
+    return "Receive", {"api": "BeginQuorumEpoch", "apiKey": 53, "kind": "response", "version": 1,
+                       "correlationId": corr, "from": 1, "to": 2, "body": body}  # fmt: skip
+
+
+def asked(corr: int, epoch: int) -> list[Row]:
+    """Voter 3 asks the target, a candidate of ``epoch``, for its vote; the target refuses (it voted for itself)."""
+    part = {"CandidateEpoch": epoch, "CandidateId": 3, "LastOffsetEpoch": 0, "LastOffset": 0}
+    answer = {"LeaderId": -1, "LeaderEpoch": epoch, "VoteGranted": False}
+    return [("Send", _msg("Vote", "request", corr, 3, 1, part)),
+            ("Receive", _msg("Vote", "response", corr, 1, 3, answer))]
+
+
+@needs_tlc
+def test_a_candidates_refusal_read_before_its_vote_requests_passes(tmp_path: Path) -> None:
+    # KIP-595/CrashWindow/2 at load 20: the target, following leader 2 in epoch 1, loses it and campaigns in
+    # epoch 2 (Vote requests nobody answers), then in epoch 3; then it refuses leader 2's announcement of epoch
+    # 2 (FENCED_LEADER_EPOCH, epoch 3, no leader), which the harness reads before the Vote requests of epoch 3
+    # it sent first, on its own connections: three steps before one row in the recorded order.  An answer
+    # naming no leader in epoch 3 comes after the target's Vote requests of epoch 3 (trace_translate._standing).
+    story = [announce(1, 1), follows(1, 1), announce(2, 2), fenced(2, 3), vote(1, 2, 3), vote(1, 3, 3)]
+    for corr in range(10, 19):  # the recording goes on (its end would excuse a lost message: NeverReceived)
+        story += asked(corr, 3)
+    path = write(tmp_path / "refusal.ndjson", story)
+    ordered = [ev.seq for ev in translate(path, send_order=True).events]
+    assert ordered.index(4) < ordered.index(3) and ordered.index(5) < ordered.index(3)
+    verdict = validate_trace(path)
+    assert verdict.passed, verdict.reason
+    assert "send order" in verdict.reason  # the recorded order alone has no behaviour
