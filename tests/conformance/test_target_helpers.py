@@ -56,13 +56,19 @@ def test_free_base_port_gives_bindable_consecutive_ports() -> None:
     assert 1024 < base < 65533
 
 
-def test_embedded_target_formats_through_the_format_command(tmp_path: Path) -> None:
+def _formatted_target(tmp_path: Path) -> EmbeddedTarget:
+    """An embedded target of a 3-voter quorum on free ports, its directory formatted through the format command."""
     base = free_base_port(3)
     layout = QuorumLayout(target_id=1, target_host="127.0.0.1", target_port=base, harness_host="127.0.0.1",
                           harness_ports=(base + 1, base + 2))  # fmt: skip
     target = EmbeddedTarget(layout, EMBEDDED_TIMEOUTS, "AAAAAAAAAAAAAAAAAAAAAQ", workdir=tmp_path)
     target.write_config()
     target.prepare(formatted=True)
+    return target
+
+
+def test_embedded_target_formats_through_the_format_command(tmp_path: Path) -> None:
+    target = _formatted_target(tmp_path)
     meta = (target.data_dir / "meta.properties").read_text()
     assert "cluster.id=AAAAAAAAAAAAAAAAAAAAAQ" in meta and "node.id=1" in meta
     target.cluster_id = "BBBBBBBBBBBBBBBBBBBBBQ"  # a different cluster: the format command refuses, and says so
@@ -73,12 +79,7 @@ def test_embedded_target_formats_through_the_format_command(tmp_path: Path) -> N
 def test_a_wiped_directory_gets_a_copy_of_the_same_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wiped relaunch formatted with the command and properties of an earlier format copies what that format wrote
     (no format process); other properties (an observer's) are formatted by the command again."""
-    base = free_base_port(3)
-    layout = QuorumLayout(target_id=1, target_host="127.0.0.1", target_port=base, harness_host="127.0.0.1",
-                          harness_ports=(base + 1, base + 2))  # fmt: skip
-    target = EmbeddedTarget(layout, EMBEDDED_TIMEOUTS, "AAAAAAAAAAAAAAAAAAAAAQ", workdir=tmp_path)
-    target.write_config()
-    target.prepare(formatted=True)
+    target = _formatted_target(tmp_path)
     first = (target.data_dir / "meta.properties").read_text()
     ran: list[list[str]] = []
     monkeypatch.setattr(target, "_format", lambda cmd: ran.append(cmd))
