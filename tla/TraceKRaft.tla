@@ -578,6 +578,16 @@ MissingRecords(ev) ==
          - Len(log[TraceTarget])
     ELSE 0
 
+\* Black-box: the target's heartbeat to voter j (Kafka 3.9+), for the row that receives it, or for a later
+\* row that receives it read late (TraceLateHeartbeats: the harness reads each virtual voter's connection in
+\* turn, so under load the heartbeat to voter 3 is read after what the target did later and told voter 2,
+\* its resignation or its next elections): sent while it led, in the same hidden steps as the one to voter 2.
+HeartbeatReceived(j) ==
+    \/ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
+    \/ \E k \in TraceLateHeartbeats :
+         /\ l < k /\ k <= l + ReceiveWindow
+         /\ TraceLog[k].msg.to = j /\ TraceLog[k].msg.epoch = epoch[TraceTarget]
+
 \* Black-box mode: a KRaft step of the target, the one node the trace observes.  The environment
 \* (the harness's virtual voters) takes no KRaft step, the network neither loses nor copies (TCP).
 \* Restarts are not hidden: the harness kills the target itself and says when (TargetRestart rows).
@@ -585,16 +595,6 @@ MissingRecords(ev) ==
 \* FetchOutstanding, since the target's request timeout may send a new one while the harness still
 \* holds the old one or its answer); never two unreceived copies, which TCP would have delivered.
 \* Client appends are not among these steps: see HiddenAppend.
-\* ... or for a later row that receives it read late (TraceLateHeartbeats: the harness reads each virtual
-\* voter's connection in turn, so under load the heartbeat to voter 3 is read after what the target did
-\* later and told voter 2, its resignation or its next elections): sent while it led, in the same hidden
-\* steps as the one to voter 2
-HeartbeatReceived(j) ==
-    \/ TraceLog[l].msg.type = "BeginQuorumEpochRequest" /\ TraceLog[l].msg.to = j
-    \/ \E k \in TraceLateHeartbeats :
-         /\ l < k /\ k <= l + ReceiveWindow
-         /\ TraceLog[k].msg.to = j /\ TraceLog[k].msg.epoch = epoch[TraceTarget]
-
 TargetNext ==
     LET i == TraceTarget IN
     \/ epoch[i] < EpochMax /\ AnyStartElection(i)
