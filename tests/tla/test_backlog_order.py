@@ -3,10 +3,11 @@
 Under load the harness reads its virtual voters' connections one after another, in backlogs: the target's
 heartbeat to voter 3 (a BeginQuorumEpoch it sent while it led) is read after what it later told voter 2
 (its resignation, its next election); a Vote request the target's request timeout resent while the
-harness's answer was on its way is read after that answer; and the node traces a fetch's answer after a
-timer that fired in the same step.  None of these is a new step of the target.  Each story is a real
-failure of `make conformance-runs` under load, here as a hand-written trace with real TLC; each has a twin
-that must still fail.
+harness's answer was on its way is read after that answer; the target's requests are read after its
+answers of a later state.  (And the node traces a fetch's answer after a timer that fired in the same step:
+tests/tla/test_real_traces.py.)  None of these is a new step of the target.  Each story is a real failure of
+`make conformance-runs` under load, here as a hand-written trace with real TLC; each has a twin that must
+still fail.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from kraft_tck.tla.trace_translate import translate
 from kraft_tck.tla.trace_validate import validate_trace
 
 from .harness_rows import Row, write_harness_trace
-from .test_real_traces import _HEADER, _node_line, _st, _write
 
 needs_tlc = pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 
@@ -178,38 +178,6 @@ def test_an_epoch_going_back_on_one_connection_still_fails(tmp_path: Path) -> No
     verdict = validate_trace(write(tmp_path / "back.ndjson", rows))
     assert not verdict.passed
     assert verdict.failed_event is not None and verdict.failed_event.seq == 8, verdict.reason
-
-
-def test_an_observers_fetch_answered_after_the_leaders_timer_is_no_parked_fetch(tmp_path: Path) -> None:
-    # A fetch with MaxWaitMs 0 (a removed voter fetching as an observer, KIP-853) at the leader's log end is
-    # answered at once (Kafka's handleFetchRequest completes it without the purgatory), even though the node
-    # traces the answer after the check-quorum timer that fired in the same step (LeaderProgressTimeout):
-    # the answer is the handler's reply, not a parked fetch answered by a leader that already resigned.
-    leader = dict(_st("Leader", 1, 1, 2), leaderId=1, lastFetchedEpoch=1)
-    part = {"PartitionIndex": 0, "CurrentLeaderEpoch": 1, "FetchOffset": 2, "LastFetchedEpoch": 1}
-    body: dict[str, Any] = {"MaxWaitMs": 0, "ReplicaState": {"ReplicaId": 2}, "Topics": [{"Partitions": [part]}]}
-    fetch = {"api": "Fetch", "apiKey": 1, "kind": "request", "version": 17, "correlationId": 1, "from": 2, "to": 1,
-             "body": body}
-    answered = {"PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 0,
-                "CurrentLeader": {"LeaderEpoch": 1, "LeaderId": 1}}
-    answer = dict(fetch, kind="response", **{"from": 1, "to": 2},
-                  body={"ErrorCode": 0, "Responses": [{"Partitions": [answered]}]})
-    lines = [_HEADER, _node_line(0, 1, 2, "Restart", state=_st("Follower", 1, 1, 2)),
-             _node_line(1, 1, 1, "BecomeLeader", state=leader),
-             _node_line(2, 2, 2, "Send", msg=fetch), _node_line(3, 2, 1, "Receive", msg=fetch),
-             _node_line(4, 2, 1, "HandleFetchRequest", state=leader),
-             _node_line(5, 2, 1, "LeaderProgressTimeout", state=dict(leader, role="Resigned")),
-             _node_line(6, 2, 1, "Send", msg=answer)]
-    rows = translate(_write(tmp_path / "observer.ndjson", lines)).events
-    handler = next(r for r in rows if r.event == "HandleFetchRequest")
-    assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 2
-    assert "AnswerParkedFetch" not in [r.event for r in rows]
-    # the same fetch as a long poll (MaxWaitMs 500) is parked, and its answer after the timer is that of the
-    # parked fetch (which the model then judges)
-    body["MaxWaitMs"] = 500
-    rows = translate(_write(tmp_path / "poll.ndjson", lines)).events
-    assert "AnswerParkedFetch" in [r.event for r in rows]
-
 
 
 def fenced(corr: int, epoch: int) -> Row:

@@ -301,6 +301,21 @@ def test_a_fetch_with_records_to_send_is_answered_even_after_a_later_action_of_i
     handler = next(r for r in rows if r.event == "HandleFetchRequest")
     assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 7
     assert "AnswerParkedFetch" not in [r.event for r in rows]
+    # Nor a fetch with MaxWaitMs 0 at the leader's log end (a removed voter fetching as an observer, KIP-853):
+    # Kafka's handleFetchRequest completes it without the purgatory, even though the node traces the answer after
+    # the check-quorum timer that fired in the same step (LeaderProgressTimeout); as a long poll it is parked.
+    caught_up = dict(part, FetchOffset=5, LastFetchedEpoch=1)
+    for max_wait, parked in ((0, False), (500, True)):
+        request = dict(fetch, body={"MaxWaitMs": max_wait, "ReplicaId": 2, "Topics": [{"Partitions": [caught_up]}]})
+        lines[3] = _node_line(2, 2, 2, "Send", msg=request)
+        lines[4] = _node_line(3, 2, 1, "Receive", msg=request)
+        lines[6] = _node_line(5, 2, 1, "LeaderProgressTimeout", state=dict(leader, role="Resigned"))
+        lines[7] = _node_line(6, 2, 1, "Send", msg=answer)
+        rows = translate(_write(tmp_path / "late.ndjson", lines)).events
+        handler = next(r for r in rows if r.event == "HandleFetchRequest")
+        assert ("AnswerParkedFetch" in [r.event for r in rows]) == parked
+        if not parked:
+            assert handler.reply["type"] == "FetchResponse" and handler.reply["fetchOffset"] == 5
 
 
 def test_sends_and_receives_pair_up_in_order_across_incarnations() -> None:
