@@ -81,6 +81,8 @@ class ConformanceFailure(AssertionError):
         self.frames = frames
         self.clause = clause or case.clause
         self.target_id = target_id
+        #: what the session adds about the harness itself (its event loop stalled while the case ran)
+        self.harness_note = ""
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -90,8 +92,13 @@ class ConformanceFailure(AssertionError):
             f"check:    {self.what}\n"
             f"expected: {self.expected}\n"
             f"actual:   {self.actual}\n"
-            f"last messages (harness view):\n{format_frames(self.frames, self.target_id)}"
+            + (f"harness:  {self.harness_note}\n" if self.harness_note else "")
+            + f"last messages (harness view):\n{format_frames(self.frames, self.target_id)}"
         )
+
+    def note_harness(self, note: str) -> None:
+        self.harness_note = note
+        self.args = (self.render(),)
 
 
 @dataclass

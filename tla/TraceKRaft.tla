@@ -674,6 +674,11 @@ NeedsHiddenStep(ev) ==
        /\ \E k \in (l + 1)..K!Min(l + ReceiveWindow, Len(TraceLog)) :
             TraceLog[k].event = "EnvironmentReceive" /\ Named(TraceLog[k].msg) = {}
 
+\* The target is killed (kill -9, a TargetRestart row) within the window ...
+KilledSoon == \E r \in l..K!Min(l + ReceiveWindow, Len(TraceLog)) : TraceLog[r].event = "TargetRestart"
+\* ... or its life ends otherwise: the trace's last rows (the harness stopped it and closed the sockets).
+LifeCutSoon == Len(TraceLog) <= l + ReceiveWindow \/ KilledSoon
+
 \* Black-box: what the target sends the harness arrives (TCP) and is recorded within moments, so a
 \* hidden step sends only messages of a kind (type, sender, receiver) one of the next ReceiveWindow rows
 \* receives (a parked fetch, the target's own note to itself, is no message: its answer is).  Not the
@@ -694,17 +699,19 @@ NeverReceived(m) ==
              \* ... to a voter that holds an earlier request of the target it never answered (TraceHeld: the
              \* harness's partition; its connection reads nothing more)
              /\ \E h \in TraceHeld : h.node = m.to /\ h.first <= l
-          \* ... or any message sent just before the target's life ends (the trace's last rows: the harness
-          \* killed or stopped it and closed the sockets) or it is killed (TargetRestart): the election's Vote
-          \* to one voter was read, the one to the other was still in the socket
-          \/ Len(TraceLog) <= l + ReceiveWindow
-          \/ \E r \in l..K!Min(l + ReceiveWindow, Len(TraceLog)) : TraceLog[r].event = "TargetRestart"
+          \* ... or any message sent just before the target's life is cut: the election's Vote to one voter
+          \* was read, the one to the other was still in the socket
+          \/ LifeCutSoon
        /\ k \notin DOMAIN TraceLastReceive \/ TraceLastReceive[k] < l
 SendsReceived ==
     \* (a copy of one in flight counts: a dead one left in must not let a new copy go unchecked)
     LET sent == {m \in DOMAIN msgs' : m.to # TraceTarget /\ (m \notin DOMAIN msgs \/ msgs'[m] > msgs[m])}
     IN /\ \A m \in sent : Received(m) \/ NeverReceived(m)
-       /\ sent = {} \/ \E m \in sent : Received(m)
+       \* an election no row shows, only where its effect is the next row and a kill came before its Vote
+       \* requests could be read (relaunched, it refused a Vote in its new epoch and was killed again while it
+       \* connected to the voters: KIP-595/CrashWindow/1 under load).  Not at the trace's end: there an unseen
+       \* election would excuse any wrong epoch in the last answers.
+       /\ sent = {} \/ KilledSoon \/ \E m \in sent : Received(m)
 
 \* Black-box: the last hidden step before a row that receives a message of the target leaves that
 \* message in flight, or the records (HiddenAppend) or snapshot (HiddenSnapshot) it shows missing, which

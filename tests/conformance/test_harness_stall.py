@@ -1,0 +1,69 @@
+"""The harness's own timeliness: it watches its event loop, says so when a case failed while the loop stalled,
+and keeps TLC validation's Python work out of its process.
+
+Cases judge the target's timers (election, fetch, check-quorum timeouts of a few hundred ms for the embedded
+node), so a harness that reads the target's messages late misjudges it.  Once the harness validated finished
+lives in threads of its own process: translating a trace is pure Python, and while it ran the loop thread
+waited for the interpreter's lock after every socket call (a relaunched target's answer was read ~0.9 s late
+and the case failed its setup).  Real event loop, real validation process, real TLC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kraft_tck.conformance.session import LoopThread
+from kraft_tck.tla.tlc import tlc_unavailable_reason
+
+from .test_machinery import _failure
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_loop_watcher_measures_a_stall() -> None:
+    loop = LoopThread()
+    try:
+        time.sleep(0.1)  # the watcher's first step
+        loop.reset_lag()
+        loop.loop.call_soon_threadsafe(time.sleep, 0.3)  # a callback that blocks the loop for 300 ms
+        time.sleep(0.5)
+        stalled = loop.reset_lag()
+        assert 0.2 <= stalled < 2.0, stalled
+        assert loop.reset_lag() < stalled  # reset: the stall is not counted twice
+    finally:
+        loop.stop()
+
+
+def test_a_failure_while_the_harness_stalled_says_so() -> None:
+    failure = _failure()
+    assert "harness:" not in str(failure)
+    failure.note_harness("the harness's own event loop stalled for up to 420 ms while this case ran")
+    text = str(failure)
+    assert "harness:  the harness's own event loop stalled for up to 420 ms" in text
+    # the note comes after the verdict, before the frames
+    assert text.index("actual:") < text.index("harness:") < text.index("last messages")
+
+
+@pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
+def test_validation_runs_outside_the_harness_process(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/test_vote.py", "-q", "-p", "no:cacheprovider", "-n", "0",
+         "--case", "KIP-595/Vote/1", "--report", str(report)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    results = json.loads((report / "results.json").read_text())
+    schedule = results["tlcValidation"]["schedule"]
+    assert schedule["runs"], schedule  # TLC ran (node and session traces)
+    assert {run["kind"] for run in schedule["runs"]} == {"node", "session"}, schedule
+    assert all(run["pid"] != schedule["harnessPid"] for run in schedule["runs"]), schedule
+    assert schedule["harnessPid"] != os.getpid()
+    case = next(c for c in results["cases"] if c["id"] == "KIP-595/Vote/1")
+    assert case["loopLagMs"] >= 0.0
