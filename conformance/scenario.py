@@ -114,6 +114,8 @@ class Scenario:
     #: seconds spent relaunching the target (restart_target): not counted against the case's time budget
     relaunch_s: float = 0.0
     relaunch_started: float | None = None  # the event loop's time a relaunch in progress began
+    #: the event loop's (start, end) of each relaunch: the harness's stalls in them judged nothing (the target is down)
+    relaunch_windows: list[tuple[float, float]] = field(default_factory=list)
 
     def relaunch_time(self, now: float) -> float:
         """Seconds spent relaunching the target so far, one in progress included."""
@@ -490,4 +492,5 @@ class Scenario:
         except RestartUnsupported as exc:
             self.skip(str(exc))
         finally:
+            self.relaunch_windows.append((self.relaunch_started, loop.time()))
             self.relaunch_s, self.relaunch_started = self.relaunch_time(loop.time()), None

@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +82,8 @@ class CaseResult:
     kafka_differences: list[dict[str, Any]] = field(default_factory=list)
     #: INFO-level checks, met or not (same keys)
     observations: list[dict[str, Any]] = field(default_factory=list)
-    #: the longest the harness's own event loop came late while the case ran (``LoopThread.max_lag_s``)
+    #: the longest the harness's own event loop came late while the case ran, relaunches of the target aside
+    #: (``LoopThread.reset_lag``)
     loop_lag_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -155,28 +156,34 @@ def _in_validation_process(fn: Callable[..., T], *args: Any) -> tuple[int, T]:
 
 
 class LoopThread:
-    #: how often the lag watcher wakes (``max_lag_s``)
+    #: how often the lag watcher wakes (``stalls``)
     WATCH_S = 0.02
+    #: a lag this long is a stall worth keeping
+    STALL_MIN_S = 0.02
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="kraft-tck-harness", daemon=True)
         self._thread.start()
-        #: the longest the loop came late to a timer since ``reset_lag`` (seconds): a harness that stalls reads
-        #: the target's messages late, and a case with a timing rule then misjudges it
-        self.max_lag_s = 0.0
+        #: since ``reset_lag``, each time the loop came late to a timer: (the loop's time it woke, seconds late). A
+        #: harness that stalls reads the target's messages late, and a case with a timing rule then misjudges it.
+        self.stalls: list[tuple[float, float]] = []
         self._watcher = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
 
     async def _watch(self) -> None:
         while True:
             due = self.loop.time() + self.WATCH_S
             await asyncio.sleep(self.WATCH_S)
-            self.max_lag_s = max(self.max_lag_s, self.loop.time() - due)
+            now = self.loop.time()
+            if now - due >= self.STALL_MIN_S:
+                self.stalls.append((now, now - due))
 
-    def reset_lag(self) -> float:
-        """The longest lag since the last reset, and start over."""
-        lag, self.max_lag_s = self.max_lag_s, 0.0
-        return lag
+    def reset_lag(self, outside: Sequence[tuple[float, float]] = ()) -> float:
+        """The longest lag since the last reset, but for stalls that overlap one of the loop-time windows
+        ``outside`` (a relaunch of the target: nothing to read then), and start over."""
+        stalls, self.stalls = self.stalls, []
+        counted = [lag for woke, lag in stalls if not any(woke - lag < end and woke > start for start, end in outside)]
+        return max(counted, default=0.0)
 
     def run(self, coro: Awaitable[T], timeout_s: float | None = None) -> T:
         fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
@@ -611,7 +618,7 @@ class Session:
         try:
             self.loop.run(self._within_budget(fn, sc))
         except ConformanceFailure as exc:
-            result.loop_lag_s = self.loop.reset_lag()
+            result.loop_lag_s = self.loop.reset_lag(sc.relaunch_windows)
             if result.loop_lag_s >= self.STALL_S:
                 # the target's messages were read that much late: a verdict on a timing rule may be the harness's
                 exc.note_harness(
@@ -629,7 +636,7 @@ class Session:
             raise
         finally:
             result.duration_s = time.monotonic() - t0
-            result.loop_lag_s = max(result.loop_lag_s, self.loop.reset_lag())
+            result.loop_lag_s = max(result.loop_lag_s, self.loop.reset_lag(sc.relaunch_windows))
             result.frames = list(sc.frames.frames)
             result.wait_s = sc.frames.waited_s
             result.relaunch_s = sc.relaunch_s

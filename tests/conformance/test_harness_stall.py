@@ -36,6 +36,14 @@ def test_the_loop_watcher_measures_a_stall() -> None:
         stalled = loop.reset_lag()
         assert 0.2 <= stalled < 2.0, stalled
         assert loop.reset_lag() < stalled  # reset: the stall is not counted twice
+        # a stall inside a relaunch of the target (the loop's time window given) judged nothing: not counted
+        before = loop.loop.time()
+        loop.loop.call_soon_threadsafe(time.sleep, 0.3)
+        time.sleep(0.5)
+        assert loop.reset_lag([(before, loop.loop.time())]) < 0.2
+        loop.loop.call_soon_threadsafe(time.sleep, 0.3)
+        time.sleep(0.5)
+        assert loop.reset_lag([(before - 10, before - 5)]) >= 0.2  # a window before it does not hide it
     finally:
         loop.stop()
 
