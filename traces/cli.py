@@ -26,7 +26,8 @@ def parse_duration_ms(text: str) -> int:
 
 
 #: KIP-853: the SimResult counts of voter changes the summary adds up.
-CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", "changes_refused", "leader_removals")
+CHANGE_COUNTS = ("changes_requested", "changes_committed", "changes_timed_out", "changes_refused", "leader_removals",
+                 "change_splits", "removal_splits")
 
 
 @click.command("simulate")

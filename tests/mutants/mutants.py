@@ -1426,12 +1426,13 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
     "truncation-keeps-voters-record": ("SnapshotConfigAgreement", (_ES, "AtMostOneUncommittedConfig"), "a follower "
                                        "keeps a truncated VotersRecord's set in force: its snapshots and its elections "
                                        "use a voter set the committed log never had"),
-    "change-check-uses-stale-hw": (_ES, ("CommittedConfigsDifferByOne",), "a new leader elected without an older "
-                                   "epoch's uncommitted VotersRecord takes another change before its epoch commits: "
-                                   "an add and a remove from one set need not have overlapping majorities (Raft's "
-                                   "single-server-change bug, KRaft.tla ConfigQuorumsOverlap); needs a change that "
-                                   "reaches a new leader before its epoch commits while an older epoch's change sits "
-                                   "uncommitted on a minority, with 4+ voters: no simulator schedule does that yet"),
+    "change-check-uses-stale-hw": (_LC, (_CNT, "CommittedConfigsDifferByOne", _ES), "a new leader whose epoch has "
+                                   "committed nothing (its LeaderChange on no majority of its set) takes a change, "
+                                   "which commits with a majority of the changed set only; an older epoch's "
+                                   "uncommitted VotersRecord on the other side has a disjoint majority (two changes "
+                                   "from an even set: Raft's single-server-change bug, KRaft.tla ConfigQuorumsOverlap) "
+                                   "and elects the old leader, which lacks the committed change (the reconfig "
+                                   "profile's ChangeSplit schedule)"),
     "removed-leader-resigns-at-append": (None, (), _NONE_LIVENESS),
     "voter-key-checked-same-epoch-only": (None, (), "a Vote addressed to another replica key matters only when a disk "
                                           "is replaced (a new directory id), which no model or simulator run does"),
@@ -1448,12 +1449,12 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
                             "it holds (it is not in it)"),
     "update-voter-ignores-directory-id": (None, (), "which voter's endpoints UpdateRaftVoter rewrites (bookkeeping)"),
     "sole-voter-check-quorum-stale": (None, (), _NONE_LIVENESS),
-    "leader-counts-itself-after-removal": (_LC, (_CNT,), "a removed leader commits its removal with one voter of the "
-                                           "new set of two, not a majority; lost only with a new set of odd size (4 "
-                                           "voters, the leader removed) when the voter whose report commits the "
-                                           "removal gets a later entry in the same answer (the leader resigns once "
-                                           "the removal commits) while the other two hold the removal alone and elect "
-                                           "one of them: no simulator schedule does that yet"),
+    "leader-counts-itself-after-removal": (_LC, (_CNT,), "a removed leader commits its removal and the entries after "
+                                           "it with one voter of the new set; lost when that set is odd (4 voters, the "
+                                           "leader removed) and the voter at its side gets the record and later "
+                                           "entries in one answer (a restart made it fetch from before the record) "
+                                           "while the other two hold the record alone and elect one of them (the "
+                                           "reconfig profile's RemovalSplit schedule)"),
     "restart-voters-from-bootstrap": ("AtMostOneUncommittedConfig", (_ES, "SnapshotConfigAgreement",
                                                                      "CommittedConfigsDifferByOne"),
                                       "a restarted leader judges voter changes against the bootstrap set, not its "

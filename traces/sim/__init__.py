@@ -10,6 +10,7 @@ from kraft_tck.traces.sim.cluster import (
 )
 from kraft_tck.traces.sim.faults import (
     PROFILES,
+    ChangeSplit,
     ClockConfig,
     Crash,
     Fault,
@@ -20,11 +21,13 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    RemovalSplit,
     ScheduledVoterChange,
     SnapshotCrash,
     VoteCrash,
     extra_schedule,
     random_schedule,
+    reconfig_fault_schedule,
     reconfig_schedule,
 )
 from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, InvariantViolation
@@ -32,6 +35,7 @@ from kraft_tck.traces.sim.invariants import INVARIANTS, InvariantChecker, Invari
 __all__ = [
     "INVARIANTS",
     "PROFILES",
+    "ChangeSplit",
     "ClockConfig",
     "Crash",
     "Fault",
@@ -44,6 +48,7 @@ __all__ = [
     "NetConfig",
     "OneWay",
     "Partition",
+    "RemovalSplit",
     "ScheduledVoterChange",
     "SimConfig",
     "SimResult",
@@ -53,6 +58,7 @@ __all__ = [
     "VoteCrash",
     "extra_schedule",
     "random_schedule",
+    "reconfig_fault_schedule",
     "reconfig_schedule",
     "simulate",
 ]

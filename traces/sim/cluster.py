@@ -49,6 +49,12 @@ catches up through FetchSnapshot with the right voter set. Online checks: AtMost
 CommittedConfigsDifferByOne, ElectionSafety's "a majority of the leader's own voter set" and SnapshotConfigAgreement
 (a snapshot taken, installed or loaded holds the committed voter set at its end; the installing event reports it;
 after a load the node's voter set is the snapshot's or a later one of its log) (``invariants.py``). No brokers there.
+Two schedules of the reconfig profile are set off by voter changes (a stream of their own; ``_voters_appended``): a
+``ChangeSplit`` cuts a leader of an even voter set off with its just-appended change, moves one voter to its side the
+instant another node leads, and has the admin client ask the new leader to remove the old one (Raft's
+single-server-change bug: KIP-853's "an entry of the leader's epoch committed first" rule is what refuses it); a
+``RemovalSplit`` has the admin client ask a leader of an even set to remove itself and, at that removal, restarts one
+remaining voter and cuts it off with the leader from the other two (a removed leader must stop counting itself).
 
 Crash windows and deposed leaders (the "default" profile, drawn from a stream of their own so a seed's other faults
 stay what they were): a ``VoteCrash`` kills a voter the instant a vote grant has left it and restarts it quickly — a
@@ -138,9 +144,10 @@ from kraft_tck.traces.checker import SNAPSHOT_CONFIG_AGREEMENT, voters_after_loa
 from kraft_tck.traces.sim import statemachine
 from kraft_tck.traces.sim.bodies import MessageBodies
 from kraft_tck.traces.sim.brokers import BrokerFleet, SimBroker
-from kraft_tck.traces.sim.disk import DiskLog, SnapshotFiles
+from kraft_tck.traces.sim.disk import DiskLog, SnapshotFiles, voters_in
 from kraft_tck.traces.sim.faults import (
     GRACE_MS,
+    ChangeSplit,
     ClockConfig,
     Crash,
     Fault,
@@ -150,6 +157,7 @@ from kraft_tck.traces.sim.faults import (
     NetConfig,
     OneWay,
     Partition,
+    RemovalSplit,
     ScheduledVoterChange,
     SnapshotCrash,
     VoteCrash,
@@ -157,6 +165,7 @@ from kraft_tck.traces.sim.faults import (
     fault_sort_key,
     profile,
     random_schedule,
+    reconfig_fault_schedule,
     reconfig_schedule,
     validate_schedule,
 )
@@ -375,6 +384,11 @@ class SimResult:
     # Raft's Figure 8 (``Figure8``): schedules that reached their moment (a voter holding an older-epoch entry the
     # cut-off leader's log lacks, the leader cut off and the other leader back).
     figure8_moments: int = 0
+    # KIP-853: ``ChangeSplit`` schedules set off by a voter change (and of those, the ones whose second cut began at a
+    # new leader), ``RemovalSplit`` schedules set off by a leader's own removal.
+    change_splits: int = 0
+    change_split_leaders: int = 0
+    removal_splits: int = 0
 
     @property
     def leader_changes(self) -> int:
@@ -456,6 +470,20 @@ class _Figure8Run:
     done: bool = False
 
 
+@dataclass(eq=False)
+class _SplitRun:
+    """A ``ChangeSplit`` under way: the leader that appended the change, the voter set of its record, the nodes cut
+    off on its side (the cut's groups: ``groups``), the next leader (None: none yet), when the cut ends."""
+
+    fault: ChangeSplit
+    old: int
+    voters: frozenset[int]
+    groups: tuple[tuple[int, ...], ...]
+    ends_at: int
+    new: int | None = None
+    done: bool = False
+
+
 class Simulation:
     """Run one seed. ``core_class`` lets tests run a deliberately broken core subclass, and
     ``registry_class`` a broken broker registry."""
@@ -479,6 +507,9 @@ class Simulation:
             drawn: list[Fault] = random_schedule(self.rng, ids, config.duration_ms, prof)
             # From a stream of its own: the other faults and every later draw stay what they were.
             drawn += extra_schedule(random.Random(f"extra-faults-{config.seed}"), ids, config.duration_ms, prof)
+            # KIP-853's schedules set off by voter changes, likewise (only a profile that has them draws any)
+            drawn += reconfig_fault_schedule(random.Random(f"reconfig-faults-{config.seed}"), config.duration_ms,
+                                             prof)
             self.faults = tuple(sorted(drawn, key=fault_sort_key))
         else:
             self.faults = tuple(sorted(config.faults, key=fault_sort_key))
@@ -566,6 +597,13 @@ class Simulation:
         self._extra_loss: list[float] = []
         self._figure8: _Figure8Run | None = None  # the Figure8 schedule under way
         self.figure8_moments = 0
+        # KIP-853: ChangeSplit and RemovalSplit schedules armed (waiting for their voter change), the ChangeSplit under
+        # way, their counts, and their choices of voters (a stream of its own: drawn only when one is set off).
+        self._splits_armed: list[ChangeSplit] = []
+        self._removals_armed: list[RemovalSplit] = []
+        self._split: _SplitRun | None = None
+        self.split_counts = dict.fromkeys(("change_splits", "change_split_leaders", "removal_splits"), 0)
+        self.split_rng = random.Random(f"splits-{config.seed}")
         self._link_clear: dict[tuple[int, int], int] = {}  # (src, dst) -> arrival time of its last message
         self._writes = 0
         self.writes_accepted = 0
@@ -706,6 +744,7 @@ class Simulation:
             **self.snap_counts,
             **self.change_counts,
             figure8_moments=self.figure8_moments,
+            **self.split_counts,
             initial_voters=tuple(self.config.node_ids) if self.dynamic else (),
             final_voters=tuple(sorted(self.checker.committed_configs[-1][1])) if self.checker.committed_configs
             else tuple(self.config.node_ids) if self.dynamic else (),
@@ -851,6 +890,11 @@ class Simulation:
                     for batch in op.batches:
                         checker.check_append(nid, batch, first_seq, now)
                     disk.append(op.batches)
+                    if self._splits_armed or self._removals_armed:  # KIP-853 schedules waiting for a voter change
+                        for batch in op.batches:
+                            ids = voters_in(batch)
+                            if ids is not None:
+                                self._voters_appended(node, batch.base_offset, ids)
                 elif type(op) is TruncateTo:
                     checker.check_truncate(nid, op.offset, disk, epoch, first_seq, now)
                     disk.truncate_to(op.offset)
@@ -891,6 +935,9 @@ class Simulation:
                 if ev["event"] == "BecomeLeader":
                     if self._figure8 is not None and not self._figure8.done:
                         self._figure8_leader(self._figure8, nid, ev["state"]["epoch"])
+                    split = self._split
+                    if split is not None and not split.done and split.new is None and nid != split.old:
+                        self._split_leader(split, nid)
                     # After its line: the trace shows the election the offline checkers judge too.
                     latest = node.snaps.latest()
                     checker.check_leader_completeness(nid, ev["state"]["epoch"], node.disk, seq - 1, now,
@@ -1236,6 +1283,12 @@ class Simulation:
         if isinstance(f, Figure8):
             self._figure8_start(f)
             return
+        if isinstance(f, ChangeSplit):
+            self._splits_armed.append(f)  # set off by the next voter change that fits (``_voters_appended``)
+            return
+        if isinstance(f, RemovalSplit):
+            self._removals_armed.append(f)
+            return
         if isinstance(f, IsolateLeader):
             leader = self._current_leader()
             if leader is None:
@@ -1271,6 +1324,12 @@ class Simulation:
             run = self._figure8
             if run is not None and run.fault is f and not run.done:
                 self._figure8_finish(run)
+            return
+        if isinstance(f, ChangeSplit):  # the end of the cut under way (an earlier phase's end is stale)
+            split = self._split
+            if split is not None and split.fault is f and not split.done and split.ends_at == self.now:
+                split.done = True
+                self._cut_groups(split.groups, -1)
             return
         for pair in _blocked_pairs(f, self.fault_ids):
             self._blocked[pair] -= 1
@@ -1329,6 +1388,74 @@ class Simulation:
         run.done = True
         if run.new is not None:
             self._cut_off(run.new, -1)
+
+    # ------------------------------------------------------------------------------------ KIP-853 split schedules
+
+    def _cut_groups(self, groups: tuple[tuple[int, ...], ...], by: int) -> None:
+        """Cut the links between ``groups`` (``by`` 1) or take that cut back (``by`` -1), at once."""
+        for pair in _blocked_pairs(Partition(self.now, 0, groups), self.fault_ids):
+            self._blocked[pair] = self._blocked.get(pair, 0) + by
+
+    def _two_sides(self, side: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+        """A partition's groups: ``side`` and every other node faults can hit."""
+        return tuple(sorted(side)), tuple(i for i in self.fault_ids if i not in side)
+
+    def _voters_appended(self, node: _Node, base: int, voters: frozenset[int]) -> None:
+        """A VotersRecord (``voters``) was appended at ``base`` by ``node`` in the step being applied (its messages
+        have not left yet): the leader's own append may set off an armed ``ChangeSplit`` or ``RemovalSplit``."""
+        core = node.core
+        if core is None or core.leader_id != node.id or not core.status().is_leader:
+            return  # a follower's copy
+        before = core.voters_at(base - 1)[1]
+        if before is None:
+            return
+        old, me = before.ids(), node.id
+        split = self._split
+        if (self._splits_armed and me in voters and voters != old and len(old) >= 4 and len(old) % 2 == 0
+                and (split is None or split.done)):
+            # Two single-server changes from an odd set always have overlapping majorities; from an even one they
+            # need not. A leader removed by its change never stands again: no use for the schedule.
+            f = self._splits_armed.pop(0)
+            groups = self._two_sides((me, *(voters - old)))
+            self._split = _SplitRun(f, me, voters, groups, self.now + f.duration_ms)
+            self._cut_groups(groups, 1)  # before this step's messages leave: only its side gets the record
+            self._push(self.now + f.duration_ms, _FAULT_END, f)
+            self.split_counts["change_splits"] += 1
+        elif self._removals_armed and me in voters and len(voters) >= 4 and len(voters) % 2 == 0:
+            # an even set: the admin client asks this leader to remove itself (which leaves an odd one)
+            self._push(self.now + self._removals_armed[0].ask_ms, _ADMIN,
+                       ScheduledVoterChange(self.now + self._removals_armed[0].ask_ms, "remove", -1), 0)
+        elif self._removals_armed and me not in voters and len(voters) >= 3 and len(voters) % 2 == 1:
+            # With an even remaining set the other side would be no majority of it.
+            f2 = self._removals_armed.pop(0)
+            remaining = sorted(voters)
+            lagging = sorted(self.split_rng.sample(remaining, len(remaining) // 2))
+            for i in lagging:  # after this step's messages (events at this instant run after the step)
+                n = self.nodes[i]
+                if n.core is not None:
+                    self._push(self.now, _CRASH, i, n.incarnation)
+                    self._push(self.now + f2.lag_ms, _RESTART, i, n.incarnation + 1)
+            self._push(self.now, _FAULT_START, Partition(self.now, f2.duration_ms, self._two_sides((me, *lagging))))
+            self.split_counts["removal_splits"] += 1
+
+    def _split_leader(self, run: _SplitRun, nid: int) -> None:
+        """A ``ChangeSplit``'s next leader (its step's messages have not left yet): one voter of the change's set other
+        than both leaders leaves its side for the old leader's, now, for the schedule's duration."""
+        self._cut_groups(run.groups, -1)
+        run.new = nid
+        choices = sorted(run.voters - set(run.groups[0]) - {nid})
+        if not choices:
+            run.done = True
+            return
+        moved = self.split_rng.choice(choices)
+        run.groups = self._two_sides((*run.groups[0], moved))
+        run.ends_at = self.now + run.fault.duration_ms
+        self._cut_groups(run.groups, 1)
+        self._push(run.ends_at, _FAULT_END, run.fault)
+        # the admin client, finding the old leader unreachable, asks the new one to remove it
+        at = self.now + run.fault.ask_ms
+        self._push(at, _ADMIN, ScheduledVoterChange(at, "remove", run.old), 0)
+        self.split_counts["change_split_leaders"] += 1
 
     def _crash(self, node: _Node) -> None:
         """Volatile state is gone; ``durable``, ``disk`` and ``cluster_id`` stay."""

@@ -124,7 +124,53 @@ class Figure8:
     duration_ms: int
 
 
-Fault = Crash | Partition | OneWay | Lossy | SnapshotCrash | VoteCrash | IsolateLeader | Figure8
+@dataclass(frozen=True, slots=True)
+class ChangeSplit:
+    """Raft's single-server-change bug (Ongaro, raft-dev 2015, "bug in single-server membership changes"; KRaft.tla
+    ConfigQuorumsOverlap), the reason for KIP-853's rule that a leader takes a voter change only once it has committed
+    an entry of its own epoch (Kafka's AddVoterHandler/RemoveVoterHandler: REQUEST_TIMED_OUT while the leader's high
+    watermark is unknown; ``testAddVoterWithoutFencedPreviousLeaders``). Armed at ``at_ms``; the first time after it
+    that a leader whose voter set in force has an even number (4 or more) of voters appends a VotersRecord that keeps
+    it a voter, it is cut off, before any message of that step leaves, together with the voter the record adds (if
+    any) from every other replica: the record sits uncommitted on that minority. The first other node that leads
+    meanwhile (the old set's remaining voters elect it) is, the instant it leads, cut off from one voter of the new
+    set other than both leaders, which joins the old leader's side, for ``duration_ms``; ``ask_ms`` later the admin
+    client, finding the old leader unreachable, asks the new one to remove it. The new leader's LeaderChange record
+    reaches no majority of its set, so its epoch has committed nothing and the removal must wait (REQUEST_TIMED_OUT).
+    Taken anyway, the removal would commit with a majority of the changed set (the new leader and the voter left at
+    its side), disjoint from the majority of the uncommitted set on the other side, which elects the old leader
+    again: two changes from one even set need not have overlapping majorities. The first cut ends when the second
+    begins, or ``duration_ms`` after the trigger."""
+
+    at_ms: int
+    duration_ms: int
+    ask_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalSplit:
+    """KIP-853 "High Watermark" with the leader's own removal (a removed leader leads until the removal commits, then
+    resigns: RemoveVoterHandler.highWatermarkUpdated; only the voters of the latest VotersRecord count, Kafka's
+    LeaderState.maybeUpdateHighWatermark). Armed at ``at_ms``. While armed, a leader that appends a VotersRecord
+    leaving an even voter set (4 or more) with itself in it is asked by the admin client ``ask_ms`` later to remove
+    itself (an operator retiring the active controller). The first time a leader appends a VotersRecord removing
+    itself that leaves an odd number (3 or more) of voters (that removal or any other), once that step's messages
+    have left (the other voters' parked fetches carry the record): a minority of the remaining voters (one of three)
+    restarts (down ``lag_ms``) and, with the leader, is cut off from the rest for ``duration_ms``. The restarted
+    voter follows the leader again and fetches from before the record, so one answer brings it the record and the
+    entries the leader appended after it; the others hold the record alone and, a majority of the new set, elect one
+    of them. No majority of the new set reported to the leader past the record, so nothing after it may count as
+    committed: a leader that counts itself after its removal commits them with the one voter at its side, and the
+    new leader lacks them."""
+
+    at_ms: int
+    duration_ms: int
+    lag_ms: int
+    ask_ms: int
+
+
+Fault = (Crash | Partition | OneWay | Lossy | SnapshotCrash | VoteCrash | IsolateLeader | Figure8 | ChangeSplit
+         | RemovalSplit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +294,10 @@ class FaultProfile:
     leader_isolations_per_min: float = 0.0
     # Raft's Figure 8 schedules (``Figure8``), per minute (``extra_schedule``).
     figure8_per_min: float = 0.0
+    # KIP-853 schedules triggered by a voter change (``reconfig_fault_schedule``): Raft's single-server-change bug
+    # (``ChangeSplit``) and the leader's own removal with a lagging voter at its side (``RemovalSplit``), per minute.
+    change_splits_per_min: float = 0.0
+    removal_splits_per_min: float = 0.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -322,6 +372,10 @@ PROFILES: dict[str, FaultProfile] = {
         snapshot_chunk_bytes=256,
         joiners=2,
         voter_changes_per_min=12,
+        # A voter change of an even voter set split off with its leader, the next leader cut off from one voter
+        # (``ChangeSplit``); the leader's own removal with a restarted voter at its side (``RemovalSplit``).
+        change_splits_per_min=3,
+        removal_splits_per_min=3,
     ),
     "heavy": FaultProfile(
         "heavy",
@@ -459,6 +513,40 @@ def reconfig_schedule(
     return out
 
 
+#: How long a ``ChangeSplit``'s or ``RemovalSplit``'s cut lasts: [low, high) virtual ms, long enough for each side to
+#: elect a leader of its own set if it can (fetch timeout, election timeouts, a split vote or two) and for the admin
+#: client's request to reach the new leader.
+SPLIT_MS = (6000, 12000)
+#: How long a ``RemovalSplit``'s restarted voter is down: [low, high) virtual ms, a few client writes' worth (10/s).
+SPLIT_LAG_MS = (200, 800)
+#: When the admin client asks (``ChangeSplit``, ``RemovalSplit``): [low, high) virtual ms after the triggering event.
+SPLIT_ASK_MS = (100, 1500)
+
+
+def reconfig_fault_schedule(
+    rng: random.Random, duration_ms: int, prof: FaultProfile
+) -> list[ChangeSplit | RemovalSplit]:
+    """A seed's ``ChangeSplit`` and ``RemovalSplit`` schedules (``prof.change_splits_per_min``,
+    ``prof.removal_splits_per_min``), armed at uniform times after the first second. Drawn only for a profile that
+    has them, from a stream of their own (``Simulation``): the seed's other faults and draws stay what they were, and
+    a run changes only from the first voter change one of them acts on."""
+    out: list[ChangeSplit | RemovalSplit] = []
+    minutes = duration_ms / 60_000
+    start = min(1000, duration_ms)
+
+    def count(rate: float) -> int:
+        expected = rate * minutes
+        return int(expected) + (1 if rng.random() < expected - int(expected) else 0) if rate > 0 else 0
+
+    for _ in range(count(prof.change_splits_per_min)):
+        out.append(ChangeSplit(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*SPLIT_MS),
+                               rng.randrange(*SPLIT_ASK_MS)))
+    for _ in range(count(prof.removal_splits_per_min)):
+        out.append(RemovalSplit(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*SPLIT_MS),
+                                rng.randrange(*SPLIT_LAG_MS), rng.randrange(*SPLIT_ASK_MS)))
+    return out
+
+
 def fault_sort_key(f: Fault) -> tuple[int, str, str]:
     """A total order on faults (time, kind, repr) so the schedule's order never depends on hashing."""
     return f.at_ms, type(f).__name__, repr(f)
@@ -475,9 +563,10 @@ def validate_schedule(faults: Sequence[Fault], nodes: Sequence[int]) -> None:
                 raise ValueError(f"{f}: node {f.node} is not in the cluster {sorted(known)}")
             if f.down_ms < 0:
                 raise ValueError(f"{f}: down_ms must be >= 0")
-        elif isinstance(f, IsolateLeader | Figure8):
-            if f.duration_ms < 0:
-                raise ValueError(f"{f}: duration_ms must be >= 0")
+        elif isinstance(f, IsolateLeader | Figure8 | ChangeSplit | RemovalSplit):
+            if f.duration_ms < 0 or (isinstance(f, ChangeSplit | RemovalSplit) and f.ask_ms < 0) or (
+                    isinstance(f, RemovalSplit) and f.lag_ms < 0):
+                raise ValueError(f"{f}: durations must be >= 0")
         elif isinstance(f, Partition | OneWay | Lossy):
             if f.duration_ms < 0:
                 raise ValueError(f"{f}: duration_ms must be >= 0")
