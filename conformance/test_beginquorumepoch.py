@@ -14,11 +14,27 @@ async def test_follow_announced_leader(sc: Scenario) -> None:
     epoch = await sc.make_follower(a)
     await sc.feed(a, epoch, 2)
     log = sc.q.log
+    # One announcement of the next epoch, while the target follows v_a and fetches from it (no timer of its own is
+    # near): it must follow v_b at once. (Not make_follower's retries: a target that adopts the epoch but forgets
+    # the leader campaigns, and a later announcement can meet it as a candidate of that very epoch, which it then
+    # follows as the same-epoch rule says; the bug would pass.)
+    new_epoch = sc.q.next_epoch()
+    sc.q.set_leader(b, new_epoch)
     mark = sc.frames.mark()
-    new_epoch = await sc.make_follower(b)
-    first = sc.frames.select(
-        lambda f: sc.from_target("Fetch", dst=b)(f) and f.part.get("CurrentLeaderEpoch") == new_epoch, mark
-    )[0]
+    resp = await sc.call(f"BeginQuorumEpoch(epoch={new_epoch}) from v{b} is answered",
+                         sc.v(1).begin_quorum_epoch(new_epoch))  # fmt: skip
+    part = B.partition(resp)
+    err = int(resp.get("ErrorCode", 0)) or int(part.get("ErrorCode", 0))
+    sc.check(err == 0, f"BeginQuorumEpoch(leader=v{b}, epoch={new_epoch}) above the target's epoch {epoch}",
+             "ErrorCode NONE", B.describe("BeginQuorumEpoch", "response", resp))  # fmt: skip
+    t = sc.timeouts
+    to_b = sc.from_target("Fetch", dst=b)
+    first = await sc.frames.wait_for(lambda f: to_b(f) and f.part.get("CurrentLeaderEpoch") == new_epoch,
+                                     sc.bound_ms(t.request_timeout_ms + t.fetch_max_wait_ms) / 1000, mark)  # fmt: skip
+    if first is None:
+        since = sc.frames.select(sc.from_target("Vote"), mark)
+        sc.fail(f"the target follows v{b}, announced leader of epoch {new_epoch}", f"Fetch to v{b} in epoch "
+                f"{new_epoch}", f"none; {since[0].summary() if since else 'no Fetch to it at all'}")  # fmt: skip
     p = first.part
     sc.check(
         (p.get("FetchOffset"), p.get("LastFetchedEpoch")) == (log.end, log.last_epoch),
