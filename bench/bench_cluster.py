@@ -54,6 +54,14 @@ response per follower (4 messages for 3 voters) and one fsync per node (3) with 
 
     .venv/bin/python bench/bench_cluster.py [--quick] [--dir D] [--event-loop auto|uvloop|asyncio]
 
+``--baseline-tree DIR`` runs only the p50 goal's paired rounds and the paced 1,000 writes/s run, alternating
+node processes from this tree and from ``DIR`` (``kraft_tck`` imported from there first), and prints them side by
+side with each run's CPU per committed record (leader, followers), for a before/after in one run::
+
+    git worktree add /tmp/base HEAD && mkdir -p /tmp/base-tree/kraft_tck
+    for d in conformance reference spec tla traces; do ln -s /tmp/base/$d /tmp/base-tree/kraft_tck/$d; done
+    .venv/bin/python bench/bench_cluster.py --quick --baseline-tree /tmp/base-tree
+
 ``--commits N`` instead runs N single-record commits on an in-process cluster (no fsync, linger 0) and
 prints event-loop rounds per commit. The N commits run inside ``functools.reduce`` (a C function the
 rest of the run never calls), so callgrind can count their instructions alone::
@@ -636,13 +644,16 @@ class ProcessResult:
     gc_max_ms: float = float("nan")  # the collector's longest pause in the leader, from its report
     lag_p999_ms: float = float("nan")  # the leader's 1 ms write timer, p99.9 lateness, from its report
     late: tuple[int, int] = (0, 0)  # late firings of that timer: (the leader on CPU meanwhile, off CPU)
-    # The followers' (their leadership polls' waits, from their reports): the largest p99.9, and late firings summed.
+    # The followers' (their waits to lead, each up to 100 ms, from their reports): largest p99.9, late firings summed.
     follower_lag_p999_ms: float = float("nan")
     follower_late: tuple[int, int] = (0, 0)
     gc: str = "node"  # "node": the node's collector settings; "python": KRAFT_TCK_GC=python
     # The CPU the leader process used over the window, in CPUs (1.0 = one CPU all the time; /proc): near 1 it is
     # busy with its own work; well below, with its timers late off CPU, it waited for a CPU others had.
     leader_cpu: float = float("nan")
+    # CPU (user + system, /proc) per committed record over the window, µs: the leader's, and the followers' mean.
+    leader_us_per_commit: float = float("nan")
+    follower_us_per_commit: float = float("nan")
 
 
 def leader_report(c: LocalCluster) -> dict[str, float]:
@@ -739,7 +750,8 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
     seen: list[tuple[float, int, int, int]] = []  # (time, high watermark, epoch, leader) while there is a leader
     dq_ms: list[float] = []
     polls = 0
-    rss = leader_cpu = float("nan")
+    rss = leader_cpu = leader_cpu_s = cpu_window_s = float("nan")
+    others_s: list[float] = []
     try:
         info = await c.wait_for_leader(30, min_hw=2)
         leader_id = info.leader_id
@@ -754,6 +766,7 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
         # measured over the part of the window that had one.
         leader_pid = c.procs[leader_id].pid
         cpu0, window0 = cpu_seconds(leader_pid), time.monotonic()
+        others0 = {i: cpu_seconds(p.pid) for i, p in c.procs.items() if i != leader_id}
         end = time.monotonic() + plan.window_seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
@@ -765,7 +778,10 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
                 seen.append((time.monotonic(), q.high_watermark, q.leader_epoch, q.leader_id))
                 leader_id = q.leader_id
             await asyncio.sleep(max(0.0, POLL_S - (time.perf_counter() - t0)))
-        leader_cpu = (cpu_seconds(leader_pid) - cpu0) / max(1e-9, time.monotonic() - window0)
+        leader_cpu_s = cpu_seconds(leader_pid) - cpu0
+        cpu_window_s = time.monotonic() - window0
+        leader_cpu = leader_cpu_s / max(1e-9, cpu_window_s)
+        others_s = [cpu_seconds(c.procs[i].pid) - t for i, t in others0.items() if i in c.procs]
         if leader_id in c.procs:
             rss = rss_mib(c.procs[leader_id].pid)
     finally:
@@ -777,6 +793,7 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
     rate = 0.0
     if len(seen) >= 2 and seen[-1][0] > seen[0][0]:
         rate = (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
+    committed = rate * cpu_window_s  # records committed over the window the CPU times span
     return ProcessResult(
         fsync=fsync, label=label, offered=throughput, records_per_s=rate,
         p50=rep["p50"], p99=rep["p99"], p999=rep["p999"], writes=int(rep["writes"]), linger_ms=linger_ms,
@@ -788,6 +805,9 @@ async def process_workload(root: Path, label: str, fsync: bool, throughput: int,
         follower_lag_p999_ms=max((r["lag"] for r in others if "lag" in r), default=float("nan")),
         follower_late=(sum(int(r.get("oncpu", 0)) for r in others), sum(int(r.get("offcpu", 0)) for r in others)),
         leader_cpu=leader_cpu,
+        leader_us_per_commit=leader_cpu_s * 1e6 / committed if committed > 0 else float("nan"),
+        follower_us_per_commit=(statistics.fmean(others_s) * 1e6 / committed if committed > 0 and others_s
+                                else float("nan")),
     )
 
 
@@ -906,6 +926,71 @@ async def paired_round(root: Path, plan: Plan, rounds: Rounds, label: str, reque
                         echo_cross_process(request, plan.echo_round_trips // 2, cpus=cpus))
     rounds.echo += echo
     rounds.runs.append((pct(echo, 50), pct(node_read, 50), run_r))
+
+
+# ======================================================================================= A/B against a baseline
+
+
+@contextlib.contextmanager
+def node_tree(tree: Path | None) -> Any:
+    """Node processes started inside import ``kraft_tck`` from ``tree`` first (None: this tree)."""
+    before = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = str(tree) + (os.pathsep + before if before else "")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+async def run_ab(plan: Plan, root: Path, baseline: Path) -> None:
+    """``--baseline-tree``: the p50 goal's paired rounds and the paced 1,000 writes/s run, node processes from
+    this tree and from ``baseline`` in turn (the order alternating by round), side by side; nothing else."""
+    request, _ = fetch_frames()
+    placement = spread_placement() or UNPINNED
+    trees: list[tuple[str, Path | None]] = [("this tree", None), (f"baseline {baseline}", baseline)]
+    rounds = {name: Rounds(placement) for name, _ in trees}
+    paced: dict[str, list[ProcessResult]] = {name: [] for name, _ in trees}
+    for k in range(1, plan.paired_rounds + 1):
+        for t, (name, tree) in enumerate(trees if k % 2 else trees[::-1]):
+            where = root / f"tree{t if k % 2 else 1 - t}"
+            with node_tree(tree):
+                await paired_round(where, plan, rounds[name], f"{name}, {k}/{plan.paired_rounds}", request)
+                paced[name].append(await timed(f"process cluster, paced 1,000 writes/s, fsync off ({name}, {k})",
+                                               process_workload(where, f"paced-{k}", False, 1000, 0, plan)))
+    print(f"A/B, {plan.paired_rounds} rounds alternating; the p50 goal's rounds on the {placement.name} placement, "
+          f"the paced run unpinned; CPU per commit: user + system µs per committed record over the window")
+    header = ["node processes", "commit / echo (median)", "rounds ≤ 3× / ≤ 2.5×", "commit p50 ms", "echo p50 ms",
+              "paced p50 / p99 / p99.9 ms", "paced leader µs", "paced follower µs", "closed leader µs",
+              "closed follower µs"]
+    rows = []
+    medians: dict[str, list[float]] = {}
+    for name, _ in trees:
+        r, ps = rounds[name], paced[name]
+        closed = [p for _, _, p in r.runs]
+        m = [r.ratio, r.median_commit, statistics.median(p.p50 for p in ps), statistics.median(p.p99 for p in ps),
+             statistics.median(p.p999 for p in ps), statistics.median(p.leader_us_per_commit for p in ps),
+             statistics.median(p.follower_us_per_commit for p in ps),
+             statistics.median(p.leader_us_per_commit for p in closed),
+             statistics.median(p.follower_us_per_commit for p in closed)]
+        medians[name] = m
+        rows.append([name, f"{m[0]:.2f}×", f"{sum(x <= 3 for x in r.ratios)} / {sum(x <= 2.5 for x in r.ratios)} "
+                     f"of {len(r.runs)}", f"{m[1]:.3f}", f"{statistics.median(e for e, _, _ in r.runs):.3f}",
+                     f"{m[2]:.3f} / {m[3]:.2f} / {m[4]:.2f}", f"{m[5]:.0f}", f"{m[6]:.0f}", f"{m[7]:.0f}",
+                     f"{m[8]:.0f}"])
+    new, old = medians[trees[0][0]], medians[trees[1][0]]
+
+    def change(i: int) -> str:
+        return f"{100 * (new[i] / old[i] - 1):+.0f}%"
+
+    rows.append(["this tree vs baseline", change(0), "", change(1), "", " / ".join(change(i) for i in (2, 3, 4)),
+                 change(5), change(6), change(7), change(8)])
+    table("medians per tree", header, rows)
+    for name, _ in trees:
+        rounds[name].print(f"the p50 goal's rounds, {name}", verdicts=False)
 
 
 # ================================================================================================ main
@@ -1116,6 +1201,10 @@ def main() -> None:
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="the node processes' event loop (kraft-tck node --event-loop); default auto")
+    parser.add_argument("--baseline-tree", type=Path, default=None, metavar="DIR",
+                        help="A/B only: the p50 goal's paired rounds and the paced 1,000 writes/s run, alternating "
+                             "node processes from this tree and from DIR (kraft_tck imported from DIR first: e.g. "
+                             "DIR/kraft_tck/{reference,spec,...} linked to a `git worktree` of the baseline)")
     parser.add_argument("--node-read-echo", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--cpus", default=None, help=argparse.SUPPRESS)  # the node-read echo's placement
     args = parser.parse_args()
@@ -1136,6 +1225,9 @@ def main() -> None:
     try:
         if args.commits:
             commit_profile(root, args.commits)
+        elif args.baseline_tree is not None:
+            plan = dataclasses.replace(QUICK if args.quick else FULL, event_loop=args.event_loop)
+            asyncio.run(run_ab(plan, root, args.baseline_tree.resolve()))
         else:
             asyncio.run(run(dataclasses.replace(QUICK if args.quick else FULL, event_loop=args.event_loop), root))
     finally:

@@ -251,6 +251,8 @@ class Node:
         self._all_answered: asyncio.Future[None] | None = None  # graceful stop waits on it
         self._stopping = False
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
+        # ``wait_leading``'s futures, each with its timeout's timer: settled by the step that makes this node leader.
+        self._leading_waiters: list[tuple[asyncio.Future[bool], asyncio.TimerHandle]] = []
         self.high_watermark = 0
         self.safety_refusals = 0  # inputs refused because they would have broken a safety property
         # A log-directory failure that halted the node (see ``_halt``); ``halted`` is set with it.
@@ -506,6 +508,7 @@ class Node:
         for peer in [*self._peers.values(), *self._retired_peers]:
             if peer.client is not None:
                 await peer.client.close()
+        self._settle_leading_waiters(False)
         for _, _, fut in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
@@ -1119,6 +1122,33 @@ class Node:
             await fut
         return result
 
+    def wait_leading(self, timeout_s: float) -> asyncio.Future[bool]:
+        """A future that becomes True once this node is the Raft leader (at once if it is), False after ``timeout_s``.
+
+        The write workload waits on it while it follows: it wakes when the step that makes this node leader runs
+        (``_sync_controller``), with no polling timer waking an idle follower in between (which cost a follower CPU
+        at every poll, and a newly elected leader up to a poll interval before its first write)."""
+        assert self._loop is not None, "wait_leading before start"
+        fut: asyncio.Future[bool] = self._loop.create_future()
+        if self.is_leader:
+            fut.set_result(True)
+            return fut
+        timer = self._loop.call_later(timeout_s, self._leading_timeout, fut)
+        self._leading_waiters.append((fut, timer))
+        return fut
+
+    def _leading_timeout(self, fut: asyncio.Future[bool]) -> None:
+        self._leading_waiters = [(f, t) for f, t in self._leading_waiters if f is not fut]
+        if not fut.done():
+            fut.set_result(False)
+
+    def _settle_leading_waiters(self, leading: bool) -> None:
+        waiters, self._leading_waiters = self._leading_waiters, []
+        for fut, timer in waiters:
+            timer.cancel()
+            if not fut.done():
+                fut.set_result(leading)
+
     def _slice_has_room(self, records: int) -> bool:
         """May this loop turn hand the core another write of ``records`` records (``APPEND_SLICE_WRITES``)?"""
         return self._slice_writes < APPEND_SLICE_WRITES and (
@@ -1209,8 +1239,10 @@ class Node:
         brokers = self.brokers
         if not brokers.active and core.leader_id != self.config.node_id:
             return  # not leading, nothing to leave: every follower's step, the common case (no status built)
-        # A leader's step that moved nothing ``leadership`` reads (most of them: a commit moves the high watermark in
-        # one of its three steps) builds no status: once it has run, running it again on the same inputs changes
+        if self._leading_waiters and isinstance(core.role, Leader):
+            self._settle_leading_waiters(True)
+        # A leader's step that changed nothing ``leadership`` decides on (nearly all of them, commits included: see
+        # ``_leadership_inputs``) builds no status: once it has run, running it again on the same inputs changes
         # nothing.
         seen = self._leadership_inputs(core)
         if seen == self._leadership_seen:
@@ -1226,12 +1258,16 @@ class Node:
             log.info("node %d is no longer the active controller", self.config.node_id)
 
     def _leadership_inputs(self, core: KRaftCore) -> tuple[Any, ...]:
-        """What ``BrokerDriver.leadership`` reads: the status fields as ``core.status()`` computes them (is_leader,
-        epoch, epoch_start_offset, high_watermark, cluster_id), the registry's offset, the controller's state."""
+        """What ``BrokerDriver.leadership`` decides on: the status fields as ``core.status()`` computes them
+        (is_leader, epoch, cluster_id), the controller's state, and its two offset conditions as they stand (the
+        high watermark past the epoch's start offset; the registry's offset at or past the high watermark), not
+        the offsets themselves: a commit moves both offsets, and on a leader whose registry keeps up changes
+        neither condition, so the leader's commits build no status (this runs before the write's waiter wakes)."""
         role, brokers = core.role, self.brokers
         leading = isinstance(role, Leader)
-        return (leading, role.epoch, role.epoch_start_offset if leading else -1, core.high_watermark,
-                core.cluster_id, brokers.applied_offset, brokers.active, brokers.controller.epoch, self._stopping)
+        hw = core.high_watermark
+        return (leading, role.epoch, leading and hw > role.epoch_start_offset, brokers.applied_offset >= hw,
+                core.cluster_id, brokers.active, brokers.controller.epoch, self._stopping)
 
     async def _handle_broker_request(self, req: ServerRequest) -> dict[str, Any] | None:
         """BrokerRegistration / BrokerHeartbeat: the driver decides; the shell appends and waits."""
