@@ -99,7 +99,7 @@ import tenacity
 from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch
 from kraft_tck.reference.node import Node, WriteLost
-from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.reference.procs import LocalCluster, free_base_port, imports_from
 from kraft_tck.reference.storage import METADATA_PARTITION_DIR, new_uuid
 from kraft_tck.reference.workload import EVENT_LOOPS, loop_factory, percentile
 from kraft_tck.spec import codec
@@ -931,19 +931,6 @@ async def paired_round(root: Path, plan: Plan, rounds: Rounds, label: str, reque
 # ======================================================================================= A/B against a baseline
 
 
-@contextlib.contextmanager
-def node_tree(tree: Path | None) -> Any:
-    """Node processes started inside import ``kraft_tck`` from ``tree`` first (None: this tree)."""
-    before = os.environ.get("PYTHONPATH")
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree) + (os.pathsep + before if before else "")
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
 
 
 async def run_ab(plan: Plan, root: Path, baseline: Path) -> None:
@@ -957,7 +944,7 @@ async def run_ab(plan: Plan, root: Path, baseline: Path) -> None:
     for k in range(1, plan.paired_rounds + 1):
         for t, (name, tree) in enumerate(trees if k % 2 else trees[::-1]):
             where = root / f"tree{t if k % 2 else 1 - t}"
-            with node_tree(tree):
+            with imports_from(tree):
                 await paired_round(where, plan, rounds[name], f"{name}, {k}/{plan.paired_rounds}", request)
                 paced[name].append(await timed(f"process cluster, paced 1,000 writes/s, fsync off ({name}, {k})",
                                                process_workload(where, f"paced-{k}", False, 1000, 0, plan)))

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import random
 import shutil
@@ -62,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ from kraft_tck.reference.core import CoreConfig, KRaftCore
 from kraft_tck.reference.io import ClientWrite, ElectionState, Ready, RequestReceived, ResponseReceived
 from kraft_tck.reference.log import Log
 from kraft_tck.reference.messages import VoteResponse
-from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.reference.procs import LocalCluster, free_base_port, imports_from
 from kraft_tck.reference.typed_wire import TypedCodec
 from kraft_tck.spec import codec
 
@@ -282,19 +281,6 @@ class CpuRound:
         return statistics.fmean(u + k for u, k in self.followers)
 
 
-@contextlib.contextmanager
-def _pythonpath(tree: Path | None) -> Iterator[None]:
-    """Child processes started inside import ``kraft_tck`` from ``tree`` first (None: this tree)."""
-    before = os.environ.get("PYTHONPATH")
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree) + (os.pathsep + before if before else "")
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
 
 
 async def cluster_cpu(root: Path, tree: Path | None, label: str, workload: list[str], warmup_s: float,
@@ -304,7 +290,7 @@ async def cluster_cpu(root: Path, tree: Path | None, label: str, workload: list[
                      settings={**SETTINGS, "controller.quorum.append.linger.ms": 0},
                      extra_args=[*workload, "--record-size", str(len(RECORD)), "--no-fsync"])
     c.prepare()
-    with _pythonpath(tree):
+    with imports_from(tree):
         c.start_all()
     try:
         leader = (await c.wait_for_leader(60, min_hw=2)).leader_id  # a loaded machine elects slowly

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,22 @@ from kraft_tck.reference.security import ClientSecurity
 from kraft_tck.reference.storage import format_dir, new_uuid, read_meta_file
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_result, stop_after_delay, stop_any, wait_fixed
 from tenacity.stop import stop_base
+
+
+@contextlib.contextmanager
+def imports_from(tree: Path | None) -> Iterator[None]:
+    """Node processes started inside import ``kraft_tck`` from ``tree`` first (None: this tree): a benchmark's
+    baseline, e.g. a ``git worktree`` of an earlier commit, measured beside this tree in one run."""
+    before = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = str(tree) + (os.pathsep + before if before else "")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def ephemeral_port_floor() -> int:

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from kraft_tck.reference import quorum_client
 from kraft_tck.reference.net import KafkaClient
-from kraft_tck.reference.node import APPEND_SLICE_WRITES, Node
-from kraft_tck.reference.procs import LocalCluster, free_base_port
+from kraft_tck.reference.node import APPEND_SLICE_WRITES
+
+from .inprocess_cluster import leader_of, started_nodes
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -37,15 +38,6 @@ SETTINGS = {
 FLOOD = 20 * APPEND_SLICE_WRITES
 
 
-async def _leader(nodes: list[Node], timeout_s: float = 20) -> Node:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        leader = next((n for n in nodes if n.core is not None and n.core.status().is_leader), None)
-        if leader is not None and leader.high_watermark > 0:
-            return leader
-        assert time.monotonic() < deadline, f"no leader within {timeout_s} s"
-        await asyncio.sleep(0.01)
-
 
 def test_describe_quorum_waits_behind_one_slice_of_a_write_flood_not_the_flood(tmp_path: Path) -> None:
     """The operator's DescribeQuorum is on the leader's socket when a flood of single-record writes is issued (all
@@ -55,13 +47,10 @@ def test_describe_quorum_waits_behind_one_slice_of_a_write_flood_not_the_flood(t
     the order issued, and commits."""
 
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=SETTINGS)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        cluster, nodes = await started_nodes(tmp_path / "c", SETTINGS)
         operator: KafkaClient | None = None
         try:
-            leader = await _leader(nodes)
+            leader = await leader_of(nodes)
             leader.max_uncommitted_records = 10 * FLOOD  # the flood is not refused: this is about order, not bounds
             assert leader.metadata_log is not None
             operator = KafkaClient("127.0.0.1", cluster.port(leader.config.node_id), client_id="operator")
@@ -113,12 +102,9 @@ def test_queued_writes_count_against_the_bound_and_fail_when_the_node_stops(tmp_
     from kraft_tck.spec.errors import Errors
 
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=SETTINGS)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        _cluster, nodes = await started_nodes(tmp_path / "c", SETTINGS)
         try:
-            leader = await _leader(nodes)
+            leader = await leader_of(nodes)
             bound = 4 * APPEND_SLICE_WRITES
             leader.max_uncommitted_records = bound
             assert leader.metadata_log is not None
@@ -154,13 +140,10 @@ def test_describe_quorum_is_answered_before_the_disk_write_its_step_triggers(tmp
     settings = {**SETTINGS, "controller.quorum.append.linger.ms": 200}
 
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=settings)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        cluster, nodes = await started_nodes(tmp_path / "c", settings)
         operator: KafkaClient | None = None
         try:
-            leader = await _leader(nodes)
+            leader = await leader_of(nodes)
             storage, log_, server = leader.storage, leader.metadata_log, leader.server
             assert storage is not None and log_ is not None and server is not None
             operator = KafkaClient("127.0.0.1", cluster.port(leader.config.node_id), client_id="operator")

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from kraft_tck.reference.node import Node
-from kraft_tck.reference.procs import LocalCluster, free_base_port
+
+from .inprocess_cluster import leader_of, started_nodes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,24 +24,12 @@ SETTINGS = {"controller.quorum.election.timeout.ms": 300, "controller.quorum.fet
             "controller.quorum.fetch.max.wait.ms": 100, "controller.quorum.election.backoff.max.ms": 200}
 
 
-async def _leader(nodes: list[Node], timeout_s: float = 20) -> Node:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        leader = next((n for n in nodes if n.is_leader and n.high_watermark > 0), None)
-        if leader is not None:
-            return leader
-        assert time.monotonic() < deadline, f"no leader within {timeout_s} s"
-        await asyncio.sleep(0.01)
-
 
 def test_a_follower_waits_until_it_leads_without_polling(tmp_path: Path) -> None:
     async def run() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=SETTINGS)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        _cluster, nodes = await started_nodes(tmp_path / "c", SETTINGS)
         try:
-            leader = await _leader(nodes)
+            leader = await leader_of(nodes)
             assert await leader.wait_leading(5) is True  # a leader's wait is over at once
             followers = [n for n in nodes if n is not leader]
             t0 = time.monotonic()
@@ -95,13 +84,10 @@ def test_a_leaders_commits_build_no_status_and_it_stays_the_active_controller(tm
         # Long timeouts: a leadership change (which rightly builds statuses) is unlikely on a loaded machine.
         settings = {**SETTINGS, "controller.quorum.election.timeout.ms": 1000,
                     "controller.quorum.fetch.timeout.ms": 3000}
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=settings)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        _cluster, nodes = await started_nodes(tmp_path / "c", settings)
         try:
             for _attempt in range(3):  # a run whose leader changed proves nothing: try again
-                leader = await _leader(nodes)
+                leader = await leader_of(nodes)
                 for _ in range(5):  # the controller activates on the epoch's first commit
                     await asyncio.wait_for(leader.write([b"warm-up"]), 10)
                 hw0 = leader.high_watermark

@@ -14,7 +14,6 @@ import gc
 import itertools
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,8 @@ from kraft_tck.reference.procs import LocalCluster, free_base_port
 from kraft_tck.reference.workload import GcPauses
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
+
+from .inprocess_cluster import leader_of, started_nodes
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
@@ -39,15 +40,6 @@ SETTINGS = {
 REFUSED = re.compile(r"(\d+) writes refused \(REQUEST_TIMED_OUT\)")
 
 
-async def _leader(nodes: list[Node], timeout_s: float = 20) -> Node:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        leader = next((n for n in nodes if n.core is not None and n.core.status().is_leader), None)
-        if leader is not None and leader.high_watermark > 0:
-            return leader
-        assert time.monotonic() < deadline, f"no leader within {timeout_s} s"
-        await asyncio.sleep(0.01)
-
 
 def test_a_leader_refuses_writes_past_its_bound_with_request_timed_out(tmp_path: Path) -> None:
     """Writes issued faster than the followers can fetch (in one event-loop round, so none can commit) are appended
@@ -56,12 +48,9 @@ def test_a_leader_refuses_writes_past_its_bound_with_request_timed_out(tmp_path:
     bound = 50
 
     async def main() -> None:
-        cluster = LocalCluster(tmp_path / "c", base_port=free_base_port(3), settings=SETTINGS)
-        nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
-        for n in nodes:
-            await n.start()
+        _cluster, nodes = await started_nodes(tmp_path / "c", SETTINGS)
         try:
-            leader = await _leader(nodes)
+            leader = await leader_of(nodes)
             assert leader.max_uncommitted_records == MAX_UNCOMMITTED_RECORDS  # the default
             leader.max_uncommitted_records = bound
             log_ = leader.metadata_log

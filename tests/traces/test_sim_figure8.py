@@ -12,32 +12,16 @@ keep the correct core clean and the run deterministic.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 from kraft_tck.traces.sim import Figure8, SimConfig, simulate
 from kraft_tck.traces.sim.faults import PROFILES, extra_schedule
 
-REPO = Path(__file__).resolve().parents[2]
+from .mutants_sim_runner import load_runner
 
-
-def _runner() -> ModuleType:
-    """bench/mutants_sim.py (the default run of ``make mutants-sim``), loaded by path."""
-    name = "kraft_tck_mutants_sim_runner"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "mutants_sim.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-runner = _runner()
+runner = load_runner()
 registry = runner.load_registry()
 
 

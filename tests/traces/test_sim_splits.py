@@ -18,15 +18,12 @@ the same seeds without the schedules let them through, and keep the correct core
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import random
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.traces.sim import SimConfig, simulate
+from kraft_tck.traces.sim import SimConfig, SimResult, simulate
 from kraft_tck.traces.sim.cluster import Simulation
 from kraft_tck.traces.sim.faults import (
     PROFILES,
@@ -37,7 +34,7 @@ from kraft_tck.traces.sim.faults import (
     reconfig_fault_schedule,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+from .mutants_sim_runner import load_runner
 
 #: Seeds of the mutants' run (bench/mutants_sim.py: ``kraft-tck simulate``'s defaults, the reconfig profile) at which
 #: each split schedule catches its mutant (the first caught seed of ``make mutants-sim``).
@@ -45,19 +42,8 @@ CHANGE_SPLIT_SEED = 4
 REMOVAL_SPLIT_SEED = 2
 
 
-def _runner() -> ModuleType:
-    """bench/mutants_sim.py (the default run of ``make mutants-sim``), loaded by path."""
-    name = "kraft_tck_mutants_sim_runner"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "mutants_sim.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
-
-runner = _runner()
+runner = load_runner()
 registry = runner.load_registry()
 
 
@@ -89,21 +75,29 @@ def test_the_reconfig_profile_draws_split_schedules_from_a_stream_of_their_own()
     assert sorted(map(repr, sim.faults)) == sorted(map(repr, [*others, *drawn]))
 
 
+def _caught_only_with(name: str, seed: int, schedule: type[ChangeSplit | RemovalSplit]) -> tuple[SimResult, SimResult]:
+    """Mutant ``name`` at ``seed`` of its run in bench/mutants_sim.py is caught by the invariant it names, and not
+    without ``schedule``'s faults; the correct core goes through the same run clean. (The mutant's run, the correct
+    core's.)"""
+    m = registry.MUTANTS[name]
+    config = _mutants_run(seed, m.name)
+    caught = simulate(config, core_class=m.core)
+    assert caught.violation is not None, f"the {schedule.__name__} schedule no longer catches the mutant"
+    assert caught.violation.invariant in (m.safety, *m.safety_also), str(caught.violation)
+    assert simulate(_without(config, schedule, caught.faults), core_class=m.core).violation is None
+    correct = simulate(config)
+    assert correct.violation is None, str(correct.violation)
+    return caught, correct
+
+
 def test_change_check_uses_stale_hw_is_caught_by_the_change_split() -> None:
     """``change-check-uses-stale-hw`` (a new leader takes a voter change before its epoch commits): the ChangeSplit
     schedule's new leader removes the cut-off old leader with the one voter left at its side, while the old leader's
     uncommitted change elects it again with the voter it was joined by: LeaderCompleteness at its election. The same
     seed without ChangeSplit schedules lets the mutant through; the correct core goes through the schedule clean (the
     removal is refused: REQUEST_TIMED_OUT)."""
-    m = registry.MUTANTS["change-check-uses-stale-hw"]
-    config = _mutants_run(CHANGE_SPLIT_SEED, m.name)
-    caught = simulate(config, core_class=m.core)
-    assert caught.violation is not None, "the ChangeSplit schedule no longer catches the mutant"
-    assert caught.violation.invariant in (m.safety, *m.safety_also), str(caught.violation)
+    caught, correct = _caught_only_with("change-check-uses-stale-hw", CHANGE_SPLIT_SEED, ChangeSplit)
     assert caught.change_split_leaders >= 1
-    assert simulate(_without(config, ChangeSplit, caught.faults), core_class=m.core).violation is None
-    correct = simulate(config)
-    assert correct.violation is None, str(correct.violation)
     assert correct.change_split_leaders >= 1 and correct.changes_timed_out >= 1
 
 
@@ -112,16 +106,8 @@ def test_leader_counts_itself_after_removal_is_caught_by_the_removal_split() -> 
     schedule's restarted voter reports the removal and later entries at once, the leader counts them committed with
     it alone, and the two voters that hold the removal alone elect one of them: LeaderCompleteness. Not caught
     without RemovalSplit schedules; the correct core commits nothing there and stays clean."""
-    m = registry.MUTANTS["leader-counts-itself-after-removal"]
-    config = _mutants_run(REMOVAL_SPLIT_SEED, m.name)
-    caught = simulate(config, core_class=m.core)
-    assert caught.violation is not None, "the RemovalSplit schedule no longer catches the mutant"
-    assert caught.violation.invariant in (m.safety, *m.safety_also), str(caught.violation)
-    assert caught.removal_splits >= 1
-    assert simulate(_without(config, RemovalSplit, caught.faults), core_class=m.core).violation is None
-    correct = simulate(config)
-    assert correct.violation is None, str(correct.violation)
-    assert correct.removal_splits >= 1
+    caught, correct = _caught_only_with("leader-counts-itself-after-removal", REMOVAL_SPLIT_SEED, RemovalSplit)
+    assert caught.removal_splits >= 1 and correct.removal_splits >= 1
 
 
 def test_a_change_split_moves_one_voter_of_the_new_set_to_the_old_leaders_side() -> None:
