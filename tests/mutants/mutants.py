@@ -1356,13 +1356,17 @@ SAFETY: dict[str, tuple[str | None, tuple[str, ...], str]] = {
     "candidate-understates-log": (None, (), "a candidate that claims a shorter log only makes voters stricter"),
     "candidate-asks-one-voter": (None, (), _NONE_LIVENESS),
     "candidate-never-retries": (None, (), _NONE_LIVENESS),
-    "observer-elects-itself": (None, (), "voters refuse a candidate that is not a voter (INCONSISTENT_VOTER_SET), so "
-                               "an observer never leads: liveness of the observer only"),
+    "observer-elects-itself": (_LC, (), "an observer that stands counts its own vote toward a majority of a voter set "
+                               "it is not in: with one voter's grant (3 voters) it leads, and neither it nor that "
+                               "voter need hold an entry the other two committed (the default run's observer, seed "
+                               "21)"),
     "requests-without-cluster-id": (None, (), "a null ClusterId is accepted by every handler (wire format)"),
     "ignore-cluster-id": ("ClusterIdIsolation", (), "a request of another cluster moves the node's epoch, vote or "
                           "leader"),
     "bqe-no-fencing": (None, (), "an error code: the stale BeginQuorumEpoch changes no state"),
-    "bqe-fenced-names-request-epoch": (None, (), "the epoch field of a refusal (wire)"),
+    "bqe-fenced-names-request-epoch": (_ES, (), "the refusal of a stale leader's BeginQuorumEpoch names the request's "
+                                       "epoch with the leader of a later one: the stale leader is told that another "
+                                       "node leads its own epoch (the default run, seed 23: its core's check raises)"),
     "bqe-forgets-leader": (None, (), "the follower finds its leader later (liveness)"),
     "leader-skips-begin-epoch": (None, (), _NONE_LIVENESS),
     "leader-change-missing": (None, (), "the epoch starts with a data record instead of LeaderChange: the commit rule "
