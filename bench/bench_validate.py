@@ -39,7 +39,7 @@ from pathlib import Path
 
 from kraft_tck.tla.tlc import DEFAULT_CONFIG, SMALL_CONFIG, run_tlc
 from kraft_tck.tla.trace_translate import translate
-from kraft_tck.tla.trace_validate import validate_trace, validate_traces
+from kraft_tck.tla.trace_validate import DEFAULT_JAVA_OPTS, validate_trace, validate_traces
 from kraft_tck.traces.sim import SimConfig, simulate
 
 GOAL_EVENTS, GOAL_SECONDS = 10_000, 60.0
@@ -87,8 +87,9 @@ def events_of(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip()) - 1
 
 
-def lives(directory: Path, base_cpu: float) -> None:
-    """Real lives: each alone, then each kind in batches (``validate_traces``, as a conformance run)."""
+def lives(directory: Path, base_cpu: float, java_opts: tuple[str, ...] = (), rounds: int = 1) -> None:
+    """Real lives: each alone, then each kind in batches (``validate_traces``, as a conformance run), with the
+    default JVM options and, if given, with ``java_opts`` beside them."""
     kinds = {"black-box (session-life)": sorted(directory.rglob("session-life-*.ndjson")),
              "node trace (node-life)": sorted(directory.rglob("node-life-*.ndjson"))}  # fmt: skip
     for kind, paths in kinds.items():
@@ -103,14 +104,18 @@ def lives(directory: Path, base_cpu: float) -> None:
             n = events_of(path)
             print(f"{path.name:>22} {n:>7,} {rows:>6,} {cpu:>6.2f} {n / cpu:>9.0f} "
                   f"{n / max(cpu - base_cpu, 1e-3):>12.0f} {'PASS' if passed else 'FAIL':>7}", flush=True)
-        cpu = child_cpu()
-        started = time.perf_counter()
-        verdicts = validate_traces(paths, timeout=1800)
-        wall, cpu = time.perf_counter() - started, child_cpu() - cpu
-        n = sum(events_of(p) for p in paths)
-        ok = sum(v.passed for v in verdicts)
-        print(f"{'all, batched':>22} {n:>7,} {sum(v.events for v in verdicts):>6,} {cpu:>6.2f} {n / cpu:>9.0f} "
-              f"{'':>12} {ok}/{len(paths)} PASS (wall {wall:.1f} s)", flush=True)  # fmt: skip
+        # the default JVM options and, side by side (alternating, --rounds), --java-opts
+        options = [("all, batched", DEFAULT_JAVA_OPTS)] + ([("batched, --java-opts", java_opts)] if java_opts else [])
+        for _ in range(rounds):
+            for label, opts in options:
+                cpu = child_cpu()
+                started = time.perf_counter()
+                verdicts = validate_traces(paths, timeout=1800, java_opts=opts)
+                wall, cpu = time.perf_counter() - started, child_cpu() - cpu
+                n = sum(events_of(p) for p in paths)
+                ok = sum(v.passed for v in verdicts)
+                print(f"{label:>22} {n:>7,} {sum(v.events for v in verdicts):>6,} {cpu:>6.2f} {n / cpu:>9.0f} "
+                      f"{'':>12} {ok}/{len(paths)} PASS (wall {wall:.1f} s)", flush=True)  # fmt: skip
 
 
 def batch(source: Path, out: Path, k: int, events: int = 200) -> None:
@@ -144,6 +149,9 @@ def main() -> None:
     parser.add_argument("--tlc-config", default=DEFAULT_CONFIG, help=f"config for --tlc (e.g. {SMALL_CONFIG})")
     parser.add_argument("--batch", type=int, default=8, help="short traces for the one-run-each vs one-run line")
     parser.add_argument("--lives", type=Path, help="also validate the session-life-*/node-life-* traces under DIR")
+    parser.add_argument("--java-opts", default="", help="--lives: also batch-validate with these JVM options (one "
+                        f"string, e.g. '-XX:+UseParallelGC -XX:TieredStopAtLevel=1'; default {DEFAULT_JAVA_OPTS})")
+    parser.add_argument("--rounds", type=int, default=1, help="--lives: batched runs per JVM option set, alternating")
     args = parser.parse_args()
     sizes = [1000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-validate-") as tmp:
@@ -182,7 +190,7 @@ def main() -> None:
         if args.batch > 1:
             batch(source, out, args.batch)
         if args.lives is not None:
-            lives(args.lives, base_cpu)
+            lives(args.lives, base_cpu, tuple(args.java_opts.split()), args.rounds)
     if args.tlc and not args.quick:
         result = run_tlc(config=args.tlc_config, workers=2)
         print(f"\nmake tlc ({args.tlc_config}, 2 workers): {result.summary()}")

@@ -71,9 +71,11 @@ NEXT TraceNext
 INVARIANT TraceEndState
 VIEW TraceView
 """
-# The JVM options of a validation run: a throughput collector, and no JIT tiering pause for a run that
-# lasts seconds.
-DEFAULT_JAVA_OPTS = ("-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1")
+# The JVM options of a validation run: no JIT tiering pause for a run that lasts seconds, and the serial
+# collector: a validation's heap is small, and the parallel one's GC threads (one per CPU) cost about 0.4 CPU s
+# of system time a run, 7-15% of a conformance run's validation CPU on a 2-CPU machine
+# (bench/bench_validate.py --lives, --java-opts for the side by side).
+DEFAULT_JAVA_OPTS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 _MATCHED = re.compile(r'^<<\s*"TRACE-(?:MATCHED|DONE)",\s*(\d+)\s*>>\s*$', re.M)
 # PrintT output of TraceEndState; TLC wraps long values over several lines.
