@@ -11,9 +11,9 @@ time per row grows with what a behaviour accumulates, so several short lives val
 one). The last life is validated when the catalog is done (``validate_all``). One thread validates node
 traces, one session traces; each takes every life that ended since it last looked and validates them in
 one TLC run (``validate_traces``), so TLC's start-up is paid per batch, not per life, and a validator
-that fell behind catches up in one run. The threads only wait: the work runs in a validation process at a
-lower priority, so that it neither holds this process's interpreter lock nor takes the CPU from the harness's
-loop and the target while cases judge their timers.
+that fell behind catches up in one run. The threads only wait: the work runs in validation processes at a
+lower priority (conformance/validator.py), so that it neither holds this process's interpreter lock nor takes the
+CPU from the harness's loop and the target while cases judge their timers.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
-import multiprocessing
 import os
 import shutil
 import tempfile
@@ -48,6 +47,7 @@ from kraft_tck.conformance.cases import OWN_LIFE
 from kraft_tck.conformance.catalog import CaseSpec, catalog
 from kraft_tck.conformance.scenario import CaseSkipped, ConformanceFailure, Scenario
 from kraft_tck.conformance.target import AddressTarget, Target, Timeouts
+from kraft_tck.conformance.validator import ValidationProcess
 from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress, VLog
 from kraft_tck.spec.trace import read_trace
 
@@ -138,21 +138,6 @@ def frame_json(f: Frame) -> dict[str, Any]:
         "version": f.version,
         "summary": f.summary(),
     }
-
-
-def _validation_process_started() -> None:
-    """A validation process (and the TLC it starts) is batch work: on a busy machine the harness and the
-    target, whose timers the cases judge, come first; it never preempts them waking up (Linux SCHED_BATCH) and
-    has a smaller share of the CPU while they want it (nice 5), the whole of what they leave."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
-    with contextlib.suppress(OSError):
-        os.nice(5)
-
-
-def _in_validation_process(fn: Callable[..., T], *args: Any) -> tuple[int, T]:
-    """``fn(*args)`` and the process that ran it (the schedule in the report shows it is not the harness's)."""
-    return os.getpid(), fn(*args)
 
 
 class LoopThread:
@@ -370,10 +355,10 @@ class Session:
         self.life_frames = life_frames
         #: background TLC runs (``_submit_lives``): one thread per kind, each taking every life waiting for it
         self._validators: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
-        #: where those threads have the work done: translating a trace into TLA+ is pure Python, and in the
-        #: harness's process it would hold the GIL while the harness's loop must read the target's messages in
-        #: time (a loop that waits for the GIL after every socket call falls behind by hundreds of ms)
-        self._validation_process: concurrent.futures.ProcessPoolExecutor | None = None
+        #: where those threads have the work done, a process each (conformance/validator.py): translating a trace
+        #: into TLA+ is pure Python, and in the harness's process it would hold the GIL while the harness's loop must
+        #: read the target's messages in time (a loop that waits for the GIL after every socket call falls behind)
+        self._processes: dict[str, ValidationProcess] = {}
         self._node_waiting: list[tuple[int, list[Path]]] = []
         self._session_waiting: list[SessionTrace] = []
         self._waiting_lock = threading.Lock()
@@ -513,8 +498,7 @@ class Session:
         if not queued:
             return
         if not self._validators:
-            self._validation_process = concurrent.futures.ProcessPoolExecutor(
-                max_workers=2, mp_context=multiprocessing.get_context("spawn"), initializer=_validation_process_started)
+            self._processes = {kind: ValidationProcess() for kind in ("node", "session")}
             self._validators = {
                 kind: concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kraft-tck-tlc-{kind}")
                 for kind in ("node", "session")
@@ -529,12 +513,10 @@ class Session:
         if not waiting:
             return None
         started = time.monotonic()
-        assert self._validation_process is not None
-        pid, result = self._validation_process.submit(
-            _in_validation_process, validate_node_trace, [files for _, files in waiting], self._out_dir() / "target",
-            1, 600.0, 0, [life for life, _ in waiting],
-        ).result()  # fmt: skip
-        self._log_run("node", [life for life, _ in waiting], result, started, pid)
+        process = self._processes["node"]
+        result = process.run(validate_node_trace, [files for _, files in waiting], self._out_dir() / "target", 1,
+                             600.0, 0, [life for life, _ in waiting])  # fmt: skip
+        self._log_run("node", [life for life, _ in waiting], result, started, process.pid)
         return result
 
     def _validate_waiting_sessions(self) -> BlackBoxValidation | None:
@@ -544,10 +526,9 @@ class Session:
         if not waiting:
             return None
         started = time.monotonic()
-        assert self._validation_process is not None
-        job = self._validation_process.submit(_in_validation_process, validate_session_traces, waiting, 1)
-        pid, result = job.result()
-        self._log_run("session", [t.life for t in waiting], result, started, pid)
+        process = self._processes["session"]
+        result = process.run(validate_session_traces, waiting, 1)
+        self._log_run("session", [t.life for t in waiting], result, started, process.pid)
         return result
 
     def _log_run(
@@ -572,8 +553,8 @@ class Session:
         finally:
             for validator in self._validators.values():
                 validator.shutdown(wait=True, cancel_futures=True)
-            if self._validation_process is not None:
-                self._validation_process.shutdown(wait=True, cancel_futures=True)
+            for process in self._processes.values():
+                process.close()
             self.target.collect(self.trace_dir)
             self.loop.stop()
             if self._tmp is not None:

@@ -1,5 +1,5 @@
 """The harness's own timeliness: it watches its event loop, says so when a case failed while the loop stalled,
-and keeps TLC validation's Python work out of its process.
+and keeps TLC validation's Python work out of its process (conformance/validator.py).
 
 Cases judge the target's timers (election, fetch, check-quorum timeouts of a few hundred ms for the embedded
 node), so a harness that reads the target's messages late misjudges it.  Once the harness validated finished
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.conformance.session import LoopThread
+from kraft_tck.conformance.validator import ValidationProcess
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 
 from .test_machinery import _failure
@@ -75,3 +76,16 @@ def test_validation_runs_outside_the_harness_process(tmp_path: Path) -> None:
     assert schedule["harnessPid"] != os.getpid()
     case = next(c for c in results["cases"] if c["id"] == "KIP-595/Vote/1")
     assert case["loopLagMs"] >= 0.0
+
+
+def test_a_validation_process_runs_jobs_and_returns_their_errors() -> None:
+    process = ValidationProcess()
+    try:
+        assert process.run(os.getpid) == process.pid != os.getpid()  # the job ran over there
+        assert process.run(divmod, 17, 5) == (3, 2)
+        with pytest.raises(ZeroDivisionError):
+            process.run(divmod, 1, 0)  # the job's exception, raised here
+        assert process.run(sorted, [3, 1, 2]) == [1, 2, 3]  # and the process serves on
+    finally:
+        process.close()
+    assert process._proc.returncode == 0  # its standard input closed: it ended by itself
