@@ -4,10 +4,11 @@ Found by the catalog under load (KIP-595/CrashWindow/1): a target relaunched aft
 44; its election timeout fired, it became the candidate of 45 and refused the next Vote of 44 with epoch 45 (the
 answer the harness read), then opened its connections to the virtual voters (ApiVersions) and was killed again
 before its Vote requests of 45 left it.  Its answer names epoch 45, so the spec must let it campaign in 45
-although no row shows that election: a message of the target is lost when its life is cut (KRaft loses
-messages too; tla/TraceKRaft.tla ``SendsReceived``, "the target is killed or stopped within the window").  The
-same election with the target alive long after still fails: a live candidate's Vote requests reach the harness.
-Hand-written harness traces, real TLC.
+although no row shows that election: a message of the target is lost when a kill cuts its life (KRaft loses
+messages too; tla/TraceKRaft.tla ``SendsReceived``: an answer to a Vote in the next epoch naming no leader, a kill
+within the window).  So may an election just before a kill, refused after the relaunch.  The same election with
+no kill near still fails: a live candidate's Vote requests reach the harness.  Hand-written harness traces, real
+TLC.
 """
 
 from __future__ import annotations
@@ -57,6 +58,19 @@ def test_an_election_cut_short_by_a_kill_passes(tmp_path: Path) -> None:
     # killed once more right after the refusal, before its Vote requests of epoch 2 left it
     path = write_harness_trace(tmp_path / "killed.ndjson", rows, run="unseen election", cluster_id=CLUSTER,
                                targetRestarts=[2, 4])  # fmt: skip
+    verdict = validate_trace(path)
+    assert verdict.passed, verdict.reason
+
+
+@needs_tlc
+def test_an_election_just_before_a_kill_passes(tmp_path: Path) -> None:
+    # the other order: its election timer fired just before the kill -9 (row 2), which took its Vote requests with
+    # it; relaunched in epoch 2, it refuses voter 3's Vote of epoch 1 (row 3), and lives on (20 more rows, no kill)
+    rows = rows_until_refusal()
+    for _ in range(10):
+        rows += [vote_request(3, 1), vote_answer(3, 2, False, FENCED_LEADER_EPOCH)]
+    path = write_harness_trace(tmp_path / "before.ndjson", rows, run="unseen election", cluster_id=CLUSTER,
+                               targetRestarts=[2])  # fmt: skip
     verdict = validate_trace(path)
     assert verdict.passed, verdict.reason
 
