@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from kraft_tck.tla.tlc import tlc_unavailable_reason
-from kraft_tck.tla.trace_validate import validate_trace
+from kraft_tck.tla.trace_validate import TraceVerdict, validate_trace
 
 from .harness_rows import Row, write_harness_trace
 
@@ -52,13 +52,20 @@ def rows_until_refusal() -> list[Row]:
             vote_answer(3, 2, False, FENCED_LEADER_EPOCH)]
 
 
+def verdict_of(tmp_path: Path, name: str, restarts: list[int], more: int = 0) -> TraceVerdict:
+    """The refusal of ``rows_until_refusal``, ``more`` refusals more after it, kill -9s before the events of seq
+    ``restarts``."""
+    rows = rows_until_refusal()
+    for _ in range(more):
+        rows += [vote_request(3, 1), vote_answer(3, 2, False, FENCED_LEADER_EPOCH)]
+    return validate_trace(write_harness_trace(tmp_path / f"{name}.ndjson", rows, run="unseen election",
+                                              cluster_id=CLUSTER, targetRestarts=restarts))  # fmt: skip
+
+
 @needs_tlc
 def test_an_election_cut_short_by_a_kill_passes(tmp_path: Path) -> None:
-    rows = rows_until_refusal()
     # killed once more right after the refusal, before its Vote requests of epoch 2 left it
-    path = write_harness_trace(tmp_path / "killed.ndjson", rows, run="unseen election", cluster_id=CLUSTER,
-                               targetRestarts=[2, 4])  # fmt: skip
-    verdict = validate_trace(path)
+    verdict = verdict_of(tmp_path, "killed", [2, 4])
     assert verdict.passed, verdict.reason
 
 
@@ -66,24 +73,14 @@ def test_an_election_cut_short_by_a_kill_passes(tmp_path: Path) -> None:
 def test_an_election_just_before_a_kill_passes(tmp_path: Path) -> None:
     # the other order: its election timer fired just before the kill -9 (row 2), which took its Vote requests with
     # it; relaunched in epoch 2, it refuses voter 3's Vote of epoch 1 (row 3), and lives on (20 more rows, no kill)
-    rows = rows_until_refusal()
-    for _ in range(10):
-        rows += [vote_request(3, 1), vote_answer(3, 2, False, FENCED_LEADER_EPOCH)]
-    path = write_harness_trace(tmp_path / "before.ndjson", rows, run="unseen election", cluster_id=CLUSTER,
-                               targetRestarts=[2])  # fmt: skip
-    verdict = validate_trace(path)
+    verdict = verdict_of(tmp_path, "before", [2], more=10)
     assert verdict.passed, verdict.reason
 
 
 @needs_tlc
 def test_an_unseen_election_of_a_live_target_fails(tmp_path: Path) -> None:
     # no kill anywhere near: a candidate of epoch 2 sends its Vote requests, and 20 more rows (beyond the window
-    # in which a message of the target is read) show none of them; the refusal has no behaviour.  (A kill just
-    # before it would do: the election may then have come before the kill, its requests lost with the process.)
-    rows = rows_until_refusal()
-    for _ in range(10):
-        rows += [vote_request(3, 1), vote_answer(3, 2, False, FENCED_LEADER_EPOCH)]
-    path = write_harness_trace(tmp_path / "alive.ndjson", rows, run="unseen election", cluster_id=CLUSTER)
-    verdict = validate_trace(path)
+    # in which a message of the target is read) show none of them; the refusal has no behaviour
+    verdict = verdict_of(tmp_path, "alive", [], more=10)
     assert not verdict.passed
     assert verdict.failed_event is not None and verdict.failed_event.seq == 3, verdict.reason
