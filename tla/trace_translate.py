@@ -76,6 +76,7 @@ from typing import Any
 
 import jsonschema
 from kraft_tck.spec import trace as trace_format
+from kraft_tck.spec.errors import Errors
 
 # Events without a KRaft state change of their own.
 SKIPPED_EVENTS = frozenset({"Send", "Receive", "HandleDescribeQuorumRequest", "BrokerEvent"})
@@ -430,7 +431,6 @@ def _epoch_of_log(epoch: int) -> int:
 _ERRORS = {0: "NONE", 6: "NOT_LEADER_OR_FOLLOWER", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}
 # FetchSnapshot's errors in the model (KRaft.tla FetchSnapshotReply); POSITION_OUT_OF_RANGE has no counterpart
 _SNAPSHOT_ERRORS = {**_ERRORS, 98: "SNAPSHOT_NOT_FOUND"}
-_INVALID_REQUEST = 42
 _METADATA_TOPIC = "__cluster_metadata"
 _METADATA_TOPIC_ID = "00000000-0000-0000-0000-000000000001"  # Kafka's Uuid.METADATA_TOPIC_ID
 #: The largest int32: an epoch a node may adopt (Kafka does) but never go past (TraceKRaft.tla EpochMax).
@@ -441,7 +441,6 @@ REFUSE_REQUEST = "RefuseRequest"
 #: receiver adopts a higher epoch first and votes for nobody (Kafka's KafkaRaftClient.handleVoteRequest:
 #: transitionToUnattached, then isValidVoterKey). TraceKRaft.tla RefuseVoterKey.
 REFUSE_VOTER_KEY = "RefuseVoterKey"
-_INVALID_VOTER_KEY = 125
 
 
 def voter_key_refusal(resp: dict[str, Any]) -> bool:
@@ -449,7 +448,7 @@ def voter_key_refusal(resp: dict[str, Any]) -> bool:
     if (resp["api"], resp["kind"]) != ("Vote", "response"):
         return False
     body = resp.get("body") or {}
-    return body.get("ErrorCode", 0) == 0 and _partition(body).get("ErrorCode", 0) == _INVALID_VOTER_KEY
+    return body.get("ErrorCode", 0) == 0 and _partition(body).get("ErrorCode", 0) == Errors.INVALID_VOTER_KEY
 
 
 def unmodelled_request(msg: dict[str, Any]) -> str:
@@ -492,20 +491,16 @@ def refusal(resp: dict[str, Any]) -> bool:
     partition)? Kafka checks the partition and the request's fields before anything may change
     (``KafkaRaftClient.handleVoteRequest``, ``handleFetchRequest``, ``RaftUtil.hasValidTopicPartition``)."""
     body = resp.get("body") or {}
-    if body.get("ErrorCode", 0) == _INVALID_REQUEST:
+    if body.get("ErrorCode", 0) == Errors.INVALID_REQUEST:
         return True
     part = _partition(body, "Responses" if resp["api"] == "Fetch" else "Topics")
-    return bool(part) and part.get("ErrorCode", 0) == _INVALID_REQUEST
-
-
-#: INCONSISTENT_CLUSTER_ID: Kafka refuses a request of another cluster as a whole, before anything may change.
-_INCONSISTENT_CLUSTER_ID = 104
+    return bool(part) and part.get("ErrorCode", 0) == Errors.INVALID_REQUEST
 
 
 def _refused_by_cluster(resp: dict[str, Any]) -> bool:
     """Does response ``resp`` refuse its whole request as one of another cluster (KIP-595 "Fetch Request
     Handling" step 1, and the same check of every KRaft RPC: ``KafkaRaftClient.hasValidClusterId``)?"""
-    return (resp.get("body") or {}).get("ErrorCode", 0) == _INCONSISTENT_CLUSTER_ID
+    return (resp.get("body") or {}).get("ErrorCode", 0) == Errors.INCONSISTENT_CLUSTER_ID
 
 
 def _refused_requests(
@@ -623,8 +618,6 @@ def model_message(msg: dict[str, Any], request: dict[str, Any] | None = None) ->
                 key.update(_fetch_snapshot_answer(part))
     return key
 
-
-_SNAPSHOT_NOT_FOUND = 98
 
 
 def _fetch_snapshot_id(part: dict[str, Any]) -> dict[str, int]:

@@ -1340,9 +1340,7 @@ class Simulation:
 
     def _cut_off(self, node_id: int, by: int) -> None:
         """Cut ``node_id`` off from every other voter (``by`` 1) or take that cut back (``by`` -1), at once."""
-        cut = Partition(self.now, 0, (tuple(i for i in self.fault_ids if i != node_id),))
-        for pair in _blocked_pairs(cut, self.fault_ids):
-            self._blocked[pair] = self._blocked.get(pair, 0) + by
+        self._cut_groups(self._two_sides((node_id,)), by)
 
     def _figure8_start(self, f: Figure8) -> None:
         """``Figure8``'s first move: the leader of the moment cut off for ``duration_ms`` (one schedule at a time)."""
@@ -1423,8 +1421,8 @@ class Simulation:
             self.split_counts["change_splits"] += 1
         elif self._removals_armed and me in voters and len(voters) >= 4 and len(voters) % 2 == 0:
             # an even set: the admin client asks this leader to remove itself (which leaves an odd one)
-            self._push(self.now + self._removals_armed[0].ask_ms, _ADMIN,
-                       ScheduledVoterChange(self.now + self._removals_armed[0].ask_ms, "remove", -1), 0)
+            at = self.now + self._removals_armed[0].ask_ms
+            self._push(at, _ADMIN, ScheduledVoterChange(at, "remove", -1), 0)
         elif self._removals_armed and me not in voters and len(voters) >= 3 and len(voters) % 2 == 1:
             # With an even remaining set the other side would be no majority of it.
             f2 = self._removals_armed.pop(0)

@@ -398,6 +398,13 @@ def profile(name: str) -> FaultProfile:
         raise ValueError(f"unknown fault profile {name!r}; choose one of {', '.join(PROFILES)}") from None
 
 
+def _draw_count(rng: random.Random, rate: float, minutes: float) -> int:
+    """How many faults of a kind at ``rate`` per minute over ``minutes``: the whole part of the expectation, and one
+    more with the chance of its fraction (one draw from ``rng``)."""
+    expected = rate * minutes
+    return int(expected) + (1 if rng.random() < expected - int(expected) else 0)
+
+
 def random_schedule(
     rng: random.Random, nodes: Sequence[int], duration_ms: int, prof: FaultProfile
 ) -> list[Fault]:
@@ -411,9 +418,8 @@ def random_schedule(
     start = min(1000, duration_ms)
     node_list = sorted(nodes)
 
-    def count(rate: float) -> int:
-        expected = rate * minutes
-        return int(expected) + (1 if rng.random() < expected - int(expected) else 0)
+    def count(rate: float) -> int:  # draws even at rate 0: the stream's later draws stay where they were
+        return _draw_count(rng, rate, minutes)
 
     def when() -> int:
         return rng.randrange(start, max(start + 1, duration_ms))
@@ -469,8 +475,7 @@ def extra_schedule(
     node_list = sorted(nodes)
 
     def count(rate: float) -> int:
-        expected = rate * minutes
-        return int(expected) + (1 if rng.random() < expected - int(expected) else 0) if rate > 0 else 0
+        return _draw_count(rng, rate, minutes) if rate > 0 else 0
 
     for _ in range(count(prof.vote_crashes_per_min)):
         out.append(VoteCrash(rng.randrange(start, max(start + 1, duration_ms)), rng.choice(node_list),
@@ -535,8 +540,7 @@ def reconfig_fault_schedule(
     start = min(1000, duration_ms)
 
     def count(rate: float) -> int:
-        expected = rate * minutes
-        return int(expected) + (1 if rng.random() < expected - int(expected) else 0) if rate > 0 else 0
+        return _draw_count(rng, rate, minutes) if rate > 0 else 0
 
     for _ in range(count(prof.change_splits_per_min)):
         out.append(ChangeSplit(rng.randrange(start, max(start + 1, duration_ms)), rng.randrange(*SPLIT_MS),
