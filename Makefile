@@ -4,6 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# Bytecode is cached under .venv/pycache, outside the source tree, also where PYTHONDONTWRITEBYTECODE is set (container
+# images set it): the tests and the catalog start hundreds of Python processes (nodes, warm spares, xdist workers,
+# validators), and each would compile the project's modules from source again (a pytest process collecting the
+# catalog: 1.9 s of CPU instead of 0.6 s). A PYTHONPYCACHEPREFIX of your own is kept.
+export PYTHONPYCACHEPREFIX ?= $(abspath $(VENV))/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup test lint bench conformance conformance-runs cluster tlc gate-selfcheck soak pipeline check-java clean mutants mutants-sim faults tlc-slow
 

@@ -21,11 +21,15 @@ Baselines measured in the same run:
   every life that ended since the last one (several traces in one TLC run), so a catalog pays it per batch:
   the table shows the TLC runs, and the tail (from the last case to the last verdict).
 
-Goal (issue: the gate in seconds): the whole catalog including validation <= 30 s with ``-n auto`` on this
-2-CPU machine; trace validation >= 1,000 events/s. The machine may be shared: compare the columns, which
-come from the same minute, rather than with a figure from another day.
+Goals (issue #25, the gate in seconds): the catalog of the issue's filing (65 cases, listed in
+``conformance_filing_cases.txt``) including validation <= 30 s with ``-n auto`` on this 2-CPU machine (``--filing``
+adds that column), <= 60 s once the catalog doubles (130 cases: while the whole catalog is smaller, its ``-n auto``
+column says "within" or MISSED); trace validation >= 1,000 events/s. Where the wall time goes besides the cases'
+own time: start-up (launch to the first case), between cases (heals and relaunches, trace files), and the end (the
+validation tail and the report). The machine may be shared: compare the columns, which come from the same minute,
+rather than with a figure from another day.
 
-    python bench/bench_conformance.py [--runs N] [--quick] [--modes 0,2,auto] [--pytest-args ARGS]
+    python bench/bench_conformance.py [--runs N] [--quick] [--modes 0,2,auto] [--filing] [--pytest-args ARGS]
 """
 
 from __future__ import annotations
@@ -44,21 +48,55 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+#: The issue's goals: the catalog of its filing (65 cases) within 30 s with -n auto, within 60 s once doubled.
 GOAL_WALL_S = 30.0
+GOAL_DOUBLED_WALL_S = 60.0
 GOAL_EVENTS_PER_S = 1000.0
+#: The cases of the catalog when the issue was filed (``--filing``: its goal at that size).
+FILING_CASES = Path(__file__).with_name("conformance_filing_cases.txt")
+#: The ``--modes`` value of the filing-size run: ``-n auto`` over FILING_CASES only.
+FILING_MODE = "auto:filing"
 
 
-def run_catalog(out: Path, workers: str, *extra: str) -> tuple[float, dict[str, Any]]:
-    """One catalog run with ``-n workers``: its wall time and its results.json."""
-    t0 = time.monotonic()
+def filing_cases() -> list[str]:
+    return [line.strip() for line in FILING_CASES.read_text("utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]  # fmt: skip
+
+
+def run_catalog(out: Path, mode: str, *extra: str) -> tuple[float, dict[str, Any]]:
+    """One catalog run with ``-n workers`` (``FILING_MODE``: -n auto over the filing's cases): its wall time and
+    its results.json, with the run's launch and end (epoch s) as ``launchedAt``/``exitedAt``."""
+    workers, cases = ("auto", filing_cases()) if mode == FILING_MODE else (mode, [])
+    launched, t0 = time.time(), time.monotonic()
     cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-n", workers,
-           "--report", str(out), *extra]  # fmt: skip
+           "--report", str(out), *(a for c in cases for a in ("--case", c)), *extra]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-2000:])
         raise SystemExit(f"the catalog failed with -n {workers} (exit {proc.returncode}); fix that before benchmarking")
-    return wall, json.loads((out / "results.json").read_text())
+    res = json.loads((out / "results.json").read_text())
+    res["launchedAt"], res["exitedAt"] = launched, time.time()
+    return wall, res
+
+
+def timeline(res: dict[str, Any]) -> dict[str, float]:
+    """Where a run's wall time went outside the cases' own time (results.json's per-case ``startedAt``,
+    ``endedAt``, ``worker``): start-up (launch to the first case), per-case overhead on the workers (heals and
+    relaunches between cases, trace files: a case's span minus its ``durationS``), and the end (the last case to
+    the exit: the validation tail and the report). Older reports lack the spans: NaN."""
+    cases = [c for c in res["cases"] if c.get("startedAt")]
+    if not cases:
+        return {"startup": float("nan"), "overhead": float("nan"), "end": float("nan"), "busiest": float("nan")}
+    spans: dict[str, float] = {}
+    for c in cases:
+        spans[c.get("worker", "")] = spans.get(c.get("worker", ""), 0.0) + c["endedAt"] - c["startedAt"]
+    return {
+        "startup": min(c["startedAt"] for c in cases) - res["launchedAt"],
+        "overhead": sum(c["endedAt"] - c["startedAt"] - c["durationS"] for c in cases),
+        "end": res["exitedAt"] - max(c["endedAt"] for c in cases),
+        "busiest": max(spans.values()),
+    }
 
 
 def echo_round_trip_s(rounds: int = 2000, size: int = 300) -> float:
@@ -142,6 +180,24 @@ def validation(res: dict[str, Any], floor: float) -> dict[str, float]:
             "above": events / above, "tail": float(schedule.get("tailS", float("nan")))}  # fmt: skip
 
 
+def wall_verdict(mode: str, walls: list[float]) -> str:
+    """The 30 s goal holds for ``-n auto`` at the filing's catalog size (the FILING_MODE column)."""
+    if mode != FILING_MODE:
+        return "-"
+    return "ok" if statistics.median(walls) <= GOAL_WALL_S else "MISSED"
+
+
+def doubled_verdict(mode: str, walls: list[float], res: dict[str, Any]) -> str:
+    """The 60 s goal is for ``-n auto`` and twice the filing's cases; below that size the whole catalog must
+    already be within it (a bound, not the goal met: say so)."""
+    if mode != "auto":
+        return "-"
+    ok = statistics.median(walls) <= GOAL_DOUBLED_WALL_S
+    if len(res["cases"]) < 2 * len(filing_cases()):
+        return "within" if ok else "MISSED"
+    return "ok" if ok else "MISSED"
+
+
 def frames(res: dict[str, Any]) -> int:
     return sum(len(c.get("frames", [])) for c in res["cases"])
 
@@ -150,13 +206,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=2, help="catalog runs per mode (the table shows the median)")
     ap.add_argument("--quick", action="store_true", help="one run per mode")
-    ap.add_argument("--modes", default="0,2,auto", help="the -n values to compare (0: serial)")
+    ap.add_argument("--modes", default="0,2,auto", help="the -n values to compare (0: serial; "
+                    f"{FILING_MODE}: -n auto over the {len(filing_cases())} cases of the issue's filing)")
+    ap.add_argument("--filing", action="store_true", help=f"add the {FILING_MODE} column (the issue's 30 s goal)")
     ap.add_argument("--pytest-args", default="", help="more pytest arguments for every catalog run, e.g. "
                     "\"--ignore conformance/test_x.py\" (one string, split as a shell would)")
     args = ap.parse_args()
     extra = shlex.split(args.pytest_args)
     runs = 1 if args.quick else args.runs
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.filing and FILING_MODE not in modes:
+        modes.append(FILING_MODE)
     echo = echo_round_trip_s()
     floor, floor_plain = tlc_floor_s(), tlc_floor_s(cds=False)
     print(f"baselines: loopback echo round trip {echo * 1e6:.0f} us; TLC start-up floor {floor:.2f} s per TLC run "
@@ -171,7 +231,7 @@ def main() -> int:
                 wall, res = run_catalog(Path(tmp), m, *extra)
             walls[m].append(wall)
             last[m] = res
-    names = {m: "serial" if m == "0" else f"-n {m}" for m in modes}
+    names = {m: "serial" if m == "0" else "filing" if m == FILING_MODE else f"-n {m}" for m in modes}
     width = 12
     print(f"\n{'':<40}" + "".join(f"{names[m]:>{width}}" for m in modes))
 
@@ -179,9 +239,15 @@ def main() -> int:
         print(f"{label:<40}" + "".join(f"{v:>{width}}" for v in values))
 
     row("catalog wall s (median, TLC included)", [f"{statistics.median(walls[m]):.1f}" for m in modes])
-    row("  goal <= 30 s", ["ok" if statistics.median(walls[m]) <= GOAL_WALL_S else "MISSED" for m in modes])
+    row("  goal <= 30 s at the filing's size", [wall_verdict(m, walls[m]) for m in modes])
+    row("  goal <= 60 s once doubled (130 cases)", [doubled_verdict(m, walls[m], last[m]) for m in modes])
     row("cases", [str(len(last[m]["cases"])) for m in modes])
     row("sum of case times s", [f"{last[m]['durationS']:.1f}" for m in modes])
+    lines = {m: timeline(last[m]) for m in modes}
+    row("busiest worker's cases s (spans)", [f"{lines[m]['busiest']:.1f}" for m in modes])
+    row("  start-up s (launch to first case)", [f"{lines[m]['startup']:.1f}" for m in modes])
+    row("  between-case s (heals, traces; summed)", [f"{lines[m]['overhead']:.1f}" for m in modes])
+    row("  end s (last case to exit)", [f"{lines[m]['end']:.1f}" for m in modes])
     row("  of which waiting on target timers s", [f"{last[m]['protocolWaitS']:.1f}" for m in modes])
     row("  of which relaunching the target s",
         [f"{sum(c.get('relaunchS', 0.0) for c in last[m]['cases']):.1f}" for m in modes])

@@ -85,6 +85,11 @@ class CaseResult:
     #: the longest the harness's own event loop came late while the case ran, relaunches of the target aside
     #: (``LoopThread.reset_lag``)
     loop_lag_s: float = 0.0
+    #: wall-clock (epoch s) span of the case on its worker, from the heal or relaunch before it to its trace on
+    #: disk, and the xdist worker that ran it: where a run's time outside the cases goes (bench_conformance)
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    worker: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,7 +100,8 @@ class CaseResult:
             "expected": self.expected, "actual": self.actual, "message": self.message, "trace": self.trace,
             "tlc": self.tlc,
             "kafkaDifferences": self.kafka_differences, "observations": self.observations,
-            "loopLagMs": round(self.loop_lag_s * 1000, 1), "frames": [frame_json(f) for f in self.frames],
+            "loopLagMs": round(self.loop_lag_s * 1000, 1), "startedAt": round(self.started_at, 3),
+            "endedAt": round(self.ended_at, 3), "worker": self.worker, "frames": [frame_json(f) for f in self.frames],
         }  # fmt: skip
 
     @classmethod
@@ -106,7 +112,8 @@ class CaseResult:
             catalog()[data["id"]], data["outcome"], data["durationS"], data["check"], data["expected"],
             data["actual"], data["message"], [ShownFrame.from_json(f) for f in data["frames"]], data["trace"],
             data["waitS"], data.get("relaunchS", 0.0), data["tlc"], list(data["kafkaDifferences"]),
-            list(data["observations"]), data.get("loopLagMs", 0.0) / 1000,
+            list(data["observations"]), data.get("loopLagMs", 0.0) / 1000, data.get("startedAt", 0.0),
+            data.get("endedAt", 0.0), data.get("worker", ""),
         )  # fmt: skip
 
 
@@ -586,7 +593,7 @@ class Session:
         spec = catalog().get(case_id)
         if spec is None:
             raise LookupError(f"{case_id} is implemented but not in spec/scenarios/*.yaml; add it to the catalog")
-        result = CaseResult(spec)
+        result = CaseResult(spec, started_at=time.time(), worker=os.environ.get("PYTEST_XDIST_WORKER", ""))
         self.results[case_id] = result
         own_life = bool(getattr(fn, OWN_LIFE, False))
         if self.target.retired and not own_life:
@@ -627,6 +634,7 @@ class Session:
             result.trace = self._write_trace(spec, result.frames, sc.frames.restarts)
             if result.outcome in ("failed", "error"):
                 self.heal()
+            result.ended_at = time.time()
         return result
 
     def _maybe_new_life(self) -> None:

@@ -5,6 +5,7 @@ reference-node processes, real TLC."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -47,6 +48,14 @@ def test_two_workers_two_targets_one_report(tmp_path: Path) -> None:
         assert list((report / "traces" / w / "target").glob("target-trace-*.ndjson"))
         assert list((report / "traces" / w).glob("session-life-*.ndjson"))
     assert results["target"].startswith("2 targets in parallel") and results["target"].count(" at 127.0.0.1:") == 2
+    # each case's span on its worker (bench_conformance's time outside the cases): the case's own time within it,
+    # a worker's cases one after another
+    assert {c["worker"] for c in results["cases"]} <= {"gw0", "gw1"}
+    for c in results["cases"]:
+        assert c["startedAt"] > 0 and c["endedAt"] - c["startedAt"] >= c["durationS"] - 0.01, c
+    for w in workers:
+        spans = sorted((c["startedAt"], c["endedAt"]) for c in results["cases"] if c["worker"] == w)
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
     # the two workers' TLC verdicts merged: both node traces and both session traces validated
     assert results["tlcValidation"]["status"] == "PASS" and len(results["tlcValidation"]["lives"]) >= 2
     assert results["tlcBlackBox"]["status"] == "PASS" and len(results["tlcBlackBox"]["lives"]) >= 2
