@@ -60,6 +60,17 @@ DEFAULT_CLUSTER_ID = (
 )
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds of process ``pid`` and of its children it has waited for (Linux ``/proc/PID/stat``: utime,
+    stime, cutime, cstime); None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3, utime field 14
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class CaseResult:
     """What the report shows for one case."""
@@ -521,9 +532,10 @@ class Session:
             return None
         started = time.monotonic()
         process = self._processes["node"]
+        cpu = process_cpu_s(process.pid)
         result = process.run(validate_node_trace, [files for _, files in waiting], self._out_dir() / "target", 1,
                              600.0, 0, [life for life, _ in waiting])  # fmt: skip
-        self._log_run("node", [life for life, _ in waiting], result, started, process.pid)
+        self._log_run("node", [life for life, _ in waiting], result, started, process.pid, cpu)
         return result
 
     def _validate_waiting_sessions(self) -> BlackBoxValidation | None:
@@ -534,18 +546,24 @@ class Session:
             return None
         started = time.monotonic()
         process = self._processes["session"]
+        cpu = process_cpu_s(process.pid)
         result = process.run(validate_session_traces, waiting, 1)
-        self._log_run("session", [t.life for t in waiting], result, started, process.pid)
+        self._log_run("session", [t.life for t in waiting], result, started, process.pid, cpu)
         return result
 
     def _log_run(
-        self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float, pid: int
+        self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float, pid: int,
+        cpu_before: float | None,
     ) -> None:
+        """One TLC run in the schedule: its wall-clock span and ``cpuS``, the CPU the validation process and its TLC
+        spent on it (the throughput a machine busy with the cases does not distort: the run is batch work)."""
         if result.status in ("NOT CHECKED", "UNAVAILABLE"):
             return  # no row to check: TLC did not run
+        cpu_after = process_cpu_s(pid)
+        cpu = round(cpu_after - cpu_before, 2) if cpu_before is not None and cpu_after is not None else None
         self._runs.append({
             "kind": kind, "lives": lives, "rows": result.events, "startS": round(started - self._t0, 2),
-            "endS": round(time.monotonic() - self._t0, 2), "pid": pid,
+            "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu,
         })  # fmt: skip
 
     def _on_restart(self, wiped: bool) -> None:

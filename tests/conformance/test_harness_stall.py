@@ -74,6 +74,8 @@ def test_validation_runs_outside_the_harness_process(tmp_path: Path) -> None:
     assert {run["kind"] for run in schedule["runs"]} == {"node", "session"}, schedule
     assert all(run["pid"] != schedule["harnessPid"] for run in schedule["runs"]), schedule
     assert schedule["harnessPid"] != os.getpid()
+    # each run's CPU, the validation process's and its TLC's (a JVM takes well over 0.3 s of CPU to start)
+    assert all(run["cpuS"] is not None and run["cpuS"] > 0.3 for run in schedule["runs"]), schedule
     case = next(c for c in results["cases"] if c["id"] == "KIP-595/Vote/1")
     assert case["loopLagMs"] >= 0.0
 
