@@ -11,7 +11,9 @@ time per row grows with what a behaviour accumulates, so several short lives val
 one). The last life is validated when the catalog is done (``validate_all``). One thread validates node
 traces, one session traces; each takes every life that ended since it last looked and validates them in
 one TLC run (``validate_traces``), so TLC's start-up is paid per batch, not per life, and a validator
-that fell behind catches up in one run. The threads only wait: the work runs in validation processes at a
+that fell behind catches up in one run. While cases run, a validator leaves fewer than ``MIN_BACKGROUND_ROWS``
+waiting rows for its next run (an own-life case's relaunch ends lives of a few rows): TLC's start-up, about a CPU
+second, costs as much as validating a thousand rows. The threads only wait: the work runs in validation processes at a
 lower priority (conformance/validator.py), so that it neither holds this process's interpreter lock nor takes the
 CPU from the harness's loop and the target while cases judge their timers.
 """
@@ -58,6 +60,15 @@ ScenarioFn = Callable[[Scenario], Awaitable[None]]
 DEFAULT_CLUSTER_ID = (
     base64.urlsafe_b64encode(uuid.UUID("6b726166-742d-7463-6b2d-636f6e666f72").bytes).rstrip(b"=").decode()
 )
+
+
+def _lines(path: Path) -> int:
+    """Lines of a trace file (its rows, and its header): what a validation of it is about to cost."""
+    try:
+        with path.open("rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 16), b""))
+    except OSError:
+        return 0
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -224,8 +235,8 @@ class TlcValidation:
     events: int = 0
     lives: list[dict[str, Any]] = field(default_factory=list)
     #: how validation kept up (``Session.validate_all``): ``tlcRuns`` (batches, node and session traces),
-    #: ``tailS`` (from the catalog's end to the last verdict), ``runs`` (each batch: kind, lives, rows, its
-    #: start and end in seconds since the session started)
+    #: ``tailS`` (from the catalog's end to the last verdict), ``runs`` (each batch: kind, lives, rows, its start
+    #: and end in seconds since the session started, ``cpuS``, ``final``: taken once the catalog was done)
     schedule: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -349,6 +360,8 @@ def validate_node_trace(
 class Session:
     #: a case that fails while the harness's loop came this late says so (``ConformanceFailure.note_harness``)
     STALL_S = 0.1
+    #: while cases run, a TLC run waits for this many rows of a kind (node trace lines, session trace rows)
+    MIN_BACKGROUND_ROWS = 200
 
     def __init__(
         self,
@@ -377,6 +390,7 @@ class Session:
         #: into TLA+ is pure Python, and in the harness's process it would hold the GIL while the harness's loop must
         #: read the target's messages in time (a loop that waits for the GIL after every socket call falls behind)
         self._processes: dict[str, ValidationProcess] = {}
+        self._final = False  # the catalog is done: the validators take whatever waits, however little
         self._node_waiting: list[tuple[int, list[Path]]] = []
         self._session_waiting: list[SessionTrace] = []
         self._waiting_lock = threading.Lock()
@@ -465,6 +479,8 @@ class Session:
             return self.tlc_result, self.blackbox_result
         self.stop_target()
         ended = time.monotonic()
+        with self._waiting_lock:
+            self._final = True
         self._submit_lives(self.quorum.session.life + 1)
         nodes = [r for r in (job.result() for job in self._node_jobs) if r is not None]
         sessions = [r for r in (job.result() for job in self._session_jobs) if r is not None]
@@ -527,6 +543,10 @@ class Session:
     def _validate_waiting_node(self) -> TlcValidation | None:
         """Every node trace life waiting, in one TLC run (None: an earlier call took them all)."""
         with self._waiting_lock:
+            rows = sum(_lines(f) for _, files in self._node_waiting for f in files)
+            final = self._final
+            if not final and rows < self.MIN_BACKGROUND_ROWS:
+                return None  # left for the next run
             waiting, self._node_waiting = self._node_waiting, []
         if not waiting:
             return None
@@ -535,12 +555,15 @@ class Session:
         cpu = process_cpu_s(process.pid)
         result = process.run(validate_node_trace, [files for _, files in waiting], self._out_dir() / "target", 1,
                              600.0, 0, [life for life, _ in waiting])  # fmt: skip
-        self._log_run("node", [life for life, _ in waiting], result, started, process.pid, cpu)
+        self._log_run("node", [life for life, _ in waiting], result, started, process.pid, cpu, final)
         return result
 
     def _validate_waiting_sessions(self) -> BlackBoxValidation | None:
         """Every session trace waiting, in one TLC run (None: an earlier call took them all)."""
         with self._waiting_lock:
+            final = self._final
+            if not final and sum(t.events for t in self._session_waiting) < self.MIN_BACKGROUND_ROWS:
+                return None  # left for the next run
             waiting, self._session_waiting = self._session_waiting, []
         if not waiting:
             return None
@@ -548,12 +571,12 @@ class Session:
         process = self._processes["session"]
         cpu = process_cpu_s(process.pid)
         result = process.run(validate_session_traces, waiting, 1)
-        self._log_run("session", [t.life for t in waiting], result, started, process.pid, cpu)
+        self._log_run("session", [t.life for t in waiting], result, started, process.pid, cpu, final)
         return result
 
     def _log_run(
         self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float, pid: int,
-        cpu_before: float | None,
+        cpu_before: float | None, final: bool,
     ) -> None:
         """One TLC run in the schedule: its wall-clock span and ``cpuS``, the CPU the validation process and its TLC
         spent on it (the throughput a machine busy with the cases does not distort: the run is batch work)."""
@@ -563,7 +586,7 @@ class Session:
         cpu = round(cpu_after - cpu_before, 2) if cpu_before is not None and cpu_after is not None else None
         self._runs.append({
             "kind": kind, "lives": lives, "rows": result.events, "startS": round(started - self._t0, 2),
-            "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu,
+            "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu, "final": final,
         })  # fmt: skip
 
     def _on_restart(self, wiped: bool) -> None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kraft_tck.conformance.session import LoopThread
+from kraft_tck.conformance.session import LoopThread, Session
 from kraft_tck.conformance.validator import ValidationProcess
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 
@@ -91,3 +91,29 @@ def test_a_validation_process_runs_jobs_and_returns_their_errors() -> None:
     finally:
         process.close()
     assert process._proc.returncode == 0  # its standard input closed: it ended by itself
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
+def test_background_runs_wait_for_enough_rows(tmp_path: Path) -> None:
+    """While cases run, a TLC run waits for ``MIN_BACKGROUND_ROWS`` of its kind (lives of 30 frames here, each far
+    fewer rows): no JVM start for a handful of rows; once the catalog is done the last runs take the rest, and
+    every life is validated."""
+    report = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-n", "0", "--section", "Vote",
+         "--section", "Epochs", "--tlc-life-frames", "30", "--report", str(report)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    results = json.loads((report / "results.json").read_text())
+    runs = results["tlcValidation"]["schedule"]["runs"]
+    background = [r for r in runs if not r["final"]]
+    assert background and any(r["final"] for r in runs), runs
+    floor = Session.MIN_BACKGROUND_ROWS
+    # session runs count rows as they wait; node runs wait on trace lines (a few more than the events validated)
+    assert all(r["rows"] >= (floor if r["kind"] == "session" else floor // 2) for r in background), runs
+    for kind, verdict in (("node", "tlcValidation"), ("session", "tlcBlackBox")):
+        validated = [life for r in runs if r["kind"] == kind for life in r["lives"]]
+        # each life once, every life of the verdict, and many lives
+        assert len(validated) == len(set(validated)) == len(results[verdict]["lives"]) >= 4, (kind, runs)
