@@ -71,6 +71,14 @@ def _lines(path: Path) -> int:
         return 0
 
 
+def process_nice(pid: int) -> int | None:
+    """The nice value of process ``pid`` (None where it cannot be read)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        return None
+
+
 def process_cpu_s(pid: int) -> float | None:
     """CPU seconds of process ``pid`` and of its children it has waited for (Linux ``/proc/PID/stat``: utime,
     stime, cutime, cstime); None where that cannot be read."""
@@ -388,9 +396,11 @@ class Session:
         self._validators: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
         #: where those threads have the work done, a process each (conformance/validator.py): translating a trace
         #: into TLA+ is pure Python, and in the harness's process it would hold the GIL while the harness's loop must
-        #: read the target's messages in time (a loop that waits for the GIL after every socket call falls behind)
+        #: read the target's messages in time (a loop that waits for the GIL after every socket call falls behind);
+        #: batch priority while cases run, the scheduler's defaults for the last runs (conformance/validator.py)
         self._processes: dict[str, ValidationProcess] = {}
         self._final = False  # the catalog is done: the validators take whatever waits, however little
+        self._final_processes: dict[str, ValidationProcess] = {}  # one per kind, default priority: the last runs
         self._node_waiting: list[tuple[int, list[Path]]] = []
         self._session_waiting: list[SessionTrace] = []
         self._waiting_lock = threading.Lock()
@@ -477,6 +487,8 @@ class Session:
             return self.tlc_result, self.blackbox_result
         if self.tlc_result is not None and self.blackbox_result is not None:
             return self.tlc_result, self.blackbox_result
+        if self._validators:  # the last runs at the scheduler's defaults, started while the target stops
+            self._final_processes = {kind: ValidationProcess(batch=False) for kind in ("node", "session")}
         self.stop_target()
         ended = time.monotonic()
         with self._waiting_lock:
@@ -551,7 +563,7 @@ class Session:
         if not waiting:
             return None
         started = time.monotonic()
-        process = self._processes["node"]
+        process = self._process("node", final)
         cpu = process_cpu_s(process.pid)
         result = process.run(validate_node_trace, [files for _, files in waiting], self._out_dir() / "target", 1,
                              600.0, 0, [life for life, _ in waiting])  # fmt: skip
@@ -568,11 +580,18 @@ class Session:
         if not waiting:
             return None
         started = time.monotonic()
-        process = self._processes["session"]
+        process = self._process("session", final)
         cpu = process_cpu_s(process.pid)
         result = process.run(validate_session_traces, waiting, 1)
         self._log_run("session", [t.life for t in waiting], result, started, process.pid, cpu, final)
         return result
+
+    def _process(self, kind: str, final: bool) -> ValidationProcess:
+        """The validation process of a run: the batch one while cases run, the last runs' once they are done (the
+        first runs may come after the catalog's end, as in a catalog of one case)."""
+        if final and kind not in self._final_processes:
+            self._final_processes[kind] = ValidationProcess(batch=False)
+        return self._final_processes[kind] if final else self._processes[kind]
 
     def _log_run(
         self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float, pid: int,
@@ -582,11 +601,11 @@ class Session:
         spent on it (the throughput a machine busy with the cases does not distort: the run is batch work)."""
         if result.status in ("NOT CHECKED", "UNAVAILABLE"):
             return  # no row to check: TLC did not run
-        cpu_after = process_cpu_s(pid)
+        cpu_after, nice = process_cpu_s(pid), process_nice(pid)
         cpu = round(cpu_after - cpu_before, 2) if cpu_before is not None and cpu_after is not None else None
         self._runs.append({
             "kind": kind, "lives": lives, "rows": result.events, "startS": round(started - self._t0, 2),
-            "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu, "final": final,
+            "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu, "final": final, "nice": nice,
         })  # fmt: skip
 
     def _on_restart(self, wiped: bool) -> None:
@@ -601,7 +620,7 @@ class Session:
         finally:
             for validator in self._validators.values():
                 validator.shutdown(wait=True, cancel_futures=True)
-            for process in self._processes.values():
+            for process in (*self._processes.values(), *self._final_processes.values()):
                 process.close()
             self.target.collect(self.trace_dir)
             self.loop.stop()

@@ -8,9 +8,11 @@ exception) comes back the same way on a pipe of its own (the job's prints go to 
 ``multiprocessing``: its spawn start method runs the parent's main script again in the child, and a ``pytest``
 script without an ``if __name__ == "__main__"`` guard then starts a second test session there.
 
-The process and the TLC it starts are batch work: on a busy machine the harness and the target, whose timers the
-cases judge, come first (SCHED_BATCH: its wake-ups never preempt them; nice 5: a smaller share of the CPU while they
-want it, all of what they leave).
+The process and the TLC it starts are batch work while cases run: on a busy machine the harness and the target, whose
+timers the cases judge, come first (SCHED_BATCH: its wake-ups never preempt them; nice 5: a smaller share of the CPU
+while they want it, all of what they leave). Once the catalog is done the last lives' validations are all the run waits
+for, and a process started then (``batch=False``) keeps the scheduler's defaults: an unprivileged process cannot take
+back a priority it gave up.
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 class ValidationProcess:
     """One validation process; ``run`` sends it a job and waits for the answer (one job at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: bool = True) -> None:
         read_fd, write_fd = os.pipe()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kraft_tck.conformance.validator", str(write_fd)],
+            [sys.executable, "-m", "kraft_tck.conformance.validator", str(write_fd), "batch" if batch else "normal"],
             stdin=subprocess.PIPE, pass_fds=(write_fd,), close_fds=True,
         )  # fmt: skip
         os.close(write_fd)
@@ -95,8 +97,10 @@ def _batch_priority() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Serve jobs from standard input until it ends; answers go to the file descriptor ``argv[0]``."""
-    _batch_priority()
+    """Serve jobs from standard input until it ends; answers go to the file descriptor ``argv[0]``; ``argv[1]``:
+    ``batch`` (the default) or ``normal`` priority."""
+    if argv[1:2] != ["normal"]:
+        _batch_priority()
     answers = os.fdopen(int(argv[0]), "wb")
     jobs = sys.stdin.buffer
     sys.stdout = sys.stderr  # a job's prints must not reach the harness's terminal as its own output

@@ -110,6 +110,9 @@ def test_background_runs_wait_for_enough_rows(tmp_path: Path) -> None:
     runs = results["tlcValidation"]["schedule"]["runs"]
     background = [r for r in runs if not r["final"]]
     assert background and any(r["final"] for r in runs), runs
+    # batch priority while cases run, the scheduler's default for the last runs (all the run waits for then)
+    assert {r["nice"] for r in background} == {os.getpriority(os.PRIO_PROCESS, 0) + 5}, runs
+    assert {r["nice"] for r in runs if r["final"]} == {os.getpriority(os.PRIO_PROCESS, 0)}, runs
     floor = Session.MIN_BACKGROUND_ROWS
     # session runs count rows as they wait; node runs wait on trace lines (a few more than the events validated)
     assert all(r["rows"] >= (floor if r["kind"] == "session" else floor // 2) for r in background), runs
