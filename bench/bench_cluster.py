@@ -45,11 +45,13 @@ trip over loopback TCP with Fetch-sized frames:
 * **failover** — kill -9 the leader of a traced process cluster; the traces give the time to the
   survivors' election, to the new leader, and to the next committed client write.
 
-Goals printed next to the figures and summed up at the end (goal, measured, verdict): p50 ≤ 3× echo RTT
-without fsync (3 processes, one write at a time, against the echo to a child process, both pinned across
-CPUs alike), p99 ≤ 5 ms at 1,000 writes/s, ≥ 50,000 committed records/s batched. The machine-independent
-counts are checked against what the protocol needs: per committed batch, one Fetch request and one Fetch
-response per follower (4 messages for 3 voters) and one fsync per node (3) with fsync on, 0 without.
+Goals printed next to the figures and summed up at the end (goal, measured, verdict): p50 ≤ 2.5× echo RTT
+without fsync as the median of the paired rounds' ratios, and every round ≤ 3× (issue #29: 7 of 7 in the
+full plan's 7 rounds; ``--quick`` runs 3) (3 processes, one write at a time, against the echo to a child
+process, both pinned across CPUs alike), p99 ≤ 5 ms at 1,000 writes/s, ≥ 50,000 committed records/s
+batched. The machine-independent counts are checked against what the protocol needs: per committed batch,
+one Fetch request and one Fetch response per follower (4 messages for 3 voters) and one fsync per node (3)
+with fsync on, 0 without.
 100-byte records throughout.
 
     .venv/bin/python bench/bench_cluster.py [--quick] [--dir D] [--event-loop auto|uvloop|asyncio]
@@ -68,6 +70,10 @@ rest of the run never calls), so callgrind can count their instructions alone::
 
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \
         .venv/bin/python bench/bench_cluster.py --commits 300
+
+``--opcodes N`` runs the same N commits counting the Python opcodes each node role executes (``sys.settrace``), per
+commit: in total, per event-loop callback and per function. Deterministic, so a change's effect on a commit's work
+shows on a loaded machine where the latency rounds only show its noise (C code and the kernel are not counted).
 
 ``--dir`` should be on the disk you care about: fsync on a tmpfs measures nothing.
 """
@@ -121,7 +127,10 @@ SETTINGS: dict[str, Any] = {
 # The in-process runs time each write's own commit: no linger (the process runs set theirs).
 IN_PROCESS_LINGER_MS = 0
 
-GOAL_P50_X_ECHO = 3.0
+# Issue #29: the median of the paired rounds' commit p50 / echo p50 within GOAL_P50_X_ECHO, and every round within
+# GOAL_EVERY_ROUND_X_ECHO (7 of 7 in the full plan).
+GOAL_P50_X_ECHO = 2.5
+GOAL_EVERY_ROUND_X_ECHO = 3.0
 GOAL_P99_MS = 5.0
 GOAL_RECORDS_S = 50_000
 # Operators first (the saturation row): DescribeQuorum answered in every poll, p99 within this, at saturation;
@@ -614,6 +623,99 @@ def commit_profile(root: Path, commits: int) -> None:
         loop.close()
 
 
+class _OpcodeCounter:
+    """``sys.settrace`` with opcode events: Python opcodes executed, per node role (the frame's nearest ``self`` that
+    is a node or one of its servers or clients), per event-loop callback and per function. Deterministic: the same
+    commits count the same on a loaded machine, where timings do not (``--opcodes``)."""
+
+    def __init__(self, roles: dict[int, str]) -> None:
+        self.roles = roles  # id(node or its KafkaServer / KafkaClient) -> "leader" / "follower"
+        self.role_of: dict[int, str] = {}  # id(frame) -> role, for the frames running now
+        self.callback = "?"
+        self.counts: Counter[tuple[str, str, str]] = Counter()  # (role, callback, function) -> opcodes
+
+    def _role(self, frame: Any) -> str:
+        f = frame
+        while f is not None:
+            me = f.f_locals.get("self")
+            if me is not None:
+                role = self.roles.get(id(me)) or next(
+                    (self.roles[id(o)] for o in (getattr(me, a, None) for a in ("_client", "_server", "server"))
+                     if o is not None and id(o) in self.roles), None)
+                if role is not None:
+                    return role
+            f = f.f_back
+        return "event loop"
+
+    def trace(self, frame: Any, event: str, _arg: Any) -> Any:
+        if event == "call":
+            frame.f_trace_opcodes = True
+            back = frame.f_back
+            if back is not None and back.f_code.co_name in ("_run", "_process_events"):  # a loop callback starts
+                self.callback = frame.f_code.co_name
+            self.role_of[id(frame)] = self._role(frame)
+        elif event == "opcode":
+            code = frame.f_code
+            where = f"{Path(code.co_filename).name}:{code.co_firstlineno} {code.co_name}"
+            self.counts[(self.role_of.get(id(frame), "event loop"), self.callback, where)] += 1
+        return self.trace
+
+
+def opcode_profile(root: Path, commits: int, top: int = 25) -> None:
+    """``--opcodes N``: N one-at-a-time commits on an in-process cluster (asyncio's loop, as ``--commits``),
+    counting the Python opcodes each node role runs, per commit: totals, per event-loop callback and per function.
+    A change's effect on the work of a commit, free of the machine's noise (C code and the kernel are not in it)."""
+    # Tracing slows the nodes down many times over: timeouts ten times the cluster tests' keep the leader leading,
+    # and a long-poll that outlives a traced commit rarely (its expiry would be work no real commit does).
+    slow = {k: v * 10 for k, v in SETTINGS.items()}
+    cluster = LocalCluster(root / "opcodes", base_port=free_base_port(3),
+                           settings={**SETTINGS, **slow, "controller.quorum.append.linger.ms": IN_PROCESS_LINGER_MS})
+    nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
+    counter = _OpcodeCounter({})
+
+    async def measure() -> None:
+        for n in nodes:
+            await n.start()
+        try:
+            leader = await _elected(nodes, 60, "no leader within 60 s")
+            for _ in range(50):  # warm-up: connections open, codec plans compiled
+                await leader.write([RECORD])
+            for n in nodes:
+                role = "leader" if n is leader else "follower"
+                counter.roles.update({id(n): role, id(n.server): role})
+                counter.roles.update({id(p.client): role for p in n._peers.values() if p.client is not None})
+            epoch = leader.core.epoch if leader.core is not None else -1
+            sys.settrace(counter.trace)
+            try:
+                for _ in range(commits):
+                    await leader.write([RECORD])
+            finally:
+                sys.settrace(None)
+            if leader.core is None or leader.core.epoch != epoch:
+                print("(the leader changed during the run: the figures are not comparable)")
+        finally:
+            for n in sorted(nodes, key=lambda n: n is not _leader(nodes)):
+                await n.stop(graceful=True, grace_s=0.2)
+
+    asyncio.run(measure())
+    by_role: Counter[str] = Counter()
+    by_callback: Counter[tuple[str, str]] = Counter()
+    by_function: Counter[tuple[str, str]] = Counter()
+    for (role, callback, where), n in counter.counts.items():
+        by_role[role] += n
+        by_callback[(role, callback)] += n
+        by_function[(role, where)] += n
+    print(f"Python opcodes per commit ({commits} one-at-a-time commits, in-process, linger 0, no fsync; the two "
+          "followers together)")
+    table("per role", ["role", "opcodes"], [[r, f"{n / commits:,.0f}"] for r, n in by_role.most_common()])
+    table("per role and event-loop callback (``_read_ready``: a socket's bytes; the closed loop's task: ``measure``)",
+          ["role", "callback", "opcodes"],
+          [[r, c, f"{n / commits:,.0f}"] for (r, c), n in by_callback.most_common(12)])
+    for role in ("leader", "follower"):
+        table(f"{role}: the {top} functions that run the most opcodes (self)", ["function", "opcodes"],
+              [[w, f"{n / commits:,.1f}"] for (r, w), n in by_function.most_common() if r == role][:top])
+
+
 # ================================================================================================ process cluster
 
 _REPORT = re.compile(
@@ -894,13 +996,20 @@ class Rounds:
 
     @property
     def within(self) -> str:
-        return f"{sum(r <= GOAL_P50_X_ECHO for r in self.ratios)} of {len(self.runs)} rounds ≤ {GOAL_P50_X_ECHO:g}×"
+        return "; ".join(f"{sum(r <= x for r in self.ratios)} of {len(self.runs)} rounds ≤ {x:g}×"
+                         for x in (GOAL_P50_X_ECHO, GOAL_EVERY_ROUND_X_ECHO))
+
+    @property
+    def every_round_ok(self) -> bool:
+        """The second half of the goal: no round above ``GOAL_EVERY_ROUND_X_ECHO``."""
+        return bool(self.ratios) and max(self.ratios) <= GOAL_EVERY_ROUND_X_ECHO
 
     def print(self, title: str, verdicts: bool) -> None:
         rows = [[str(i), f"{e:.3f}", f"{p.p50:.3f}", f"{p.p99:.3f}", f"{p.writes:,}",
                  f"{p.p50 / e:.2f}×" + stability(p), f"{b:.3f}", f"{p.p50 / b:.2f}×"]
                 for i, (e, b, p) in enumerate(self.runs, 1)]
-        judged = f" (goal ≤ {GOAL_P50_X_ECHO:g}×: {verdict(self.ratio <= GOAL_P50_X_ECHO)}; {self.within})"
+        judged = (f" (goal: median ≤ {GOAL_P50_X_ECHO:g}×: {verdict(self.ratio <= GOAL_P50_X_ECHO)}, every round "
+                  f"≤ {GOAL_EVERY_ROUND_X_ECHO:g}×: {verdict(self.every_round_ok)}; {self.within})")
         node_read = statistics.median(p.p50 / b for _, b, p in self.runs)
         rows.append(["median", f"{statistics.median(e for e, _, _ in self.runs):.3f}", f"{self.median_commit:.3f}",
                      "", "", f"{self.ratio:.2f}×" + (judged if verdicts else f" (information; {self.within})"),
@@ -950,7 +1059,8 @@ async def run_ab(plan: Plan, root: Path, baseline: Path) -> None:
                                                process_workload(where, f"paced-{k}", False, 1000, 0, plan)))
     print(f"A/B, {plan.paired_rounds} rounds alternating; the p50 goal's rounds on the {placement.name} placement, "
           f"the paced run unpinned; CPU per commit: user + system µs per committed record over the window")
-    header = ["node processes", "commit / echo (median)", "rounds ≤ 3× / ≤ 2.5×", "commit p50 ms", "echo p50 ms",
+    header = ["node processes", "commit / echo (median)",
+              f"rounds ≤ {GOAL_EVERY_ROUND_X_ECHO:g}× / ≤ {GOAL_P50_X_ECHO:g}×", "commit p50 ms", "echo p50 ms",
               "paced p50 / p99 / p99.9 ms", "paced leader µs", "paced follower µs", "closed leader µs",
               "closed follower µs"]
     rows = []
@@ -964,7 +1074,8 @@ async def run_ab(plan: Plan, root: Path, baseline: Path) -> None:
              statistics.median(p.leader_us_per_commit for p in closed),
              statistics.median(p.follower_us_per_commit for p in closed)]
         medians[name] = m
-        rows.append([name, f"{m[0]:.2f}×", f"{sum(x <= 3 for x in r.ratios)} / {sum(x <= 2.5 for x in r.ratios)} "
+        rows.append([name, f"{m[0]:.2f}×", f"{sum(x <= GOAL_EVERY_ROUND_X_ECHO for x in r.ratios)} / "
+                     f"{sum(x <= GOAL_P50_X_ECHO for x in r.ratios)} "
                      f"of {len(r.runs)}", f"{m[1]:.3f}", f"{statistics.median(e for e, _, _ in r.runs):.3f}",
                      f"{m[2]:.3f} / {m[3]:.2f} / {m[4]:.2f}", f"{m[5]:.0f}", f"{m[6]:.0f}", f"{m[7]:.0f}",
                      f"{m[8]:.0f}"])
@@ -1122,9 +1233,15 @@ async def run(plan: Plan, root: Path) -> None:
     paced_proc = [p for p in procs if p.label == "paced" and not p.fsync]
     batched = [p for p in procs if p.label == "batched" and not p.fsync]
     where = "pinned across CPUs" if spread is not None else "unpinned"
-    rows = [[f"p50 commit latency ≤ 3× echo, no fsync (3 processes, one at a time, {where}; median of "
-             f"{len(goal_rounds.runs)} rounds)", f"≤ {GOAL_P50_X_ECHO:g}×",
-             f"{goal_rounds.ratio:.2f}× ({goal_rounds.within})", verdict(goal_rounds.ratio <= GOAL_P50_X_ECHO)]]
+    n_rounds = len(goal_rounds.runs)
+    worst = max(goal_rounds.ratios, default=float("nan"))
+    rows = [[f"p50 commit latency ≤ {GOAL_P50_X_ECHO:g}× echo, no fsync (3 processes, one at a time, {where}; median "
+             f"of {n_rounds} rounds)", f"≤ {GOAL_P50_X_ECHO:g}×",
+             f"{goal_rounds.ratio:.2f}× ({goal_rounds.within})", verdict(goal_rounds.ratio <= GOAL_P50_X_ECHO)],
+            [f"{n_rounds} of {n_rounds} rounds ≤ {GOAL_EVERY_ROUND_X_ECHO:g}× echo (the same rounds; issue #29 asks "
+             "7 of 7: the full plan)", f"every round ≤ {GOAL_EVERY_ROUND_X_ECHO:g}×",
+             f"{sum(r <= GOAL_EVERY_ROUND_X_ECHO for r in goal_rounds.ratios)} of {n_rounds} (worst {worst:.2f}×)",
+             verdict(goal_rounds.every_round_ok)]]
     rows += [["p99 ≤ 5 ms at 1,000 writes/s (in-process)", f"≤ {GOAL_P99_MS:g} ms",
               f"{pct(closed.paced_lat, 99):.2f} ms", verdict(pct(closed.paced_lat, 99) <= GOAL_P99_MS)]]
     rows += [["p99 ≤ 5 ms at 1,000 writes/s (3 processes)", f"≤ {GOAL_P99_MS:g} ms", f"{p.p99:.2f} ms",
@@ -1184,6 +1301,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data dirs and node logs")
     parser.add_argument("--commits", type=int, default=0, metavar="N",
                         help="only run N one-at-a-time in-process commits (for callgrind, see above)")
+    parser.add_argument("--opcodes", type=int, default=0, metavar="N",
+                        help="only run N one-at-a-time in-process commits counting Python opcodes per node role")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
@@ -1212,6 +1331,8 @@ def main() -> None:
     try:
         if args.commits:
             commit_profile(root, args.commits)
+        elif args.opcodes:
+            opcode_profile(root, args.opcodes)
         elif args.baseline_tree is not None:
             plan = dataclasses.replace(QUICK if args.quick else FULL, event_loop=args.event_loop)
             asyncio.run(run_ab(plan, root, args.baseline_tree.resolve()))

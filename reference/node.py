@@ -620,6 +620,20 @@ class Node:
         self._learn_voters()
         for out in ready.send:
             self._send(out)
+        if ready.replies:
+            self._answer_replies(ready, early)
+        if ready.high_watermark is not None:
+            self.high_watermark = ready.high_watermark
+            self._apply_committed_records()
+            self._release_commits()
+        if ready.next_deadline_ms is not None:
+            self._deadline = ready.next_deadline_ms
+            self._schedule_tick()
+        self._sync_controller()
+
+    def _answer_replies(self, ready: Ready, early: tuple[Reply, ...]) -> None:
+        """The bundle's replies (but ``early``'s, already answered), each written to its connection from here: no
+        event-loop round between the step and the send."""
         # The last answer given, as (response, version, answer): every parked Fetch answered with the same
         # new batch in this bundle, or the next follower to ask from the same offset in a later one, gets
         # the same encoded bytes.
@@ -635,18 +649,9 @@ class Node:
                 else:
                     answer = self._answer_body(rep.response, version, several=len(ready.replies) > 1)
                     shared = (rep.response, version, answer)
-                # Written to the connection from here: no event-loop round between the step and the send.
                 reply.answer(answer)
         if shared is not None and isinstance(shared[2], EncodedAnswer):
             self._last_answer = shared
-        if ready.high_watermark is not None:
-            self.high_watermark = ready.high_watermark
-            self._apply_committed_records()
-            self._release_commits()
-        if ready.next_deadline_ms is not None:
-            self._deadline = ready.next_deadline_ms
-            self._schedule_tick()
-        self._sync_controller()
 
     def _answer_operators_first(self, ready: Ready) -> tuple[Reply, ...]:
         """Answer the bundle's DescribeQuorum replies before its disk work; return them.

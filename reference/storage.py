@@ -849,6 +849,9 @@ class LogDir:
         Refused as a whole, before anything is written, unless offsets continue exactly from the log
         end and leader epochs never decrease.
         """
+        if type(batches) is tuple and len(batches) == 1 and encoded is not None and len(encoded) == 1 \
+                and self._append_one(batches[0], encoded[0]):
+            return
         batches = batches if isinstance(batches, (list, tuple)) else list(batches)
         if encoded is not None and len(encoded) != len(batches):
             raise StorageError(f"append: {len(batches)} batches but {len(encoded)} encoded forms")
@@ -893,6 +896,26 @@ class LogDir:
         self._write(pending)
         if len(epochs) != n_epochs:
             self._write_epoch_checkpoint()
+
+    def _append_one(self, batch: RecordBatch, data: bytes) -> bool:
+        """``append`` of one batch given with its bytes (a commit's shape: the leader's write, a follower's Fetch)
+        when it passes ``append``'s checks and fits in the active segment: the same checks, writes and accounting
+        in straight line. False, with nothing done, otherwise: ``append`` then takes it (and names what is wrong)."""
+        seg, epochs = self._segments[-1], self._epochs
+        position, size = seg.size, len(data)
+        if not batch.records or batch.base_offset != seg.end_offset \
+                or batch.partition_leader_epoch < (epochs[-1].epoch if epochs else -1) \
+                or (position > 0 and position + size > self.segment_bytes):
+            return False
+        n_epochs = len(epochs)
+        indexed = self._note_batch(seg, batch, position, size, epochs)
+        self._write([data])
+        if indexed:
+            with open(seg.index_path, "ab") as fh:
+                fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
+        if len(epochs) != n_epochs:
+            self._write_epoch_checkpoint()
+        return True
 
     def _write(self, chunks: list[bytes]) -> None:
         """Write ``chunks`` at the end of the active segment: one write() for the usual single batch."""

@@ -111,8 +111,8 @@ class VoterSet:
     def is_voter(self, key: ReplicaKey) -> bool:
         """``VoterSet.isVoter``: the id is in the set and the directory ids match (a voter without a directory
         id matches any)."""
-        node = self._by_id.get(key.id)
-        return node is not None and node.is_voter(key)
+        node = self._by_id.get(key.id)  # ``VoterNode.is_voter`` inline (the leader asks on every Fetch): same id
+        return node is not None and (node.key.directory_id is None or node.key.directory_id == key.directory_id)
 
     def is_only_voter(self, key: ReplicaKey) -> bool:
         return len(self.nodes) == 1 and self.is_voter(key)

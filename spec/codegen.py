@@ -364,6 +364,11 @@ class _Decoder:
         s.emit(ind, f"{n} = buf[pos]")
         s.emit(ind, f"if {n} < 128:")
         s.emit(ind + 1, "pos += 1")
+        # Two bytes inline (up to 16383: a Fetch answer's records length, on every commit); longer ones, and a
+        # truncated one, by the interpreter's reader (an IndexError here: the caller's slow path names it).
+        s.emit(ind, "elif buf[pos + 1] < 128:")
+        s.emit(ind + 1, f"{n} = ({n} & 127) | (buf[pos + 1] << 7)")
+        s.emit(ind + 1, "pos += 2")
         s.emit(ind, "else:")
         s.emit(ind + 1, f"{n}, pos = read_uvarint(buf, pos, '')")
         return n

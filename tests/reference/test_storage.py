@@ -6,6 +6,7 @@ as a restarted node would, and checks what survived.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -667,3 +668,36 @@ def test_append_writes_the_given_bytes_and_reads_them_back(tmp_path: Path) -> No
     assert (part(tmp_path) / "00000000000000000000.log").read_bytes() == b"".join(given)
     with LogDir.open(tmp_path) as log:
         assert list(log.iter_encoded()) == list(zip(stamped, given, strict=True))
+
+
+def test_one_batch_appends_with_bytes_write_what_a_whole_list_writes(tmp_path: Path) -> None:
+    """A commit hands storage one batch with its bytes (``LogDir._append_one``): across segment rolls, index
+    entries and epoch changes, the files, index and checkpoint are those of the same batches in one call, and
+    a bad single batch is refused as ``append`` refuses it, with nothing written."""
+    batches, off = [], 0
+    for i in range(40):
+        b = data_batch(off, 1 + i // 7, [b"v" * 100, b"w" * 60])
+        batches.append(b)
+        off = b.last_offset + 1
+    one, whole = tmp_path / "one", tmp_path / "whole"
+    with LogDir.open(one, segment_bytes=1500, index_interval_bytes=400) as log:
+        for b in batches:
+            log.append((b,), (encode_batch(b),))
+        log.flush()
+        assert log.end_offset == off and log.epoch_entries == epochs_of(batches)
+        size = (part(one) / segment_files(one)[-1]).stat().st_size
+        for bad, problem in [(data_batch(off + 1, 6, [b"x"]), f"base offset {off + 1} is not the log end"),
+                             (data_batch(off, 5, [b"x"]), "leader epoch 5, below the log's last epoch 6"),
+                             (dataclasses.replace(data_batch(off, 6, [b"x"]), records=()), "has no records")]:
+            with pytest.raises(StorageError, match=problem):
+                log.append((bad,), (encode_batch(bad) if bad.records else b"",))
+        assert log.end_offset == off and (part(one) / segment_files(one)[-1]).stat().st_size == size
+    with LogDir.open(whole, segment_bytes=1500, index_interval_bytes=400) as log:
+        log.append(batches)
+        log.flush()
+    files = sorted(p.name for p in part(whole).iterdir())
+    assert len(segment_files(whole)) > 3 and sorted(p.name for p in part(one).iterdir()) == files
+    for name in files:
+        assert (part(one) / name).read_bytes() == (part(whole) / name).read_bytes(), name
+    with LogDir.open(one, segment_bytes=1500, index_interval_bytes=400) as log:
+        assert log.read_all() == batches and log.epoch_entries == epochs_of(batches) == checkpoint_on_disk(one)
