@@ -18,9 +18,9 @@ lost). Side by side, measured in the same run:
   validates dozens of short lives, and one run pays TLC's start-up once for all of them.
 
 * ``--lives DIR``: real lives of a conformance run (``session-life-*.ndjson``, black-box, and
-  ``node-life-*.ndjson``, node traces, e.g. ``pytest conformance --report DIR``'s ``traces/`` and
-  ``traces/target/``): each alone (events/s with and without TLC's start-up), then all of a kind in batches
-  as a conformance run validates them (``validate_traces``).
+  ``node-life-*.ndjson``, node traces, e.g. ``pytest conformance --report DIR``'s ``DIR`` or ``traces/``; with the
+  report's results.json there, only the lives the harness validated): each alone (events/s with and without
+  TLC's start-up), then all of a kind in batches as a conformance run validates them (``validate_traces``).
 
 Every time is also given in CPU seconds of TLC (user + system of the JVM: what a loaded machine does not
 distort); ``events/s`` counts trace lines (``--lives``: of the lives' files) per second.
@@ -87,11 +87,33 @@ def events_of(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if line.strip()) - 1
 
 
+def harness_validated(directory: Path) -> set[Path] | None:
+    """The lives a conformance run validated, from its report's results.json (in ``directory`` or up to two levels
+    above it), or None without one. Its traces/ also holds lives the harness does not validate (an observer's
+    life, one the black-box model has no steps for: conformance/target.py unmodelled_lives): they fail, and a
+    batch holding a failing black-box life explores its whole state space."""
+    for up in (directory, *list(directory.resolve().parents)[:2]):
+        results = up / "results.json"
+        if results.is_file():
+            data = json.loads(results.read_text())
+            files = [life.get("file") for life in (data.get("tlcBlackBox") or {}).get("lives", [])]
+            files += [life.get("merged") for life in (data.get("tlcValidation") or {}).get("lives", [])]
+            return {Path(f).resolve() for f in files if f}
+    return None
+
+
 def lives(directory: Path, base_cpu: float, java_opts: tuple[str, ...] = (), rounds: int = 1) -> None:
     """Real lives: each alone, then each kind in batches (``validate_traces``, as a conformance run), with the
     default JVM options and, if given, with ``java_opts`` beside them."""
     kinds = {"black-box (session-life)": sorted(directory.rglob("session-life-*.ndjson")),
              "node trace (node-life)": sorted(directory.rglob("node-life-*.ndjson"))}  # fmt: skip
+    validated = harness_validated(directory)
+    if validated is not None:
+        for kind, paths in kinds.items():
+            skipped = [p.name for p in paths if p.resolve() not in validated]
+            kinds[kind] = [p for p in paths if p.resolve() in validated]
+            if skipped:
+                print(f"{kind}: {len(skipped)} lives the harness did not validate, left out: {', '.join(skipped)}")
     for kind, paths in kinds.items():
         paths = [p for p in paths if translate(p).events]
         if not paths:

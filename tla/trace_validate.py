@@ -217,9 +217,9 @@ _BATCH_MATCHED = re.compile(r'^<<\s*"BATCH-MATCHED",\s*(\d+),\s*(\d+)\s*>>\s*$',
 
 
 #: A definition of TraceData without parameters (``Name ==`` at the start of a line) and trace_render's record
-#: constructors, which TraceKRaft.tla never names (the rows are written with them).
+#: constructors and shared rows' parts (``V1 ==``), which TraceKRaft.tla never names (the rows are written with them).
 _DEFINITION = re.compile(r"^([A-Za-z]\w*) ==", re.M)
-_CONSTRUCTOR = re.compile(r"Row|St|NoState|NoMsg|Rec|VRec|Fill|M\d+")
+_CONSTRUCTOR = re.compile(r"Row|St|NoState|NoMsg|Rec|VRec|Fill|M\d+|V\d+")
 
 
 class BatchUnavailable(RuntimeError):
