@@ -7,7 +7,7 @@ validation included, as ``make conformance`` runs it):
 * catalog wall time serial (``-n 0``), with ``-n 2`` and with ``-n auto`` (pytest-xdist: one embedded target
   per worker), and the sum of the cases' own times in each;
 * trace validation throughput: the node traces' events and the session harness traces' rows per second of
-  TLC time, per second above the TLC start-up floor (one floor per TLC run: per life of a target), and per CPU
+  TLC time, per second above the TLC start-up floor (one floor per TLC run: a batch of lives), and per CPU
   second of the validation processes and their TLC (the runs are batch work beside the cases: their wall time
   stretches with the machine's load, their CPU does not);
 * per-case time, the slowest 10 cases of the serial run beside the same cases in the ``-n auto`` run.

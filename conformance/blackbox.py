@@ -21,10 +21,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraft_tck.conformance.virtual import Frame, LoggedFrame, SessionLog
 from kraft_tck.spec.trace import TraceWriter, to_jsonable
+
+if TYPE_CHECKING:
+    from kraft_tck.tla.trace_validate import TraceVerdict
 
 
 def harness_event(f: Frame, ts_ms: float, virtual: set[int], target_id: int) -> dict[str, Any] | None:
@@ -209,7 +212,12 @@ def validate_session_traces(
         return BlackBoxValidation("NOT CHECKED", "no frame was exchanged with the target")
     t0 = time.monotonic()
     verdicts = validate_traces([t.path for t in traces], timeout=timeout_s, processes=processes)
-    result = BlackBoxValidation("PASS", seconds=time.monotonic() - t0)
+    return blackbox_result(traces, verdicts, time.monotonic() - t0)
+
+
+def blackbox_result(traces: list[SessionTrace], verdicts: list[TraceVerdict], seconds: float) -> BlackBoxValidation:
+    """The black-box verdict of a target's lives from TLC's verdicts on their session traces."""
+    result = BlackBoxValidation("PASS", seconds=seconds)
     problems: list[str] = []
     for t, v in zip(traces, verdicts, strict=True):
         entry: dict[str, Any] = {

@@ -154,6 +154,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"while later cases run (default {DEFAULT_LIFE_FRAMES}; 0: new lives only after a failed case)",
     )
     g.addoption(
+        "--tlc-batch-rows",
+        type=int,
+        default=Session.MIN_BACKGROUND_ROWS,
+        metavar="N",
+        help="while cases run, a background TLC run waits until the finished lives hold N rows (node trace lines "
+        "and session trace rows) and takes them all in one run: each run's start-up costs about 0.65 CPU s, as "
+        f"much as a thousand rows (default {Session.MIN_BACKGROUND_ROWS}; 0: a run as soon as a life ends)",
+    )
+    g.addoption(
         "--case-timeout",
         type=float,
         default=30.0,
@@ -423,6 +432,7 @@ def open_session(config: pytest.Config) -> Session:
             validate=not config.getoption("--no-validate"),
             tlc=not config.getoption("--no-tlc"),
             life_frames=max(0, int(config.getoption("--tlc-life-frames"))),
+            batch_rows=max(0, int(config.getoption("--tlc-batch-rows"))),
             case_timeout_s=float(config.getoption("--case-timeout")),
         )
     except HarnessError as exc:

@@ -4,18 +4,18 @@ The virtual voters must outlive single test cases (the target keeps its connecti
 reconnect backoff would otherwise slow every hand-over), so they live on an asyncio loop in a
 background thread; each pytest case submits its scenario coroutine there and waits for the verdict.
 
-TLC validates each life of the target (node trace and session harness trace) in background threads as soon
-as the life ends, while later cases run: at a wiped restart (``heal``), or once a life has exchanged
+TLC validates each life of the target (node trace and session harness trace) in a background thread once
+the life ends, while later cases run: at a wiped restart (``heal``), or once a life has exchanged
 ``life_frames`` frames, at the next case boundary (a wiped restart the session makes for that reason: TLC's
 time per row grows with what a behaviour accumulates, so several short lives validate faster than one long
-one). The last life is validated when the catalog is done (``validate_all``). One thread validates node
-traces, one session traces; each takes every life that ended since it last looked and validates them in
-one TLC run (``validate_traces``), so TLC's start-up is paid per batch, not per life, and a validator
-that fell behind catches up in one run. While cases run, a validator leaves fewer than ``MIN_BACKGROUND_ROWS``
-waiting rows for its next run (an own-life case's relaunch ends lives of a few rows): TLC's start-up, about a CPU
-second, costs as much as validating a thousand rows. The threads only wait: the work runs in validation processes at a
-lower priority (conformance/validator.py), so that it neither holds this process's interpreter lock nor takes the
-CPU from the harness's loop and the target while cases judge their timers.
+one). The last life is validated when the catalog is done (``validate_all``). The thread takes every life that
+ended since it last looked, both kinds, and validates them in one TLC run (``validate_lives``), so TLC's start-up
+(about 0.65 CPU s, as much as validating a thousand rows) is paid per batch, not per life and kind, and a
+validator that fell behind catches up in one run; while cases run it leaves fewer than ``batch_rows`` (default
+``MIN_BACKGROUND_ROWS``) waiting rows for a later run. The thread only waits: the work runs in a validation
+process at a lower priority (conformance/validator.py), so that it neither holds this process's interpreter lock
+nor takes the CPU from the harness's loop and the target while cases judge their timers; the last run, all the
+catalog then waits for, in one at the scheduler's defaults.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraft_tck.conformance.blackbox import (
     BlackBoxValidation,
     SessionTrace,
+    blackbox_result,
     harness_event,
     merge_blackbox,
     validate_session_traces,
@@ -52,6 +53,9 @@ from kraft_tck.conformance.target import AddressTarget, Target, Timeouts
 from kraft_tck.conformance.validator import ValidationProcess
 from kraft_tck.conformance.virtual import Frame, Quorum, TargetAddress, VLog
 from kraft_tck.spec.trace import read_trace
+
+if TYPE_CHECKING:
+    from kraft_tck.tla.trace_validate import TraceVerdict
 
 T = TypeVar("T")
 ScenarioFn = Callable[[Scenario], Awaitable[None]]
@@ -243,8 +247,9 @@ class TlcValidation:
     events: int = 0
     lives: list[dict[str, Any]] = field(default_factory=list)
     #: how validation kept up (``Session.validate_all``): ``tlcRuns`` (batches, node and session traces),
-    #: ``tailS`` (from the catalog's end to the last verdict), ``runs`` (each batch: kind, lives, rows, its start
-    #: and end in seconds since the session started, ``cpuS``, ``final``: taken once the catalog was done)
+    #: ``tailS`` (from the catalog's end to the last verdict), ``runs`` (each batch: ``lives`` of each kind, rows,
+    #: its start and end in seconds since the session started, ``cpuS``, ``nice``, ``final``: taken once the
+    #: catalog was done)
     schedule: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -316,20 +321,46 @@ def validate_node_trace(
     """Validate each life of a node's trace with TLC (in as few TLC runs as possible, at most ``processes``
     at once: ``validate_traces``); the merged trace of ``lives[k]`` is ``node-life-{N}.ndjson`` in
     ``out_dir``, N being ``numbers[k]`` (default ``first_life + k``)."""
+    node, _ = validate_lives(lives, out_dir, [], processes, timeout_s, first_life, numbers)
+    return node if node is not None else TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
+
+
+def validate_lives(
+    lives: list[list[Path]], out_dir: Path, sessions: list[SessionTrace], processes: int = 1,
+    timeout_s: float = 600.0, first_life: int = 0, numbers: list[int] | None = None,
+) -> tuple[TlcValidation | None, BlackBoxValidation | None]:
+    """The node trace lives (as ``validate_node_trace``) and the session harness traces (as
+    ``validate_session_traces``) in the same TLC runs (``validate_traces`` batches both kinds: one TLC start-up,
+    about 0.65 CPU s, for a conformance run's lives of both kinds); None for a kind with nothing given."""
     from kraft_tck.tla.trace_merge import merge_node_traces
     from kraft_tck.tla.trace_validate import validate_traces
 
     numbered = list(zip(numbers or [first_life + k for k in range(len(lives))], lives, strict=True))
     numbered = [(n, [f for f in life if f.exists() and f.stat().st_size > 0]) for n, life in numbered]
     numbered = [(n, life) for n, life in numbered if life]
-    if not numbered:
-        return TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
-    lives = [life for _, life in numbered]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if numbered:
+        out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     merged = [merge_node_traces(life, out_dir / f"node-life-{n}.ndjson") for n, life in numbered]
-    verdicts = validate_traces(merged, timeout=timeout_s, processes=processes)
-    result = TlcValidation("PASS", seconds=time.monotonic() - t0, events=sum(v.events for v in verdicts))
+    verdicts = validate_traces([*merged, *(t.path for t in sessions)], timeout=timeout_s, processes=processes)
+    seconds = time.monotonic() - t0
+    node_verdicts, session_verdicts = verdicts[: len(merged)], verdicts[len(merged) :]
+    # the runs' time shared between the kinds by their rows (a report sums the two)
+    rows = [sum(v.events for v in node_verdicts), sum(v.events for v in session_verdicts)]
+    share = [seconds * r / max(1, sum(rows)) for r in rows]
+    node = (
+        node_result([life for _, life in numbered], merged, node_verdicts, share[0]) if numbered
+        else None if not lives else TlcValidation("UNAVAILABLE", NO_NODE_TRACE)
+    )  # fmt: skip
+    blackbox = blackbox_result(sessions, session_verdicts, share[1]) if sessions else None
+    return node, blackbox
+
+
+def node_result(
+    lives: list[list[Path]], merged: list[Path], verdicts: list[TraceVerdict], seconds: float
+) -> TlcValidation:
+    """The node trace verdict of a target's lives from TLC's verdicts on their merged traces."""
+    result = TlcValidation("PASS", seconds=seconds, events=sum(v.events for v in verdicts))
     problems: list[str] = []
     for life, path, v in zip(lives, merged, verdicts, strict=True):
         entry: dict[str, Any] = {
@@ -368,8 +399,9 @@ def validate_node_trace(
 class Session:
     #: a case that fails while the harness's loop came this late says so (``ConformanceFailure.note_harness``)
     STALL_S = 0.1
-    #: while cases run, a TLC run waits for this many rows of a kind (node trace lines, session trace rows)
-    MIN_BACKGROUND_ROWS = 200
+    #: while cases run, a TLC run waits for this many rows (node trace lines and session trace rows): its start-up
+    #: costs about 0.65 CPU s, as much as validating a thousand rows
+    MIN_BACKGROUND_ROWS = 1500
 
     def __init__(
         self,
@@ -380,6 +412,7 @@ class Session:
         case_timeout_s: float = 30.0,
         tlc: bool = True,
         life_frames: int = 0,
+        batch_rows: int = MIN_BACKGROUND_ROWS,
     ) -> None:
         self.target = target
         self.timeouts = timeouts
@@ -392,20 +425,21 @@ class Session:
         #: start a new life (a wiped restart, between cases) once the current one has this many frames, so
         #: TLC can validate the finished life while later cases run (0: never; only a target that restarts)
         self.life_frames = life_frames
-        #: background TLC runs (``_submit_lives``): one thread per kind, each taking every life waiting for it
-        self._validators: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
-        #: where those threads have the work done, a process each (conformance/validator.py): translating a trace
-        #: into TLA+ is pure Python, and in the harness's process it would hold the GIL while the harness's loop must
-        #: read the target's messages in time (a loop that waits for the GIL after every socket call falls behind);
-        #: batch priority while cases run, the scheduler's defaults for the last runs (conformance/validator.py)
-        self._processes: dict[str, ValidationProcess] = {}
-        self._final = False  # the catalog is done: the validators take whatever waits, however little
-        self._final_processes: dict[str, ValidationProcess] = {}  # one per kind, default priority: the last runs
+        #: while cases run, a TLC run waits for this many rows (``MIN_BACKGROUND_ROWS``)
+        self.batch_rows = batch_rows
+        #: background TLC runs (``_submit_lives``): one thread, taking every life waiting (both kinds) each time
+        self._validator: concurrent.futures.ThreadPoolExecutor | None = None
+        #: where that thread has the work done (conformance/validator.py): translating a trace into TLA+ is pure
+        #: Python, and in the harness's process it would hold the GIL while the harness's loop must read the
+        #: target's messages in time (a loop that waits for the GIL after every socket call falls behind); batch
+        #: priority while cases run, the scheduler's defaults for the last run (``_final_process``)
+        self._process: ValidationProcess | None = None
+        self._final = False  # the catalog is done: the validator takes whatever waits, however little
+        self._final_process: ValidationProcess | None = None
         self._node_waiting: list[tuple[int, list[Path]]] = []
         self._session_waiting: list[SessionTrace] = []
         self._waiting_lock = threading.Lock()
-        self._node_jobs: list[Future[TlcValidation | None]] = []
-        self._session_jobs: list[Future[BlackBoxValidation | None]] = []
+        self._jobs: list[Future[tuple[TlcValidation | None, BlackBoxValidation | None]]] = []
         self._lives_submitted = 0
         self._t0 = time.monotonic()
         self._runs: list[dict[str, Any]] = []
@@ -480,22 +514,23 @@ class Session:
 
     def validate_all(self) -> tuple[TlcValidation, BlackBoxValidation]:
         """Both TLC validations of every life of the target (stops the target first): the lives that ended
-        while cases ran are in the background already; the last one's two runs start now, side by side."""
+        while cases ran are in the background already; the last one's run starts now."""
         if not self.tlc:
             self.tlc_result = TlcValidation("OFF", "off (--no-tlc)")
             self.blackbox_result = BlackBoxValidation("OFF", "off (--no-tlc)")
             return self.tlc_result, self.blackbox_result
         if self.tlc_result is not None and self.blackbox_result is not None:
             return self.tlc_result, self.blackbox_result
-        if self._validators:  # the last runs at the scheduler's defaults, started while the target stops
-            self._final_processes = {kind: ValidationProcess(batch=False) for kind in ("node", "session")}
+        if self._validator is not None:  # the last run at the scheduler's defaults, started while the target stops
+            self._final_process = ValidationProcess(batch=False)
         self.stop_target()
         ended = time.monotonic()
         with self._waiting_lock:
             self._final = True
         self._submit_lives(self.quorum.session.life + 1)
-        nodes = [r for r in (job.result() for job in self._node_jobs) if r is not None]
-        sessions = [r for r in (job.result() for job in self._session_jobs) if r is not None]
+        done = [job.result() for job in self._jobs]
+        nodes = [node for node, _ in done if node is not None]
+        sessions = [blackbox for _, blackbox in done if blackbox is not None]
         self.tlc_result = merge_tlc(nodes)
         self.blackbox_result = merge_blackbox(sessions) if sessions else validate_session_traces([], 1)
         self.tlc_result.schedule = {
@@ -516,8 +551,8 @@ class Session:
         return self._tmp
 
     def _submit_lives(self, upto: int) -> None:
-        """Queue TLC on each life of the target before ``upto`` not queued yet (validated in background
-        threads, one per kind, several waiting lives in one TLC run)."""
+        """Queue TLC on each life of the target before ``upto`` not queued yet (validated in a background
+        thread, several waiting lives of both kinds in one TLC run)."""
         if not self.tlc:
             return
         out = self._out_dir()
@@ -543,68 +578,56 @@ class Session:
             queued = True
         if not queued:
             return
-        if not self._validators:
-            self._processes = {kind: ValidationProcess() for kind in ("node", "session")}
-            self._validators = {
-                kind: concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"kraft-tck-tlc-{kind}")
-                for kind in ("node", "session")
-            }  # fmt: skip
-        self._node_jobs.append(self._validators["node"].submit(self._validate_waiting_node))
-        self._session_jobs.append(self._validators["session"].submit(self._validate_waiting_sessions))
+        if self._validator is None:
+            self._process = ValidationProcess()
+            self._validator = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraft-tck-tlc")
+        self._jobs.append(self._validator.submit(self._validate_waiting))
 
-    def _validate_waiting_node(self) -> TlcValidation | None:
-        """Every node trace life waiting, in one TLC run (None: an earlier call took them all)."""
+    def _validate_waiting(self) -> tuple[TlcValidation | None, BlackBoxValidation | None]:
+        """Every life waiting, node traces and session traces, in one TLC run ((None, None): an earlier call took
+        them all, or fewer than ``batch_rows`` wait while cases run)."""
         with self._waiting_lock:
             rows = sum(_lines(f) for _, files in self._node_waiting for f in files)
+            rows += sum(t.events for t in self._session_waiting)
             final = self._final
-            if not final and rows < self.MIN_BACKGROUND_ROWS:
-                return None  # left for the next run
-            waiting, self._node_waiting = self._node_waiting, []
-        if not waiting:
-            return None
+            if not final and rows < self.batch_rows:
+                return None, None  # left for the next run
+            nodes, self._node_waiting = self._node_waiting, []
+            sessions, self._session_waiting = self._session_waiting, []
+        if not nodes and not sessions:
+            return None, None
         started = time.monotonic()
-        process = self._process("node", final)
+        process = self._job_process(final)
         cpu = process_cpu_s(process.pid)
-        result = process.run(validate_node_trace, [files for _, files in waiting], self._out_dir() / "target", 1,
-                             600.0, 0, [life for life, _ in waiting])  # fmt: skip
-        self._log_run("node", [life for life, _ in waiting], result, started, process.pid, cpu, final)
-        return result
+        node, blackbox = process.run(validate_lives, [files for _, files in nodes], self._out_dir() / "target",
+                                     sessions, 1, 600.0, 0, [life for life, _ in nodes])  # fmt: skip
+        self._log_run({"node": [life for life, _ in nodes], "session": [t.life for t in sessions]}, (node, blackbox),
+                      started, process.pid, cpu, final)  # fmt: skip
+        return node, blackbox
 
-    def _validate_waiting_sessions(self) -> BlackBoxValidation | None:
-        """Every session trace waiting, in one TLC run (None: an earlier call took them all)."""
-        with self._waiting_lock:
-            final = self._final
-            if not final and sum(t.events for t in self._session_waiting) < self.MIN_BACKGROUND_ROWS:
-                return None  # left for the next run
-            waiting, self._session_waiting = self._session_waiting, []
-        if not waiting:
-            return None
-        started = time.monotonic()
-        process = self._process("session", final)
-        cpu = process_cpu_s(process.pid)
-        result = process.run(validate_session_traces, waiting, 1)
-        self._log_run("session", [t.life for t in waiting], result, started, process.pid, cpu, final)
-        return result
-
-    def _process(self, kind: str, final: bool) -> ValidationProcess:
-        """The validation process of a run: the batch one while cases run, the last runs' once they are done (the
-        first runs may come after the catalog's end, as in a catalog of one case)."""
-        if final and kind not in self._final_processes:
-            self._final_processes[kind] = ValidationProcess(batch=False)
-        return self._final_processes[kind] if final else self._processes[kind]
+    def _job_process(self, final: bool) -> ValidationProcess:
+        """The validation process of a run: the batch one while cases run, the last run's once they are done (the
+        first run may come after the catalog's end, as in a catalog of one case)."""
+        if final and self._final_process is None:
+            self._final_process = ValidationProcess(batch=False)
+        process = self._final_process if final else self._process
+        assert process is not None
+        return process
 
     def _log_run(
-        self, kind: str, lives: list[int], result: TlcValidation | BlackBoxValidation, started: float, pid: int,
-        cpu_before: float | None, final: bool,
+        self, lives: dict[str, list[int]], results: tuple[TlcValidation | None, BlackBoxValidation | None],
+        started: float, pid: int, cpu_before: float | None, final: bool,
     ) -> None:
-        """One TLC run in the schedule: its wall-clock span and ``cpuS``, the CPU the validation process and its TLC
-        spent on it (the throughput a machine busy with the cases does not distort: the run is batch work)."""
-        if result.status in ("NOT CHECKED", "UNAVAILABLE"):
+        """One TLC run in the schedule: the lives of each kind it took, its rows, its wall-clock span and ``cpuS``,
+        the CPU the validation process and its TLC spent on it (the throughput a machine busy with the cases does
+        not distort: the run is batch work)."""
+        ran = [r for r in results if r is not None and r.status not in ("NOT CHECKED", "UNAVAILABLE")]
+        if not ran:
             return  # no row to check: TLC did not run
         cpu_after, nice = process_cpu_s(pid), process_nice(pid)
         cpu = round(cpu_after - cpu_before, 2) if cpu_before is not None and cpu_after is not None else None
         self._runs.append({
-            "kind": kind, "lives": lives, "rows": result.events, "startS": round(started - self._t0, 2),
+            "lives": lives, "rows": sum(r.events for r in ran), "startS": round(started - self._t0, 2),
             "endS": round(time.monotonic() - self._t0, 2), "pid": pid, "cpuS": cpu, "final": final, "nice": nice,
         })  # fmt: skip
 
@@ -618,10 +641,11 @@ class Session:
         try:
             self.stop_target()
         finally:
-            for validator in self._validators.values():
-                validator.shutdown(wait=True, cancel_futures=True)
-            for process in (*self._processes.values(), *self._final_processes.values()):
-                process.close()
+            if self._validator is not None:
+                self._validator.shutdown(wait=True, cancel_futures=True)
+            for process in (self._process, self._final_process):
+                if process is not None:
+                    process.close()
             self.target.collect(self.trace_dir)
             self.loop.stop()
             if self._tmp is not None:

@@ -1,7 +1,7 @@
 """The validation process: a Python process beside the harness that runs its TLC validations (``Session``).
 
 Translating a trace into TLA+ is pure Python; in the harness's own process it held the interpreter's lock while the
-harness's event loop had to read the target's messages in time. So each validator thread of a session has a
+harness's event loop had to read the target's messages in time. So the session's validator thread has a
 process of its own, ``python -m kraft_tck.conformance.validator``, and sends it jobs: a module-level function and its
 arguments, pickled in a length-prefixed frame on the process's standard input; the answer (the result, or the
 exception) comes back the same way on a pipe of its own (the job's prints go to standard error). Not

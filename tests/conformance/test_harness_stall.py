@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kraft_tck.conformance.session import LoopThread, Session
+from kraft_tck.conformance.session import LoopThread
 from kraft_tck.conformance.validator import ValidationProcess
 from kraft_tck.tla.tlc import tlc_unavailable_reason
 
@@ -70,8 +70,8 @@ def test_validation_runs_outside_the_harness_process(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     results = json.loads((report / "results.json").read_text())
     schedule = results["tlcValidation"]["schedule"]
-    assert schedule["runs"], schedule  # TLC ran (node and session traces)
-    assert {run["kind"] for run in schedule["runs"]} == {"node", "session"}, schedule
+    assert schedule["runs"], schedule  # TLC ran (node and session traces, in one run)
+    assert [sorted(run["lives"]) for run in schedule["runs"]] == [["node", "session"]], schedule
     assert all(run["pid"] != schedule["harnessPid"] for run in schedule["runs"]), schedule
     assert schedule["harnessPid"] != os.getpid()
     # each run's CPU, the validation process's and its TLC's (a JVM takes well over 0.3 s of CPU to start)
@@ -96,13 +96,13 @@ def test_a_validation_process_runs_jobs_and_returns_their_errors() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(tlc_unavailable_reason() is not None, reason=str(tlc_unavailable_reason()))
 def test_background_runs_wait_for_enough_rows(tmp_path: Path) -> None:
-    """While cases run, a TLC run waits for ``MIN_BACKGROUND_ROWS`` of its kind (lives of 30 frames here, each far
-    fewer rows): no JVM start for a handful of rows; once the catalog is done the last runs take the rest, and
-    every life is validated."""
-    report = tmp_path / "report"
+    """While cases run, a TLC run waits for ``--tlc-batch-rows`` rows (lives of 30 frames here, each far fewer
+    rows) and takes both kinds of every finished life: no JVM start for a handful of rows; once the catalog is
+    done the last run takes the rest, and every life is validated, once."""
+    report, batch = tmp_path / "report", 150
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-n", "0", "--section", "Vote",
-         "--section", "Epochs", "--tlc-life-frames", "30", "--report", str(report)],
+         "--section", "Epochs", "--tlc-life-frames", "30", "--tlc-batch-rows", str(batch), "--report", str(report)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -110,13 +110,13 @@ def test_background_runs_wait_for_enough_rows(tmp_path: Path) -> None:
     runs = results["tlcValidation"]["schedule"]["runs"]
     background = [r for r in runs if not r["final"]]
     assert background and any(r["final"] for r in runs), runs
-    # batch priority while cases run, the scheduler's default for the last runs (all the run waits for then)
+    # batch priority while cases run, the scheduler's default for the last run (all the catalog waits for then)
     assert {r["nice"] for r in background} == {os.getpriority(os.PRIO_PROCESS, 0) + 5}, runs
     assert {r["nice"] for r in runs if r["final"]} == {os.getpriority(os.PRIO_PROCESS, 0)}, runs
-    floor = Session.MIN_BACKGROUND_ROWS
-    # session runs count rows as they wait; node runs wait on trace lines (a few more than the events validated)
-    assert all(r["rows"] >= (floor if r["kind"] == "session" else floor // 2) for r in background), runs
+    # runs wait on trace lines and rows; they validate events (a node trace has a few more lines than events)
+    assert all(r["rows"] >= batch // 2 for r in background), runs
+    assert all(r["lives"]["node"] and r["lives"]["session"] for r in background), runs  # both kinds in one run
     for kind, verdict in (("node", "tlcValidation"), ("session", "tlcBlackBox")):
-        validated = [life for r in runs if r["kind"] == kind for life in r["lives"]]
+        validated = [life for r in runs for life in r["lives"][kind]]
         # each life once, every life of the verdict, and many lives
         assert len(validated) == len(set(validated)) == len(results[verdict]["lives"]) >= 4, (kind, runs)

@@ -398,6 +398,38 @@ def test_black_box_traces_share_a_run_that_ends_once_each_matched(tmp_path: Path
     assert [v.failed_event.seq if v.failed_event else None for v in verdicts[2:]] == [3, 2]
 
 
+@pytest.mark.tlc
+@pytest.mark.slow
+@needs_tlc
+def test_node_and_black_box_traces_share_a_run(tmp_path: Path) -> None:
+    """A conformance run's lives of both kinds in one TLC run (one start-up, not two): the node traces explore
+    their whole state space as alone, the black-box traces stop at their first full match but end no run (no
+    BATCH-DONE exit, which would cut the node traces short), and a doctored trace of either kind still fails at
+    its row."""
+    from .test_blackbox_prelude import STORY, target_fetch, write
+
+    node = [write_trace(tmp_path / "node-election.ndjson", ELECTION),
+            write_trace(tmp_path / "node-replication.ndjson", ELECTION + REPLICATION)]  # fmt: skip
+    blackbox = [write(tmp_path / "story.ndjson", STORY)]
+    traces = [translate(p) for p in (*node, *blackbox)]
+    modules = batch_modules(traces)
+    assert "BatchDoneExit" not in modules["TraceBatch.cfg"]
+    # the black-box trace's guard (no step once it matched every row), not the node traces'
+    assert "batchTrace = 3 /\\ TLCGet(103) <= Len(D3!TraceLog) /\\ T3!TraceNext" in modules["TraceBatch.tla"]
+    assert "batchTrace = 1 /\\ T1!TraceNext" in modules["TraceBatch.tla"]
+    passing = validate_traces([*node, *blackbox], timeout=300)
+    assert [v.status for v in passing] == ["PASS", "PASS", "PASS"], [v.reason for v in passing]
+    assert passing[0].tlc is passing[2].tlc and passing[0].tlc is not None  # one run
+    backwards = (2, "HandleFetchResponse", st("Follower", 1, 1, 1, 3, 1, 1))  # the high watermark goes back
+    hw_back = write_trace(tmp_path / "hw-backwards.ndjson", [*ELECTION, *REPLICATION, *NEXT_FETCH, backwards])
+    back = write(tmp_path / "back.ndjson", [*STORY[:2], target_fetch(100, 5)])
+    verdicts = validate_traces([*node, hw_back, *blackbox, back], timeout=300)
+    assert [v.status for v in verdicts] == ["PASS", "PASS", "FAIL", "PASS", "FAIL"], [v.reason for v in verdicts]
+    failed = verdicts[2].failed_event
+    assert failed is not None and (failed.node, failed.event, failed.state) == backwards
+    assert verdicts[4].failed_event is not None and verdicts[4].failed_event.seq == 2
+
+
 # --------------------------------------------------------------------------- TLC's class-data sharing archive
 
 
