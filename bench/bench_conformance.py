@@ -204,6 +204,10 @@ def validation(res: dict[str, Any], floor: float, floor_cpu: float) -> dict[str,
             "per_cpu_above": events / max(cpu - floor_cpu * runs, 1e-3) if cpu > 0 else float("nan")}  # fmt: skip
 
 
+def goal(events_per_s: float) -> str:
+    return "ok" if events_per_s >= GOAL_EVENTS_PER_S else "MISSED"
+
+
 def wall_verdict(mode: str, walls: list[float]) -> str:
     """The 30 s goal holds for ``-n auto`` at the filing's catalog size (the FILING_MODE column)."""
     if mode != FILING_MODE:
@@ -284,11 +288,11 @@ def main() -> int:
     row("validation tail s (last case to verdict)", [f"{vals[m]['tail']:.1f}" for m in modes])
     row("validation events/s of TLC time", [f"{vals[m]['rate']:.0f}" for m in modes])
     row("  events/s above the start-up floor", [f"{vals[m]['above']:.0f}" for m in modes])
+    row("  goal >= 1,000 events/s above floor", [goal(vals[m]["above"]) for m in modes])
     row("validation CPU s (processes + TLC)", [f"{vals[m]['cpu']:.0f}" for m in modes])
     row("  events per CPU s", [f"{vals[m]['per_cpu']:.0f}" for m in modes])
     row("  events per CPU s above the floor", [f"{vals[m]['per_cpu_above']:.0f}" for m in modes])
-    row("  goal >= 1,000 events/s above floor",
-        ["ok" if vals[m]["above"] >= GOAL_EVENTS_PER_S else "MISSED" for m in modes])
+    row("  goal >= 1,000 events per CPU s above", [goal(vals[m]["per_cpu_above"]) for m in modes])
     serial = modes[0]
     other = modes[-1]
     by_id = {c["id"]: c for c in last[other]["cases"]}
