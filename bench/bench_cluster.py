@@ -633,6 +633,7 @@ class _OpcodeCounter:
         self.role_of: dict[int, str] = {}  # id(frame) -> role, for the frames running now
         self.callback = "?"
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (role, callback, function) -> opcodes
+        self.where_of: dict[int, str] = {}  # id(frame) -> its function's name, for the frames running now
 
     def _role(self, frame: Any) -> str:
         f = frame
@@ -654,10 +655,13 @@ class _OpcodeCounter:
             if back is not None and back.f_code.co_name in ("_run", "_process_events"):  # a loop callback starts
                 self.callback = frame.f_code.co_name
             self.role_of[id(frame)] = self._role(frame)
-        elif event == "opcode":
             code = frame.f_code
             where = f"{Path(code.co_filename).name}:{code.co_firstlineno} {code.co_name}"
-            self.counts[(self.role_of.get(id(frame), "event loop"), self.callback, where)] += 1
+            if code.co_filename == "<string>" and "self" in frame.f_locals:  # a dataclass's generated method
+                where = f"{type(frame.f_locals['self']).__name__}.{code.co_name} (generated)"
+            self.where_of[id(frame)] = where
+        elif event == "opcode":
+            self.counts[(self.role_of.get(id(frame), "event loop"), self.callback, self.where_of[id(frame)])] += 1
         return self.trace
 
 
@@ -1303,6 +1307,8 @@ def main() -> None:
                         help="only run N one-at-a-time in-process commits (for callgrind, see above)")
     parser.add_argument("--opcodes", type=int, default=0, metavar="N",
                         help="only run N one-at-a-time in-process commits counting Python opcodes per node role")
+    parser.add_argument("--top", type=int, default=25, metavar="K",
+                        help="with --opcodes: list the K functions that run the most opcodes per role (default 25)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--echo-server-buffered", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
@@ -1332,7 +1338,7 @@ def main() -> None:
         if args.commits:
             commit_profile(root, args.commits)
         elif args.opcodes:
-            opcode_profile(root, args.opcodes)
+            opcode_profile(root, args.opcodes, args.top)
         elif args.baseline_tree is not None:
             plan = dataclasses.replace(QUICK if args.quick else FULL, event_loop=args.event_loop)
             asyncio.run(run_ab(plan, root, args.baseline_tree.resolve()))

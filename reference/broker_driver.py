@@ -148,21 +148,31 @@ class BrokerDriver:
         registry, controller = self.registry, self.controller
         changes: list[BrokerChange] = []
         errors: list[RegistryError] = []
-        applied = _Applied()
+        applied_bytes = 0  # the size of the batches applied whole
         if registry.next_offset < high_watermark:
-            # Read as far as the registry applies: the log may hold more than the committed prefix.
-            batches = _counting(read(registry.next_offset, high_watermark), registry, high_watermark, applied)
-            changes, errors = registry.apply_committed(batches, high_watermark)
+            applied_end = timestamp = 0  # the end offset of the last batch applied whole (0: none), their max time
+            # Read as far as the registry applies: the log may hold more than the committed prefix. Each batch the
+            # registry is about to finish applying is counted first (``registry.next_offset``: where it stands).
+            for batch, size in read(registry.next_offset, high_watermark):
+                if batch.base_offset >= high_watermark:
+                    break
+                last = batch.last_offset
+                if registry.next_offset <= last < high_watermark:
+                    applied_bytes += size
+                    applied_end = last + 1
+                    if batch.max_timestamp > timestamp:
+                        timestamp = batch.max_timestamp
+                registry.apply_batch(batch, high_watermark, changes, errors)
             controller.committed(high_watermark)
-            if applied.end:
-                self.applied_aligned = applied.end == registry.next_offset
-                self.applied_timestamp = max(self.applied_timestamp, applied.timestamp)
+            if applied_end:
+                self.applied_aligned = applied_end == registry.next_offset
+                self.applied_timestamp = max(self.applied_timestamp, timestamp)
             else:
                 self.applied_aligned = False  # only part of a batch: the applied offset is inside it
         answers = self._release(high_watermark, epoch_of) if self._waiters else ()
-        if not changes and not errors and not answers and not applied.bytes:
+        if not changes and not errors and not answers and not applied_bytes:
             return _NOTHING_COMMITTED
-        return Committed(tuple(changes), tuple(errors), answers, bool(errors) and self.is_voter, applied.bytes)
+        return Committed(tuple(changes), tuple(errors), answers, bool(errors) and self.is_voter, applied_bytes)
 
     @property
     def applied_offset(self) -> int:
@@ -328,30 +338,6 @@ def _varint_len(value: int) -> int:
         zigzag >>= 7
         n += 1
     return n
-
-
-@dataclass(slots=True)
-class _Applied:
-    bytes: int = 0  # the size of the batches applied whole
-    end: int = 0  # the end offset of the last of them (0: none)
-    timestamp: int = 0  # their largest max timestamp
-
-
-def _counting(
-    batches: Iterable[tuple[RecordBatch, int]], registry: BrokerRegistry, high_watermark: int, applied: _Applied
-) -> Iterable[RecordBatch]:
-    """``batches`` (with their sizes), noting in ``applied`` each one the registry is about to finish applying (it
-    consumes them in order, so ``registry.next_offset`` is where it stands when a batch is handed over)."""
-    for batch, size in batches:
-        if batch.base_offset >= high_watermark:
-            return
-        last = batch.last_offset
-        if registry.next_offset <= last < high_watermark:
-            applied.bytes += size
-            applied.end = last + 1
-            if batch.max_timestamp > applied.timestamp:
-                applied.timestamp = batch.max_timestamp
-        yield batch
 
 
 @dataclass

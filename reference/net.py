@@ -139,9 +139,10 @@ class BodyCodec(Protocol):
     def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ServerRequest:
-    """One decoded request as a handler sees it."""
+    """One decoded request as a handler sees it (handlers do not change it). Not frozen: one is built per request,
+    and a frozen dataclass's ``__init__`` costs twice the opcodes (``object.__setattr__`` per field)."""
 
     api_key: int
     api_version: int
@@ -385,23 +386,17 @@ class KafkaServer:
             log.warning("closing %s: malformed request: %s", peer, exc)
             responses.add_frame(None)
             return
-        req = ServerRequest(
-            api_key=header["RequestApiKey"],
-            api_version=header["RequestApiVersion"],
-            correlation_id=header["CorrelationId"],
-            client_id=header.get("ClientId"),
-            body=body,
-            peer=peer,
-            principal=conn.principal if conn is not None else ANONYMOUS,
-            reply=PendingAnswer() if header["RequestApiKey"] in self._answer_early else None,
-        )
+        api_key = header["RequestApiKey"]
+        req = ServerRequest(api_key, header["RequestApiVersion"], header["CorrelationId"], header.get("ClientId"),
+                            body, peer, conn.principal if conn is not None else ANONYMOUS,
+                            PendingAnswer() if api_key in self._answer_early else None)
         sasl = conn.sasl if conn is not None else None
-        if sasl is not None and (sasl.principal is None or req.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)) \
-                and req.api_key != API_VERSIONS:
+        if sasl is not None and (sasl.principal is None or api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)) \
+                and api_key != API_VERSIONS:
             assert conn is not None
             self._authenticate(req, sasl, conn, responses)
             return
-        if self._gate is not None and req.api_key != API_VERSIONS and req.api_key in self.api_ranges:
+        if self._gate is not None and api_key != API_VERSIONS and api_key in self.api_ranges:
             try:
                 refusal = self._gate(req)
                 frame = None if refusal is None else codec.encode_response(
@@ -423,10 +418,10 @@ class KafkaServer:
                 responses.add_frame(None)
                 return
         answer: Answer | PendingAnswer | Awaitable[Answer]
-        if req.api_key == API_VERSIONS:
+        if api_key == API_VERSIONS:
             answer = api_versions_body(self.api_ranges, features=self.supported_features, version=req.api_version)
-        elif req.api_key not in self.api_ranges:
-            log.warning("closing %s: api key %d is not served here", req.peer, req.api_key)
+        elif api_key not in self.api_ranges:
+            log.warning("closing %s: api key %d is not served here", peer, api_key)
             answer = None
         else:
             early = req.reply
@@ -568,8 +563,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _pump_frames(self, responses: _InOrderResponses, server: KafkaServer, frames: FrameSplitter) -> None:
+        bounded = server.queued_max_bytes >= 0  # queued.max.request.bytes: each frame's bytes are held
         while self._reading and not responses.closed and not self._write_paused and not self._busy:
-            if server.queued_max_bytes >= 0 and self._frame_reserved < 0:
+            if bounded and self._frame_reserved < 0:
                 size = frames.pending_size()
                 if size is not None and 0 <= size <= server._max_frame:
                     if not server._reserve(self, size + 4):
@@ -590,18 +586,21 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 if self._eof:
                     self._stop_reading()  # every whole frame received is dispatched: nothing more comes
                 break
-            self._held.append(max(self._frame_reserved, 0))
-            self._frame_reserved = -1
+            if bounded:  # unbounded, a frame holds nothing: _sent has nothing to give back for it
+                self._held.append(max(self._frame_reserved, 0))
+                self._frame_reserved = -1
             if server.one_in_flight:
                 self._busy = True
             server._dispatch(payload, self.peer, responses, self)
 
     def _update_reading(self) -> None:
+        blocked = (not self._reading or self._eof or self._write_paused or self._waiting_memory
+                   or (self._busy and self._frames.buffered() > 0))
+        if blocked == self._muted:
+            return  # reading is paused exactly when it should be (the common case: nothing to change)
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        blocked = (not self._reading or self._eof or self._write_paused or self._waiting_memory
-                   or (self._busy and self._frames.buffered() > 0))
         if blocked and not self._muted:
             self._muted = True
             with contextlib.suppress(Exception):
@@ -616,9 +615,12 @@ class _ServerConnection(asyncio.BufferedProtocol):
         one_in_flight take the next request (from a later loop round: this may run inside a handler's call,
         and handlers are not re-entered)."""
         self.last_active = time.monotonic()
-        if self._held:
-            self._server._release(self._held.popleft())
-        if self._busy and not (self._responses is not None and self._responses.waiting()):
+        held = self._held
+        if held:
+            size = held.popleft()
+            if size:  # 0 without queued.max.request.bytes: nothing to give back
+                self._server._release(size)
+        if self._busy and not (self._responses is not None and self._responses._slots):
             self._busy = False
             self._schedule_resume()
 
@@ -717,8 +719,10 @@ class _InOrderResponses:
             return
         if isinstance(answer, PendingAnswer):
             self._slots.append((req, answer))
-            if answer.done():
+            if answer._answered:
                 self._replied(req, answer)
+            elif self._observer is None:
+                answer._listener = self._flush  # nothing to observe: the answer goes straight to its turn
             else:
                 answer._listener = lambda: self._replied(req, answer)
             return
@@ -779,9 +783,9 @@ class _InOrderResponses:
         while slots and not self.closed:
             req, answer = slots[0]
             if isinstance(answer, PendingAnswer):
-                if not answer.done():
+                if not answer._answered:
                     break  # later answers wait for this one
-                answer = answer.result()
+                answer = answer._value
             elif isinstance(answer, asyncio.Future):
                 if not answer.done():
                     break
@@ -939,6 +943,10 @@ class KafkaClient:
     # The loop the connection runs on, kept from ``connect``: on Python 3.11 every
     # ``asyncio.get_running_loop()`` outside a C-level callback costs a getpid() system call.
     _loop: asyncio.AbstractEventLoop | None = None
+    # best_version's answers for the ``versions`` dict they were computed from (a node asks before every request;
+    # ``versions`` is replaced, never changed in place, when a connection negotiates).
+    _best: dict[int, int] = field(default_factory=dict)
+    _best_for: object = None
 
     @property
     def connected(self) -> bool:
@@ -998,6 +1006,12 @@ class KafkaClient:
 
     def best_version(self, api_key: int) -> int:
         """The highest version both sides support (KIP-511); RequestError when there is none."""
+        if self._best_for is self.versions:
+            known = self._best.get(api_key)
+            if known is not None:
+                return known
+        else:
+            self._best, self._best_for = {}, self.versions
         ours = codec.supported_versions(api_key)
         theirs = self.versions.get(api_key)
         if theirs is None:
@@ -1005,6 +1019,7 @@ class KafkaClient:
         hi = min(ours[1], theirs[1])
         if hi < max(ours[0], theirs[0]):
             raise RequestError(f"no common version of api key {api_key}: ours {ours}, {self.peer} {theirs}")
+        self._best[api_key] = hi
         return hi
 
     def send(

@@ -617,7 +617,8 @@ class Node:
         if ready.cluster_id_adopted is not None:
             self.storage.write_meta(MetaProperties(node_id=self.config.node_id, cluster_id=ready.cluster_id_adopted,
                                                    directory_id=self.core.config.directory_id))
-        self._learn_voters()
+        if ready.log_ops:  # the voter set in force changes only with the log (an append, a truncation, a snapshot)
+            self._learn_voters()
         for out in ready.send:
             self._send(out)
         if ready.replies:
@@ -898,6 +899,9 @@ class Node:
         the body goes back at once; a parked Fetch is answered through a ``PendingAnswer``, by a later step."""
         if self._stopping:
             return None
+        core_req = req.body
+        if type(core_req) is FetchRequest:  # the typed codec's Fetch (nearly every request a leader gets)
+            return self._handle_core(req, core_req)
         if req.api_key in broker_controller.SERVED_API_VERSIONS:
             return self._handle_broker_request(req)
         if req.api_key == wire.VOTE and not self.config.pre_vote and req.api_version > VOTE_VERSION_WITHOUT_PRE_VOTE:
@@ -920,6 +924,10 @@ class Node:
             topics = ", ".join(str(t.get("TopicName")) for t in req.body.get("Topics") or [])
             log.info("%s from %s names topic %s, not __cluster_metadata partition 0: refused",
                      codec.api_name(req.api_key), req.peer, topics)
+        return self._handle_core(req, core_req)
+
+    def _handle_core(self, req: ServerRequest, core_req: Any) -> Answer | PendingAnswer:
+        """A request for the core, read: one step, answered at once or later (a parked Fetch)."""
         if isinstance(core_req, FetchRequest) and core_req.max_bytes > MAX_FETCH_SIZE_BYTES:
             # Kafka's leader reads at most KafkaRaftClient.MAX_FETCH_SIZE_BYTES (8 MiB) per Fetch, whatever
             # MaxBytes asks (KafkaMetadataLog.read with maxFetchSizeInBytes; at least one batch).

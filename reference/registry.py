@@ -277,33 +277,39 @@ class BrokerRegistry:
         for batch in batches:
             if batch.base_offset >= high_watermark:
                 break
-            if batch.last_offset < self.next_offset:
-                continue
-            if batch.base_offset > self.next_offset:
-                raise RegistryError(
-                    f"gap in the log: next offset to apply is {self.next_offset}, batch starts at "
-                    f"{batch.base_offset}"
-                )
-            if not batch.is_control:
-                for rec in batch.records:
-                    offset = batch.base_offset + rec.offset_delta
-                    if offset < self.next_offset or offset >= high_watermark:
-                        continue
-                    if rec.key is not None:
-                        self._note_cluster_id(rec)
-                        continue
-                    decoded = decode_state_record(rec)
-                    if decoded is None:
-                        continue
-                    if decoded[0] == FEATURE_LEVEL:
-                        self._apply_feature_level(decoded[2])
-                        continue
-                    try:
-                        changes.append(self.apply(offset, decoded[0], decoded[2]))
-                    except RegistryError as exc:
-                        errors.append(exc)
-            self.next_offset = min(batch.last_offset + 1, high_watermark)
+            self.apply_batch(batch, high_watermark, changes, errors)
         return changes, errors
+
+    def apply_batch(self, batch: RecordBatch, high_watermark: int, changes: list[BrokerChange],
+                    errors: list[RegistryError]) -> None:
+        """``apply_committed`` of one batch starting below ``high_watermark`` (the shell's commit path calls it
+        batch by batch, without a generator in between): its changes and refusals are added to the lists."""
+        if batch.last_offset < self.next_offset:
+            return
+        if batch.base_offset > self.next_offset:
+            raise RegistryError(
+                f"gap in the log: next offset to apply is {self.next_offset}, batch starts at "
+                f"{batch.base_offset}"
+            )
+        if not batch.is_control:
+            for rec in batch.records:
+                offset = batch.base_offset + rec.offset_delta
+                if offset < self.next_offset or offset >= high_watermark:
+                    continue
+                if rec.key is not None:
+                    self._note_cluster_id(rec)
+                    continue
+                decoded = decode_state_record(rec)
+                if decoded is None:
+                    continue
+                if decoded[0] == FEATURE_LEVEL:
+                    self._apply_feature_level(decoded[2])
+                    continue
+                try:
+                    changes.append(self.apply(offset, decoded[0], decoded[2]))
+                except RegistryError as exc:
+                    errors.append(exc)
+        self.next_offset = min(batch.last_offset + 1, high_watermark)
 
     # ------------------------------------------------------------------------------------ snapshots
 

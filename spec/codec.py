@@ -877,7 +877,9 @@ def _header_suffix(api_key: int, version: int) -> bytes:
 def frame_response(api_key: int, version: int, correlation_id: int, encoded_body: bytes) -> bytes:
     """``encode_response(api_key, version, correlation_id, body)`` from ``encode_response_body(...)`` of
     that body: length prefix and header written here, the body's bytes reused."""
-    suffix = _header_suffix(api_key, version)
+    suffix = _HEADER_SUFFIXES.get((api_key, version))
+    if suffix is None:
+        suffix = _header_suffix(api_key, version)
     size = 4 + len(suffix) + len(encoded_body)
     try:
         head = _LENGTH_AND_CORRELATION.pack(size, correlation_id)

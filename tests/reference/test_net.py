@@ -330,6 +330,101 @@ def test_a_request_without_an_answer_closes_the_connection(failure: str) -> None
     asyncio.run(_with_server(handler, body))
 
 
+@pytest.mark.parametrize("observed", [False, True], ids=["no-observer", "observer"])
+@pytest.mark.parametrize("one_in_flight", [False, True], ids=["pipelined", "one-in-flight"])
+def test_parked_answers_leave_in_request_order_then_a_refusal_closes(observed: bool, one_in_flight: bool) -> None:
+    """Five pipelined requests: 0 and 2 parked (PendingAnswer), 1 answered at once, 3 by a coroutine, 4 with no
+    answer. Answering 2 before 0 writes nothing; answering 0 writes 0, 1 and 2 from that call (a parked Fetch
+    answered from the step that completes it, as the node's leader does); then 3, then the connection closes.
+    A server without a frame observer hands the answer straight to the connection's queue (net's fast lane), one
+    with an observer records it first: both keep Kafka's order, and the observer sees each answer once. With
+    ``one_in_flight`` (the node's setting) request 1 is read only once 0 is written. Memory of
+    queued.max.request.bytes is held until each answer is written."""
+    parked: dict[int, PendingAnswer] = {}
+    handled: list[int] = []
+    sent: list[int] = []
+
+    def observer(direction: str, api_key: int, version: int, corr: int, body: Any, peer: str) -> None:
+        if direction == "send":
+            sent.append(corr)
+
+    def handler(req: ServerRequest) -> Answer | PendingAnswer | Awaitable[Answer]:
+        corr = req.correlation_id
+        handled.append(corr)
+        if corr in (0, 2):
+            parked[corr] = PendingAnswer()
+            return parked[corr]
+        if corr == 3:
+            async def later() -> Answer:
+                await asyncio.sleep(0.05)
+                return _answer(Errors.NOT_LEADER_OR_FOLLOWER)
+            return later()
+        return None if corr == 4 else _answer(Errors.NONE)
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"".join(_request_frame(i) for i in range(5)))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if 0 in parked and (one_in_flight or 2 in parked):
+                break
+        assert handled == ([0] if one_in_flight else [0, 1, 2, 3, 4])
+        assert server.queued_bytes > 0  # the parked frames' memory is held
+        if not one_in_flight:
+            parked[2].answer(_answer(Errors.NOT_LEADER_OR_FOLLOWER))
+            with pytest.raises(TimeoutError):  # 2 is answered, held back behind the parked 0
+                await asyncio.wait_for(read_frame(reader), 0.2)
+        parked[0].answer(_answer(Errors.NONE))
+        if one_in_flight:
+            assert await _read_answer(reader) == (0, Errors.NONE)
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if 2 in parked:
+                    break
+            assert handled == [0, 1, 2]
+            parked[2].answer(_answer(Errors.NOT_LEADER_OR_FOLLOWER))
+        else:
+            assert await _read_answer(reader) == (0, Errors.NONE)
+        assert await _read_answer(reader) == (1, Errors.NONE)
+        assert await _read_answer(reader) == (2, Errors.NOT_LEADER_OR_FOLLOWER)
+        assert await _read_answer(reader) == (3, Errors.NOT_LEADER_OR_FOLLOWER)
+        assert await read_frame(reader) is None  # request 4 had no answer: closed
+        writer.close()
+        await asyncio.sleep(0.05)
+        assert server.queued_bytes == 0  # every frame's memory given back
+        assert sorted(sent) == ([0, 1, 2, 3] if observed else [])
+
+    async def run() -> None:
+        server = KafkaServer(handler, RANGES, observer=observer if observed else None, one_in_flight=one_in_flight,
+                             queued_max_bytes=1 << 20)
+        await server.start()
+        try:
+            await asyncio.wait_for(body(server), 10)
+        finally:
+            await server.close()
+
+    asyncio.run(run())
+
+
+def test_best_version_follows_a_renegotiation() -> None:
+    """The client remembers the version it picked per api key, but only for the ApiVersions answer it picked it
+    from: a connection that negotiates again (a new ``versions``) picks again."""
+
+    async def body(server: KafkaServer) -> None:
+        client = KafkaClient("127.0.0.1", server.port)
+        await client.connect()
+        try:
+            assert client.best_version(DQ) == 0
+            assert client.best_version(DQ) == 0  # asked again: the same answer
+            client.versions = {k: v for k, v in client.versions.items() if k != DQ}
+            with pytest.raises(RequestError, match="does not advertise"):
+                client.best_version(DQ)
+        finally:
+            await client.close()
+
+    asyncio.run(_with_server(lambda req: _answer(Errors.NONE), body))
+
+
 def test_client_send_times_out_and_fails_on_a_lost_connection() -> None:
     never: list[asyncio.Future[Answer]] = []
 
