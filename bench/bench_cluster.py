@@ -471,6 +471,17 @@ async def _elected(nodes: list[CountingNode], timeout_s: float, problem: str) ->
     return found
 
 
+async def _warm_leader(nodes: list[CountingNode], timeout_s: float, problem: str, warmup: int) -> CountingNode:
+    """Start ``nodes``, wait for their leader (``_elected``) and commit ``warmup`` one-record writes on it:
+    connections open, codec plans compiled, code paths hot."""
+    for n in nodes:
+        await n.start()
+    leader = await _elected(nodes, timeout_s, problem)
+    for _ in range(warmup):
+        await leader.write([RECORD])
+    return leader
+
+
 async def _committed_leader(nodes: list[CountingNode]) -> CountingNode | None:
     leader = _leader(nodes)
     return leader if leader is not None and leader.high_watermark != 0 else None
@@ -487,12 +498,8 @@ async def in_process_cluster(root: Path, fsync: bool, plan: Plan) -> InProcessRe
     cluster = LocalCluster(root / f"inproc-{'fsync' if fsync else 'nofsync'}", base_port=free_base_port(3),
                            settings={**SETTINGS, "controller.quorum.append.linger.ms": IN_PROCESS_LINGER_MS})
     nodes = [CountingNode(cfg, fsync=fsync, seed=cfg.node_id) for cfg in cluster.node_configs()]
-    for n in nodes:
-        await n.start()
     try:
-        leader = await _elected(nodes, 20, "in-process cluster elected no leader within 20 s")
-        for _ in range(20):  # warm-up: connections open, code paths hot
-            await leader.write([RECORD])
+        leader = await _warm_leader(nodes, 20, "in-process cluster elected no leader within 20 s", 20)
         epoch0 = leader.core.epoch if leader.core is not None else -1
 
         # One write at a time: the unloaded commit latency and the per-batch message/fsync cost.
@@ -579,12 +586,7 @@ def commit_profile(root: Path, commits: int) -> None:
     nodes = [Node(cfg, fsync=False, seed=cfg.node_id) for cfg in cluster.node_configs()]
 
     async def setup() -> Node:
-        for n in nodes:
-            await n.start()
-        leader = await _elected(nodes, 60, "no leader within 60 s")  # generous: callgrind runs ~50x slower
-        for _ in range(20):  # warm-up: connections open, codec plans compiled, code paths hot
-            await leader.write([RECORD])
-        return leader
+        return await _warm_leader(nodes, 60, "no leader within 60 s", 20)  # generous: callgrind runs ~50x slower
 
     latencies: list[float] = []
 
@@ -678,12 +680,8 @@ def opcode_profile(root: Path, commits: int, top: int = 25) -> None:
     counter = _OpcodeCounter({})
 
     async def measure() -> None:
-        for n in nodes:
-            await n.start()
         try:
-            leader = await _elected(nodes, 60, "no leader within 60 s")
-            for _ in range(50):  # warm-up: connections open, codec plans compiled
-                await leader.write([RECORD])
+            leader = await _warm_leader(nodes, 60, "no leader within 60 s", 50)
             for n in nodes:
                 role = "leader" if n is leader else "follower"
                 counter.roles.update({id(n): role, id(n.server): role})

@@ -296,10 +296,7 @@ class BrokerRegistry:
                 offset = batch.base_offset + rec.offset_delta
                 if offset < self.next_offset or offset >= high_watermark:
                     continue
-                if rec.key is not None:
-                    self._note_cluster_id(rec)
-                    continue
-                decoded = decode_state_record(rec)
+                decoded = self._state_record(rec)
                 if decoded is None:
                     continue
                 if decoded[0] == FEATURE_LEVEL:
@@ -346,10 +343,7 @@ class BrokerRegistry:
         the log. Raises ``RegistryError`` for a record that does not apply."""
         out = cls()
         for rec in records:
-            if rec.key is not None:
-                out._note_cluster_id(rec)
-                continue
-            decoded = decode_state_record(rec)
+            decoded = out._state_record(rec)
             if decoded is None:
                 continue
             name, _, body = decoded
@@ -370,6 +364,14 @@ class BrokerRegistry:
             # KIP-631: the broker epoch is the offset of the registration record.
             raise RegistryError(f"offset {offset}: {REGISTER} for broker {broker_id} says epoch {epoch}")
         return self._put(offset, REGISTER, _registration(offset, body))
+
+    def _state_record(self, rec: Record) -> tuple[str, int, Body] | None:
+        """A data record's (name, version, body) for the registry; None for a keyed record (the cluster id's,
+        noted) and for a record the registry does not know."""
+        if rec.key is not None:
+            self._note_cluster_id(rec)
+            return None
+        return decode_state_record(rec)
 
     def _note_cluster_id(self, rec: Record) -> None:
         """The first committed cluster-id record is the cluster's id (the core adopts the same one)."""
