@@ -436,7 +436,7 @@ class Session:
         self._process: ValidationProcess | None = None
         self._final = False  # the catalog is done: the validator takes whatever waits, however little
         self._final_process: ValidationProcess | None = None
-        self._node_waiting: list[tuple[int, list[Path]]] = []
+        self._node_waiting: list[tuple[int, list[Path], int]] = []  # (life, trace files, their lines)
         self._session_waiting: list[SessionTrace] = []
         self._waiting_lock = threading.Lock()
         self._jobs: list[Future[tuple[TlcValidation | None, BlackBoxValidation | None]]] = []
@@ -521,8 +521,8 @@ class Session:
             return self.tlc_result, self.blackbox_result
         if self.tlc_result is not None and self.blackbox_result is not None:
             return self.tlc_result, self.blackbox_result
-        if self._validator is not None:  # the last run at the scheduler's defaults, started while the target stops
-            self._final_process = ValidationProcess(batch=False)
+        if self._validator is not None:  # the last run's process, started while the target stops
+            self._job_process(final=True)
         self.stop_target()
         ended = time.monotonic()
         with self._waiting_lock:
@@ -571,9 +571,10 @@ class Session:
                 files, traces = [], []
             if life in self.target.blackbox_unmodelled_lives:
                 traces = []
+            lines = sum(_lines(f) for f in files)  # the life is over: its files are final, counted once
             with self._waiting_lock:
                 if files:
-                    self._node_waiting.append((life, list(files)))
+                    self._node_waiting.append((life, list(files), lines))
                 self._session_waiting.extend(traces)
             queued = True
         if not queued:
@@ -587,8 +588,7 @@ class Session:
         """Every life waiting, node traces and session traces, in one TLC run ((None, None): an earlier call took
         them all, or fewer than ``batch_rows`` wait while cases run)."""
         with self._waiting_lock:
-            rows = sum(_lines(f) for _, files in self._node_waiting for f in files)
-            rows += sum(t.events for t in self._session_waiting)
+            rows = sum(lines for _, _, lines in self._node_waiting) + sum(t.events for t in self._session_waiting)
             final = self._final
             if not final and rows < self.batch_rows:
                 return None, None  # left for the next run
@@ -599,10 +599,10 @@ class Session:
         started = time.monotonic()
         process = self._job_process(final)
         cpu = process_cpu_s(process.pid)
-        node, blackbox = process.run(validate_lives, [files for _, files in nodes], self._out_dir() / "target",
-                                     sessions, 1, 600.0, 0, [life for life, _ in nodes])  # fmt: skip
-        self._log_run({"node": [life for life, _ in nodes], "session": [t.life for t in sessions]}, (node, blackbox),
-                      started, process.pid, cpu, final)  # fmt: skip
+        node, blackbox = process.run(validate_lives, [files for _, files, _ in nodes], self._out_dir() / "target",
+                                     sessions, 1, 600.0, 0, [life for life, _, _ in nodes])  # fmt: skip
+        self._log_run({"node": [life for life, _, _ in nodes], "session": [t.life for t in sessions]},
+                      (node, blackbox), started, process.pid, cpu, final)  # fmt: skip
         return node, blackbox
 
     def _job_process(self, final: bool) -> ValidationProcess:

@@ -891,8 +891,7 @@ class LogDir:
             if self._note_batch(seg, b, position, size, epochs):
                 self._write(pending)
                 pending, pending_len = [], 0
-                with open(seg.index_path, "ab") as fh:
-                    fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
+                self._write_index_entry(seg, position)
         self._write(pending)
         if len(epochs) != n_epochs:
             self._write_epoch_checkpoint()
@@ -911,11 +910,16 @@ class LogDir:
         indexed = self._note_batch(seg, batch, position, size, epochs)
         self._write([data])
         if indexed:
-            with open(seg.index_path, "ab") as fh:
-                fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
+            self._write_index_entry(seg, position)
         if len(epochs) != n_epochs:
             self._write_epoch_checkpoint()
         return True
+
+    @staticmethod
+    def _write_index_entry(seg: _Segment, position: int) -> None:
+        """The offset index entry ``_note_batch`` just added to ``seg``, at the end of its index file."""
+        with open(seg.index_path, "ab") as fh:
+            fh.write(_INDEX_ENTRY.pack(seg.index[-1][0] - seg.base_offset, position))
 
     def _write(self, chunks: list[bytes]) -> None:
         """Write ``chunks`` at the end of the active segment: one write() for the usual single batch."""
