@@ -12,6 +12,11 @@ values on every Fetch version.
 Why: in a 3-process cluster on 2 cores each node wakes with cold caches, and a commit's latency follows
 the memory its messages touch. The dict path builds about a dozen dicts and lists per Fetch exchange;
 this one builds the two dataclasses (``bench/bench_commit_path.py``, the codec and wire rows).
+
+Each codec's two Fetch decoders remember the shapes of their last frames (``binding.FrameTemplates``): a
+follower's next Fetch, and a leader's next answer, differ from the last one only in numbers and record bytes,
+and read from the template for about a third of the work; ``tests/reference/test_typed_wire_templates.py``
+checks that they read every frame as the plain generated decoder does.
 """
 
 from __future__ import annotations
@@ -120,10 +125,15 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                                                                                     diverging_end_offset)
     snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
                                                                                           snapshot_epoch)
-    nodes = tuple(ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints) \
+    nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints]) \
         if node_endpoints else ()
     return FetchResponse(high_watermark, batches, diverging, LeaderIdAndEpoch(leader_id, leader_epoch),
-                         _error(partition_error), _error(error), log_start_offset, encoded, snapshot, nodes)
+                         _NONE if partition_error == 0 else _error(partition_error),
+                         _NONE if error == 0 else _error(error), log_start_offset, encoded, snapshot, nodes)
+
+
+#: (An enum member read from its class goes through a descriptor: once, here.)
+_NONE = Errors.NONE
 
 
 #: The Fetch versions the bindings serve: every version the node serves a partition at. KRaft's fields start
@@ -131,8 +141,9 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
 #: (``RaftUtil.hasValidTopicPartition``): the dict path answers it INVALID_REQUEST (``wire.request_from_body``).
 BOUND_VERSIONS = range(max(codec.supported_versions(FETCH)[0], MIN_FETCH_VERSION + 1),
                        codec.supported_versions(FETCH)[1] + 1)
-#: The four generated functions per version.
-GENERATED = ("request decoder", "request encoder", "response decoder", "response encoder")
+#: The generated functions per version ("... templates": a maker of the decoder's ``binding.FrameTemplates``).
+GENERATED = ("request decoder", "request encoder", "response decoder", "response encoder", "request templates",
+             "response templates", "request encoder templates", "response encoder templates")
 
 
 @cache
@@ -146,12 +157,24 @@ def _generated(which: str, version: int) -> Callable[..., Any]:
         if which == "request decoder":
             return binding.frame_decoder(header, body, FETCH_REQUEST, FETCH_REQUEST_PARAMS, _fetch_request, label,
                                          response=False)
+        if which == "request templates":
+            return binding.templated_frame_decoder(header, body, FETCH_REQUEST, FETCH_REQUEST_PARAMS, _fetch_request,
+                                                   label, response=False, copies=False)
+        if which == "request encoder templates":
+            return binding.templated_request_encoder(header, body, FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS, label)
         return binding.request_encoder(header, body, FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS, label)
     body = codec.message_struct("FetchResponse", version)
-    if which == "response decoder":
+    if which in ("response decoder", "response templates"):
         header = codec.message_struct("ResponseHeader", codec.response_header_version(FETCH, version))
+        if which == "response templates":
+            # copies=False: _fetch_request/_fetch_response only read their arguments (NodeEndpoints' dicts become
+            # the answer's NodeEndpoint tuple), so a template's lists may be passed again as they are.
+            return binding.templated_frame_decoder(header, body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
+                                                   _fetch_response, label, response=True, copies=False)
         return binding.frame_decoder(header, body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, _fetch_response, label,
                                      response=True)
+    if which == "response encoder templates":
+        return binding.templated_body_encoder(body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, label)
     return binding.body_encoder(body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, label)
 
 
@@ -160,10 +183,27 @@ class TypedCodec:
     bodies are the core's Fetch messages where the bound code applies, the codec's dicts elsewhere.
     ``wire.request_from_kafka``/``response_from_kafka`` take either."""
 
-    def __init__(self) -> None:
+    def __init__(self, templates: bool = True) -> None:
         #: Frames the bound code read or wrote, and those it left to the dict path.
         self.bound = 0
         self.fallbacks = 0
+        #: Fetch version -> this codec's request / response decoder. With ``templates`` each is a
+        #: ``binding.FrameTemplates``: it remembers the shapes of the last frames it read (a follower's next
+        #: Fetch differs from its last one only in numbers), so it belongs to the codec (a node), not the process.
+        self._templates = templates
+        self._request_decoders: dict[int, Callable[[Any], Any]] = {}
+        self._response_decoders: dict[int, Callable[[Any], Any]] = {}
+        self._request_encoders: dict[int, Callable[..., bytes]] = {}  # (binding.EncoderTemplates likewise)
+        self._response_encoders: dict[int, Callable[..., bytes]] = {}
+
+    def _decoder(self, which: str, version: int) -> Callable[[Any], Any] | None:
+        """The ``which`` ("request"/"response") decoder of Fetch ``version``, None for a version not bound."""
+        table = self._request_decoders if which == "request" else self._response_decoders
+        decoder = table.get(version)
+        if decoder is None and version in BOUND_VERSIONS:
+            decoder = table[version] = _generated(f"{which} templates", version)() if self._templates else \
+                _generated(f"{which} decoder", version)
+        return decoder
 
     @staticmethod
     def precompile(versions: range = BOUND_VERSIONS) -> None:
@@ -171,19 +211,16 @@ class TypedCodec:
             for which in GENERATED:
                 _generated(which, version)
 
-    @staticmethod
-    def _bound_version(api_key: int, version: int) -> bool:
-        return api_key == FETCH and version in BOUND_VERSIONS
-
     # ---------------------------------------------------------------- net.py's codec
 
     def decode_request(self, payload: Any) -> tuple[dict[str, Any], Any]:
         """(header, body): a ``FetchRequest`` for a Fetch the binding reads, else ``codec``'s dicts."""
         if len(payload) >= 4 and payload[0] == 0 and payload[1] == FETCH:
             version = payload[2] << 8 | payload[3]
-            if self._bound_version(FETCH, version):
+            decode = self._request_decoders.get(version) or self._decoder("request", version)
+            if decode is not None:
                 try:
-                    out = _generated("request decoder", version)(payload)
+                    out = decode(payload)
                     self.bound += 1
                     return out
                 except Exception:
@@ -192,13 +229,15 @@ class TypedCodec:
 
     def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]:
         """(correlation id, body): a ``FetchResponse`` where the binding reads the frame."""
-        if self._bound_version(api_key, version):
-            try:
-                out = _generated("response decoder", version)(payload)
-                self.bound += 1
-                return out
-            except Exception:
-                self.fallbacks += 1
+        if api_key == FETCH:
+            decode = self._response_decoders.get(version) or self._decoder("response", version)
+            if decode is not None:
+                try:
+                    out = decode(payload)
+                    self.bound += 1
+                    return out
+                except Exception:
+                    self.fallbacks += 1
         return codec.decode_response(api_key, version, payload)
 
     def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
@@ -207,9 +246,13 @@ class TypedCodec:
         bound code (``wire.request_to_body``'s fields), any other, or one it cannot write (a value that
         does not fit: the dict path names it), through its body."""
         if type(body) is not dict:
-            if type(body) is FetchRequest and self._bound_version(api_key, version):
+            if type(body) is FetchRequest and api_key == FETCH and version in BOUND_VERSIONS:
+                encode = self._request_encoders.get(version)
+                if encode is None:
+                    encode = self._request_encoders[version] = _generated("request encoder templates", version)() \
+                        if self._templates else _generated("request encoder", version)
                 try:
-                    frame = _generated("request encoder", version)(
+                    frame = encode(
                         correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
                         body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
                         body.last_fetched_epoch, 0, body.max_bytes, directory_uuid(body.replica_directory_id))
@@ -225,17 +268,21 @@ class TypedCodec:
         """The body bytes of a Fetch answer (``wire.response_to_body``'s fields, NodeEndpoints from v17 included),
         or None where the dict path must write it (and report what it cannot write): a version the binding
         lacks, a top-level error (no partition in the answer, as Kafka's), a value that does not fit."""
-        if resp.error != Errors.NONE:
+        if resp.error != _NONE:
             return None  # a top-level error has no partition: wire.error_response_body writes it
-        if not self._bound_version(FETCH, version):
+        if version not in BOUND_VERSIONS:
             self.fallbacks += 1
             return None
         div = resp.diverging_epoch or (-1, -1)
         snap = resp.snapshot_id
         leader = resp.current_leader
+        encode = self._response_encoders.get(version)
+        if encode is None:
+            encode = self._response_encoders[version] = _generated("response encoder templates", version)() \
+                if self._templates else _generated("response encoder", version)
         try:
             records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
-            out = _generated("response encoder", version)(
+            out = encode(
                 resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
                 leader.leader_id, leader.leader_epoch, snap.end_offset if snap else -1, snap.epoch if snap else -1,
                 records, fetch_node_endpoints(resp, endpoints) if version >= FETCH_NODE_ENDPOINTS_VERSION else [])

@@ -67,7 +67,7 @@ from kraft_tck.reference.net import (
 )
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import Errors
-from kraft_tck.spec.records import RecordBatch, decode_batch, encode_batches
+from kraft_tck.spec.records import BatchTemplates, RecordBatch, encode_batches
 
 Body = dict[str, Any]
 
@@ -828,16 +828,28 @@ def _named_partition(body: Body, api: str) -> Body:
     return p
 
 
+#: ``decode_batch`` for the batches a follower fetches: each is usually its last one's shape with other
+#: numbers and values (``records.BatchTemplates``; exact, so one for the process serves every node in it).
+_FETCHED_BATCHES = BatchTemplates()
+
+
 def _decode_keeping_bytes(records: bytes) -> tuple[tuple[RecordBatch, ...], tuple[bytes, ...]]:
     """``decode_batches`` (strict) that also returns each batch's bytes as received: a follower stores
     and serves those, as Kafka's followers do, instead of encoding the batch again."""
-    batches: list[RecordBatch] = []
-    encoded: list[bytes] = []
-    pos = 0
-    while pos < len(records):
-        batch, end = decode_batch(records, pos)
+    if not records:
+        return (), ()
+    decode = _FETCHED_BATCHES.decode
+    batch, end = decode(records, 0)
+    size = len(records)
+    if end == size:  # one batch (a follower's usual Fetch): kept whole
+        return (batch,), (records,)
+    batches: list[RecordBatch] = [batch]
+    encoded: list[bytes] = [records[:end]]
+    pos = end
+    while pos < size:
+        batch, end = decode(records, pos)
         batches.append(batch)
-        encoded.append(records if pos == 0 and end == len(records) else records[pos:end])
+        encoded.append(records[pos:end])
         pos = end
     return tuple(batches), tuple(encoded)
 

@@ -91,6 +91,7 @@ class _Source:
         self.namespace: dict[str, Any] = dict(_BASE_NAMESPACE)
         self._n = 0
         self._consts: dict[tuple[str, Any], str] = {}
+        self._last_bytes: tuple[int, int, str, bytes] | None = None  # emit_bytes: (lines then, indent, out, raw)
 
     def var(self, prefix: str = "v") -> str:
         self._n += 1
@@ -118,6 +119,16 @@ class _Source:
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
+
+    def emit_bytes(self, indent: int, out: str, raw: bytes) -> None:
+        """``out += raw``, merged with the line before when that one appended constant bytes to ``out`` in
+        the same block too: one append per run of constant fields, however many fields it holds."""
+        prev = self._last_bytes
+        if prev is not None and prev[0] == len(self.lines) and prev[1:3] == (indent, out):
+            self.lines.pop()
+            raw = prev[3] + raw
+        self.emit(indent, f"{out} += {repr(raw) if len(raw) <= 16 else self.const(raw, 'raw')}")
+        self._last_bytes = (len(self.lines), indent, out, raw)
 
     def compile(self, name: str, label: str) -> Any:
         code = "\n".join(self.lines) + "\n"
@@ -191,8 +202,10 @@ class _Encoder:
                 args = ", ".join(value_of(f) + (".bytes" if f.type == "uuid" else "") for f in grp)
                 s.emit(ind, f"{o} += {pack}({args})")
             else:
-                v = s.var()
-                s.emit(ind, f"{v} = {value_of(grp)}")
+                v = value_of(grp)
+                if not v.isidentifier():  # a lookup or a literal: evaluated once, into a local
+                    v = s.var()
+                    s.emit(ind, f"{v} = {value_of(grp)}")
                 self.value(grp, version, flexible, v, o, ind)
         if flexible:
             self.tags(tagged, version, value_of, o, ind)
@@ -201,7 +214,7 @@ class _Encoder:
              ind: int) -> None:
         s = self.s
         if not tagged:
-            s.emit(ind, f"{o}.append(0)")
+            s.emit_bytes(ind, o, b"\x00")
             return
         # Known tags only (unknown ones send the body to the interpreter), so the fields' order is the
         # tag order, their count fits one byte and each tag's varint is a constant.
@@ -222,13 +235,23 @@ class _Encoder:
             self.value(f, version, True, v, tmp, ind + 1)
         self.write_tags(tagged, tmps, o, ind)
 
-    def write_tags(self, tagged: list[FieldDef], tmps: list[str], o: str, ind: int) -> None:
+    def write_tags(self, tagged: list[FieldDef], tmps: list[str], o: str, ind: int,
+                   direct: dict[str, tuple[int, Callable[[int], None]]] | None = None) -> None:
         """The tagged-field section from each field's encoded value (``tmps``: locals holding a bytearray,
-        or None for a field not written): the count, then tag, size and value of each, in tag order."""
+        or None for a field not written): the count, then tag, size and value of each, in tag order.
+        A tmp named in ``direct`` holds instead whether its field is written, and the field's value, always
+        ``size`` bytes, is written straight to ``o`` by ``emit(indent)``: no buffer to measure."""
         s = self.s
-        s.emit(ind, f"{o}.append({' + '.join(f'({t} is not None)' for t in tmps)})")
+        direct = direct or {}
+        s.emit(ind, f"{o}.append({' + '.join(t if t in direct else f'({t} is not None)' for t in tmps)})")
         for f, tmp in zip(tagged, tmps, strict=True):
             assert f.tag is not None
+            if tmp in direct:
+                size, emit = direct[tmp]
+                s.emit(ind, f"if {tmp}:")
+                s.emit_bytes(ind + 1, o, uvarint_bytes(f.tag) + uvarint_bytes(size))
+                emit(ind + 1)
+                continue
             s.emit(ind, f"if {tmp} is not None:")
             s.emit(ind + 1, f"{o} += {uvarint_bytes(f.tag)!r}")
             self.length(f"len({tmp})", False, o, ind + 1, varint=True)
@@ -243,6 +266,9 @@ class _Encoder:
             s.emit(ind, f"{n} = {n_expr}{'' if varint else ' + 1'}")
             s.emit(ind, f"if {n} < 128:")
             s.emit(ind + 1, f"{o}.append({n})")
+            # Two bytes inline too (a Fetch answer's records, on every commit), longer ones by the writer.
+            s.emit(ind, f"elif {n} < 16384:")
+            s.emit(ind + 1, f"{o} += bytes((({n} & 127) | 128, {n} >> 7))")
             s.emit(ind, "else:")
             s.emit(ind + 1, f"{o} += uvarint_bytes({n})")
         else:
@@ -268,9 +294,9 @@ class _Encoder:
             assert f.fields is not None
             if nullable:
                 s.emit(ind, f"if {v} is None:")
-                s.emit(ind + 1, f"{o}.append(255)")
+                s.emit_bytes(ind + 1, o, b"\xff")
                 s.emit(ind, "else:")
-                s.emit(ind + 1, f"{o}.append(1)")
+                s.emit_bytes(ind + 1, o, b"\x01")
                 self.struct(f.fields, version, flexible, v, o, ind + 1)
             else:
                 self.struct(f.fields, version, flexible, v, o, ind)
@@ -282,7 +308,7 @@ class _Encoder:
         s = self.s
         s.emit(ind, f"if {v} is None:")
         if nullable:
-            s.emit(ind + 1, f"{o} += {null!r}")
+            s.emit_bytes(ind + 1, o, null)
         else:
             s.emit(ind + 1, "raise Fallback")
         s.emit(ind, "else:")
@@ -306,7 +332,11 @@ class _Encoder:
         else:  # bytes, records
             self.null_or(v, nullable, b"\x00" if compact else b"\xff\xff\xff\xff", o, ind)
             self.length(f"len({v})", compact, o, ind + 1)
+            self.note_blob(v, o, ind + 1)
             s.emit(ind + 1, f"{o} += {v}")
+
+    def note_blob(self, v: str, o: str, ind: int) -> None:
+        """Hook: bytes ``v`` are about to be appended to ``o`` (``binding`` notes where)."""
 
 
 # ============================================================================================== decode
@@ -357,6 +387,9 @@ class _Decoder:
         if isinstance(default, dict):
             return "{" + ", ".join(f"{k!r}: {self.fresh(v)}" for k, v in default.items()) + "}"
         return self.s.literal(default)
+
+    def note_bytes(self, into: str | None, ftype: str, end: str, ind: int) -> None:
+        """Hook: a bytes value is about to be read from ``[pos, end)`` into ``into`` (``binding`` notes where)."""
 
     def uvarint(self, ind: int) -> str:
         s = self.s
@@ -449,12 +482,13 @@ class _Decoder:
             s.emit(ind + 1, "raise Fallback")
         s.emit(ind, "else:")
 
-    def value(self, f: FieldDef, version: int, flexible: bool, ind: int) -> str:
+    def value(self, f: FieldDef, version: int, flexible: bool, ind: int, into: str | None = None) -> str:
+        """Reads field ``f``'s value into a fresh local, or into local ``into`` (no copy in between)."""
         s = self.s
         compact = _compact(f, version, flexible)
         nullable = version in f.nullable
         if f.is_array:
-            v = s.var("arr")
+            v = into or s.var("arr")
             n = self.count(compact, ind)
             self.null_check(n, nullable, v, ind)
             if f.is_struct:
@@ -476,8 +510,12 @@ class _Decoder:
         if f.is_struct:
             assert f.fields is not None
             if not nullable:
-                return self.struct(f.fields, version, flexible, ind)
-            v = s.var()
+                sub = self.struct(f.fields, version, flexible, ind)
+                if into is not None:
+                    s.emit(ind, f"{into} = {sub}")
+                    return into
+                return sub
+            v = into or s.var()
             s.emit(ind, "if buf[pos] == 255:")
             s.emit(ind + 1, "pos += 1")
             s.emit(ind + 1, f"{v} = None")
@@ -488,11 +526,11 @@ class _Decoder:
             s.emit(ind, "else:")
             s.emit(ind + 1, "raise Fallback")
             return v
-        return self.primitive(f.type, compact, nullable, ind)
+        return self.primitive(f.type, compact, nullable, ind, into)
 
-    def primitive(self, ftype: str, compact: bool, nullable: bool, ind: int) -> str:
+    def primitive(self, ftype: str, compact: bool, nullable: bool, ind: int, into: str | None = None) -> str:
         s = self.s
-        v = s.var()
+        v = into or s.var()
         if ftype in FIXED_FORMAT:
             st = struct.Struct(">" + FIXED_FORMAT[ftype])
             s.emit(ind, f"{v}, = {s.const(st.unpack_from, 'unpack')}(buf, pos)")
@@ -520,6 +558,7 @@ class _Decoder:
         if ftype == "string":
             s.emit(ind + 1, f"{v} = str(buf[pos:{end}], 'utf-8')")
         else:
+            self.note_bytes(into, ftype, end, ind + 1)
             s.emit(ind + 1, f"{v} = bytes(buf[pos:{end}])")
         s.emit(ind + 1, f"pos = {end}")
         return v

@@ -278,9 +278,9 @@ def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record,
         if length < MIN_RECORD_SIZE - 1 or rec_end > end:
             return _decode_record_checked(buf, pos, end, index)
         ts = buf[p + 1]  # after the attributes byte
+        off = buf[p + 2]
         if ts >= 0x80:
             return _decode_record_checked(buf, pos, end, index)
-        off = buf[p + 2]
         p += 3
         if off >= 0x80:  # an offset delta of 64 or more: two bytes up to 8191 (a batch's 65th record on)
             b2 = buf[p]
@@ -288,9 +288,11 @@ def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record,
                 return _decode_record_checked(buf, pos, end, index)
             off = (off & 0x7F) | (b2 << 7)
             p += 1
-        fields: list[bytes | None] = []
-        for _ in range(2):  # key, value
-            b = buf[p]
+        # The key and the value, unrolled: a one-byte length (a null key is 1, zig-zag -1) or a two-byte one.
+        b = buf[p]
+        if b == 1:
+            key, p = None, p + 1
+        else:
             if b < 0x80:
                 n, p = (b >> 1) ^ -(b & 1), p + 1
             else:
@@ -299,18 +301,29 @@ def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record,
                     return _decode_record_checked(buf, pos, end, index)
                 raw = (b & 0x7F) | (b2 << 7)
                 n, p = (raw >> 1) ^ -(raw & 1), p + 2
-            if n == -1:
-                fields.append(None)
-            elif n < -1 or p + n > rec_end:
+            if n < 0 or p + n > rec_end:
                 return _decode_record_checked(buf, pos, end, index)
+            key, p = bytes(buf[p : p + n]), p + n
+        b = buf[p]
+        if b == 1:
+            value, p = None, p + 1
+        else:
+            if b < 0x80:
+                n, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                fields.append(bytes(buf[p : p + n]))
-                p += n
+                b2 = buf[p + 1]
+                if b2 >= 0x80:
+                    return _decode_record_checked(buf, pos, end, index)
+                raw = (b & 0x7F) | (b2 << 7)
+                n, p = (raw >> 1) ^ -(raw & 1), p + 2
+            if n < 0 or p + n > rec_end:
+                return _decode_record_checked(buf, pos, end, index)
+            value, p = bytes(buf[p : p + n]), p + n
         if p + 1 != rec_end or buf[p] != 0:  # exactly one byte left: a header count of 0
             return _decode_record_checked(buf, pos, end, index)
     except IndexError:
         return _decode_record_checked(buf, pos, end, index)
-    return Record((off >> 1) ^ -(off & 1), fields[1], fields[0], (ts >> 1) ^ -(ts & 1)), rec_end
+    return Record((off >> 1) ^ -(off & 1), value, key, (ts >> 1) ^ -(ts & 1)), rec_end
 
 
 def _decode_record_checked(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
@@ -401,32 +414,139 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
         raise DecodeError(
             "RecordBatch.recordCount", rpos - 4, f"record count {count} cannot fit in {end - rpos} bytes"
         )
-    records = []
-    for i in range(count):
-        rec, rpos = _decode_record(buf, rpos, end, i)
-        records.append(rec)
+    if count == 1:  # one record (a follower's usual Fetch): no list to build
+        rec, rpos = _decode_record(buf, rpos, end, 0)
+        records: tuple[Record, ...] = (rec,)
+    else:
+        recs = []
+        for i in range(count):
+            rec, rpos = _decode_record(buf, rpos, end, i)
+            recs.append(rec)
+        records = tuple(recs)
     if rpos != end:
         raise DecodeError("RecordBatch", rpos, f"{end - rpos} bytes left over after {count} records")
-    if records[-1].offset_delta != last_delta:
+    if rec.offset_delta != last_delta:  # rec: the last record
         raise DecodeError(
             "RecordBatch.lastOffsetDelta",
             pos + _ATTR_AT + 2,
-            f"says {last_delta} but the last record has offset delta {records[-1].offset_delta}",
+            f"says {last_delta} but the last record has offset delta {rec.offset_delta}",
         )
-    batch = RecordBatch(
-        base_offset=base_offset,
-        partition_leader_epoch=leader_epoch,
-        records=tuple(records),
-        is_control=bool(attrs & ATTR_CONTROL),
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_seq,
-        is_transactional=bool(attrs & ATTR_TRANSACTIONAL),
-        log_append_time=bool(attrs & ATTR_LOG_APPEND_TIME),
-    )
+    # Positional, in field order: base_offset, partition_leader_epoch, records, is_control, base_timestamp,
+    # max_timestamp, producer_id, producer_epoch, base_sequence, is_transactional, log_append_time.
+    batch = RecordBatch(base_offset, leader_epoch, records, attrs & ATTR_CONTROL != 0, base_ts, max_ts, producer_id,
+                        producer_epoch, base_seq, attrs & ATTR_TRANSACTIONAL != 0, attrs & ATTR_LOG_APPEND_TIME != 0)
     return batch, end
+
+
+#: What differs between two batches of one shape (BatchTemplates), at their places in the header: baseOffset,
+#: partitionLeaderEpoch, crc, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence.
+_VARIABLE_HEADER = struct.Struct(">q4xi1xI6xqqqhi")
+
+
+class BatchTemplates:
+    """:func:`decode_batch` with memory of the last few batches' shapes. A follower's next batch is usually its
+    last one's shape: the same length, attributes, record count, record lengths and deltas, key bytes; only
+    the offsets, epoch, CRC, timestamps, producer fields and record values differ. A batch equal to a
+    remembered one in every byte but those reads as that one did, with those read again: its CRC is checked
+    as ever (a corrupt batch raises the same :class:`CorruptRecordError`), and every other check
+    ``decode_batch`` makes reads only bytes the two share, so it passes again. Any other batch is decoded
+    by ``decode_batch`` and, if small and header-free, becomes a template. ``tests/spec/test_records.py``
+    checks templates == ``decode_batch`` on random batches and mutations of them.
+    """
+
+    #: Templates kept per batch size, and sizes kept (then all are dropped); larger batches or ones with more
+    #: records are never templates (each one would cost a walk over it and a mask as large).
+    PER_LENGTH = 4
+    LENGTHS = 16
+    MAX_BYTES = 16384
+    MAX_RECORDS = 64
+    SEEN = 64
+
+    def __init__(self) -> None:
+        # size -> [(the batch's int, mask of its shape bytes, the batch, (record, value start, end, mask)...)]
+        self._by_length: dict[int, list[tuple[int, int, RecordBatch, tuple[tuple[int, int, int, int], ...]]]] = {}
+        self._seen: set[int] = set()  # sizes of batches only decoded (the next one of each is remembered)
+        #: Batches read from a template, and by decode_batch.
+        self.hits = 0
+        self.misses = 0
+
+    def decode(self, buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
+        """``decode_batch(buf, pos)``."""
+        templates = None
+        if len(buf) - pos >= LOG_OVERHEAD:
+            size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)  # batchLength
+            templates = self._by_length.get(size)
+            if templates is not None and pos + size <= len(buf):
+                data = buf if pos == 0 and size == len(buf) else buf[pos : pos + size]
+                x = int.from_bytes(data, "big")
+                for value, mask, old, values in templates:
+                    changed = x ^ value
+                    if changed & mask:
+                        continue
+                    (base_offset, leader_epoch, crc, base_ts, max_ts, producer_id, producer_epoch,
+                     base_seq) = _VARIABLE_HEADER.unpack_from(data, 0)
+                    actual = crc32c(memoryview(data)[_ATTR_AT:])
+                    if actual != crc:
+                        raise CorruptRecordError("RecordBatch.crc", pos + _CRC_AT, expected_crc=crc, actual_crc=actual)
+                    records = old.records
+                    for i, start, end, m in values:
+                        if changed & m:  # this record's value changed
+                            if records is old.records:
+                                records = list(records)  # type: ignore[assignment]
+                            r = records[i]
+                            records[i] = Record(r.offset_delta, bytes(data[start:end]), r.key,  # type: ignore[index]
+                                                r.timestamp_delta)
+                    self.hits += 1
+                    return RecordBatch(base_offset, leader_epoch, tuple(records), old.is_control, base_ts, max_ts,
+                                       producer_id, producer_epoch, base_seq, old.is_transactional,
+                                       old.log_append_time), pos + size
+        batch, end = decode_batch(buf, pos)
+        self.misses += 1
+        size = end - pos
+        if templates is None and size not in self._seen:
+            # The first batch of its size is only decoded: most sizes seen once never come again (values of
+            # other lengths), and remembering a batch costs more than decoding it.
+            if len(self._seen) >= self.SEEN:
+                self._seen.clear()
+            self._seen.add(size)
+        else:
+            self._remember(buf, pos, end, batch)
+        return batch, end
+
+    def _remember(self, buf: Buffer, pos: int, end: int, batch: RecordBatch) -> None:
+        size = end - pos
+        if size > self.MAX_BYTES or len(batch.records) > self.MAX_RECORDS:
+            return
+        data = bytes(buf[pos:end])
+
+        def bits(start: int, stop: int) -> int:  # the bits of bytes [start, stop) in the batch's int
+            return ((1 << (8 * (stop - start))) - 1) << (8 * (size - stop))
+
+        # Variable bytes: baseOffset, partitionLeaderEpoch, crc, and baseTimestamp to baseSequence (fixed-width
+        # numbers any bytes of which decode) and each record's value (any content); the rest is the shape.
+        variable = [(0, 8), (12, 16), (_CRC_AT, _ATTR_AT), (_ATTR_AT + 6, HEADER_SIZE - 4)]
+        values = []
+        p = HEADER_SIZE
+        for i, rec in enumerate(batch.records):
+            length, p = _varint(data, p, i, ".length")
+            rec_end = p + length
+            if rec.headers:
+                return  # header bytes follow the value: not a shape this reads again
+            if rec.value:
+                start = rec_end - 1 - len(rec.value)  # the value, then the header count (0)
+                values.append((i, start, rec_end - 1, bits(start, rec_end - 1)))
+                variable.append((start, rec_end - 1))
+            p = rec_end
+        mask = (1 << (8 * size)) - 1
+        for start, stop in variable:
+            mask ^= bits(start, stop)
+        templates = self._by_length.get(size)
+        if templates is None:
+            if len(self._by_length) >= self.LENGTHS:
+                self._by_length.clear()
+            templates = self._by_length[size] = []
+        templates.insert(0, (int.from_bytes(data, "big"), mask, batch, tuple(values)))
+        del templates[self.PER_LENGTH :]
 
 
 def decode_batches(buf: Buffer, allow_partial_tail: bool = False) -> list[RecordBatch]:

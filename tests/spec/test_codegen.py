@@ -13,6 +13,7 @@ whose errors tests/spec/test_schema_errors.py and test_fuzz.py check.
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -232,3 +233,18 @@ def test_precompile_generates_the_newest_version_or_all_of_them() -> None:
         assert sorted(k for k in frames if k[0] == 1) == [(1, hi)]
     codec.precompile([1], all_versions=True)
     assert sorted(k for k in codec._REQUEST_DECODERS if k[0] == 1) == [(1, v) for v in range(lo, hi + 1)]
+
+
+@pytest.mark.parametrize("size", [0, 126, 127, 128, 129, 16382, 16383, 16384, 20000])
+def test_lengths_at_the_uvarint_boundaries_are_written_as_the_interpreter_writes_them(size: int) -> None:
+    """Compact lengths of one, two (inlined: a Fetch answer's records on every commit) and three bytes."""
+    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [{
+        "TopicId": uuid.UUID(int=0),
+        "Partitions": [{"PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 1, "LastStableOffset": 1,
+                        "LogStartOffset": 0, "AbortedTransactions": None, "PreferredReadReplica": -1,
+                        "Records": b"x" * size}]}]}
+    fns = _frame_fns(1, 17)
+    frame = codec._encode_response_interpreted(1, 17, 7, body)
+    assert fns["response encoder"](7, body) == frame
+    check_decoders(lambda b: codec._decode_response(1, 17, b), lambda b: _corr_and_body(fns["response decoder"](b)),
+                   frame[4:])

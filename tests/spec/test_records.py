@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
+from typing import Any
 
 import crc32c
 import pytest
@@ -257,3 +258,63 @@ def test_record_encoder_fast_path_writes_the_generic_bytes(
     assert raw == R._encode_record_generic(rec)
     decoded, end = R._decode_record_checked(raw, 0, len(raw), 0)
     assert (decoded, end) == (rec, len(raw))
+
+
+# ---------------------------------------------------------------------------------------------- templates
+
+
+def _decoded(decode: Any, data: bytes, pos: int = 0) -> tuple[bool, Any]:
+    try:
+        return True, decode(data, pos)
+    except Exception as exc:  # the same error, at the same place, or the same batch
+        return False, (type(exc), str(exc))
+
+
+def _like(batch: R.RecordBatch, data: Any) -> R.RecordBatch:
+    """``batch``'s shape with other numbers and record values (of the same lengths)."""
+    recs = tuple(R.Record(r.offset_delta, None if r.value is None else data.draw(
+        st.binary(min_size=len(r.value), max_size=len(r.value))), r.key, r.timestamp_delta, r.headers)
+        for r in batch.records)
+    return R.RecordBatch(data.draw(st.integers(0, 1 << 50)), data.draw(st.integers(-1, 1 << 20)), recs,
+                         batch.is_control, data.draw(st.integers(0, 1 << 42)), data.draw(st.integers(0, 1 << 42)),
+                         data.draw(st.integers(-1, 1 << 40)), data.draw(st.integers(-1, 100)),
+                         data.draw(st.integers(-1, 1000)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(), st.data())
+def test_batch_templates_decode_as_decode_batch_does(batch: R.RecordBatch, data: Any) -> None:
+    """Any sequence of batches (the same shape with other numbers and values, random bytes changed with and
+    without a fixed CRC, cut short, behind other bytes) decodes through one BatchTemplates as through
+    decode_batch: the same batch and end, or the same error."""
+    templates = R.BatchTemplates()
+    first = R.encode_batch(batch)
+    frames = [(first, 0), (first, 0)]  # the first of its size is only decoded, the second remembered
+    likes = [R.encode_batch(_like(batch, data)) for _ in range(2)]
+    frames += [(b, 0) for b in likes]
+    for recrc in (False, True, True):
+        f = bytearray(first)
+        for _ in range(data.draw(st.integers(1, 3))):
+            f[data.draw(st.integers(0, len(f) - 1))] = data.draw(st.integers(0, 255))
+        frames.append((_recrc(f) if recrc else bytes(f), 0))
+    frames.append((first[:data.draw(st.integers(0, len(first) - 1))], 0))
+    frames.append((b"\x07" * 5 + likes[0] + b"tail", 5))
+    for frame, pos in frames:
+        assert _decoded(templates.decode, frame, pos) == _decoded(R.decode_batch, frame, pos)
+    if not any(r.headers for r in batch.records):
+        assert templates.hits >= 3, "batches of the first one's shape are read from its template"
+
+
+def test_a_corrupt_batch_of_a_known_shape_is_refused() -> None:
+    templates = R.BatchTemplates()
+    for _ in range(2):  # decoded, then remembered
+        templates.decode(R.encode_batch(R.data_batch(5, 1, [b"r" * 100])))
+    data = bytearray(R.encode_batch(R.data_batch(6, 1, [b"s" * 100])))
+    assert templates.decode(bytes(data))[0].records[0].value == b"s" * 100
+    data[-5] ^= 1  # inside the record's value
+    with pytest.raises(CorruptRecordError) as got:
+        templates.decode(bytes(data))
+    with pytest.raises(CorruptRecordError) as want:
+        R.decode_batch(bytes(data))
+    assert str(got.value) == str(want.value)
+    assert (templates.hits, templates.misses) == (1, 2), "the corrupt one was refused on the template path"
