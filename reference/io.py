@@ -12,6 +12,12 @@ on disk before it is announced", and Raft's "entries are durable before they are
 2. ``cluster_id_adopted`` (write meta.properties),
 3. then ``send`` and ``replies``.
 
+One exception, Kafka's own (KafkaRaftClient.flushLeaderLog answers parked fetches before it flushes): a leader's
+``FetchResponse`` replies may leave between the log's writes and its fsync when the bundle has no ``persist``, only
+appends in ``log_ops`` and no ``high_watermark`` move. They claim nothing durable of the bundle: the high watermark
+they name was published by an earlier bundle, and the leader's new end offset counts toward it only in a later step,
+after the fsync (``Node._fetch_answers_lead_the_fsync``).
+
 ``trace`` holds the trace events of this step without ``seq`` (the trace writer numbers them). A shell that
 writes a trace writes them first, before step 1: a write-ahead record, so that a crash never leaves a
 durable effect the trace lacks (a traced step that a crash kept from disk announced nothing).

@@ -611,6 +611,8 @@ class Node:
             else:
                 self._apply_snapshot_op(op)
         if ready.log_ops:
+            if ready.replies and self._fetch_answers_lead_the_fsync(ready):
+                self._answer_replies(ready, early, only=FetchResponse)  # the rest below, after the fsync
             self.storage.flush()
             assert self.metadata_log is not None
             self.metadata_log.release(self.config.log_cache_bytes)  # all of it is in the segment files now
@@ -632,7 +634,7 @@ class Node:
             self._schedule_tick()
         self._sync_controller()
 
-    def _answer_replies(self, ready: Ready, early: tuple[Reply, ...]) -> None:
+    def _answer_replies(self, ready: Ready, early: tuple[Reply, ...], only: type | None = None) -> None:
         """The bundle's replies (but ``early``'s, already answered), each written to its connection from here: no
         event-loop round between the step and the send."""
         # The last answer given, as (response, version, answer): every parked Fetch answered with the same
@@ -640,7 +642,7 @@ class Node:
         # the same encoded bytes.
         shared = self._last_answer
         for rep in ready.replies:
-            if early and rep in early:
+            if (early and rep in early) or (only is not None and not isinstance(rep.response, only)):
                 continue
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
@@ -671,6 +673,25 @@ class Node:
                 reply, version = waiting
                 reply.answer(self._answer_body(rep.response, version, several=False))
         return early
+
+    def _fetch_answers_lead_the_fsync(self, ready: Ready) -> bool:
+        """May a leader's Fetch answers leave once the bundle's batches are written, before the fsync that makes them
+        durable? Kafka's leader does so (KafkaRaftClient.flushLeaderLog: "We update the end offset before flushing so
+        that parked fetches can return sooner"): with fsync on, the leader's fsync then overlaps the followers' fetch
+        round instead of preceding it. Safe because an answer claims nothing durable of this bundle: its records are in
+        the segment file already (os.write: a kill -9 keeps them; only a power loss during the fsync could lose them,
+        and then the followers hold records the leader lacks, which were never committed: the high watermark counts the
+        leader's new end offset only in a later step, which runs after this fsync returned, and a new leader keeps or
+        truncates them, KIP-595 "Fetch Response Handling"), and its high watermark is one an earlier, durable bundle
+        published. So only: a leader's bundle whose log ops are all appends, with no quorum-state to write (a vote or a
+        new epoch must be durable before anything is announced) and no high-watermark move (the only voter commits the
+        batch it appends in the same step: its observers' answers must wait for the fsync)."""
+        core = self.core
+        return ready.persist is None and ready.high_watermark is None and core is not None \
+            and isinstance(core.role, Leader) and all(type(op) is AppendBatches for op in ready.log_ops)
+
+    # ------------------------------------------------------------------ snapshots (KIP-630)
+
 
     # ------------------------------------------------------------------ snapshots (KIP-630)
 

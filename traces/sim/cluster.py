@@ -871,7 +871,9 @@ class Simulation:
         return self.checker.fail(name, node.id, epoch, self.seq, self.now, detail)
 
     def _apply(self, node: _Node, ready: Ready) -> None:
-        """reference/io.py's order: quorum-state and log (the "fsync") before any message leaves."""
+        """reference/io.py's order: quorum-state and log (the "fsync") before any message leaves. (Its one exception, a
+        leader's Fetch answers between its log writes and their fsync, is the same order here: a simulated step is
+        applied whole and crashes fall between steps.)"""
         now, checker, nid = self.now, self.checker, node.id
         core = node.core
         assert core is not None
