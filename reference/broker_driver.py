@@ -74,10 +74,12 @@ class BrokerAnswer:
     response: Body
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Committed:
     """What newly committed records did: registry changes in log order, refused records, released answers.
-    ``fatal``: a refused record on a voter (see the module docstring): the shell stops."""
+    ``fatal``: a refused record on a voter (see the module docstring): the shell stops. One per commit on every
+    node, read once by the shell: slotted, not frozen (a frozen dataclass's __init__ sets each field through
+    object.__setattr__)."""
 
     changes: tuple[BrokerChange, ...] = ()
     errors: tuple[RegistryError, ...] = ()
@@ -166,12 +168,14 @@ class BrokerDriver:
             controller.committed(high_watermark)
             if applied_end:
                 self.applied_aligned = applied_end == registry.next_offset
-                self.applied_timestamp = max(self.applied_timestamp, timestamp)
+                if timestamp > self.applied_timestamp:
+                    self.applied_timestamp = timestamp
             else:
                 self.applied_aligned = False  # only part of a batch: the applied offset is inside it
         answers = self._release(high_watermark, epoch_of) if self._waiters else ()
-        if not changes and not errors and not answers and not applied_bytes:
-            return _NOTHING_COMMITTED
+        if not changes and not errors and not answers:
+            # Nearly every commit: only bytes applied (or nothing at all).
+            return Committed(bytes=applied_bytes) if applied_bytes else _NOTHING_COMMITTED
         return Committed(tuple(changes), tuple(errors), answers, bool(errors) and self.is_voter, applied_bytes)
 
     @property

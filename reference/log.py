@@ -157,13 +157,25 @@ class Log:
             yield from batches
             offset = batches[-1].last_offset + 1
 
-    def iter_sized(self, from_offset: int, until: int) -> Iterator[tuple[RecordBatch, int]]:
+    def iter_sized(self, from_offset: int, until: int) -> Iterable[tuple[RecordBatch, int]]:
         """The batches holding an offset in ``[from_offset, until)`` (from the log start at the earliest), each with
         its encoded size: what a state machine applying the committed prefix
         (``until`` = the high watermark) reads on every commit. Held batches are walked in place, nothing past
         ``until`` is looked at (a leader may hold thousands of uncommitted batches), and the sizes are the kept
         bytes' lengths, not recomputed from the records."""
         offset, until = max(self._start, from_offset), min(until, self._end)
+        first = self._first_held
+        if offset < until and self._batches and offset >= self._bases[first]:
+            # All held (every commit of a log that keeps up): a list of the range, found by bisection, with no
+            # generator resumed per batch.
+            bases, held, encoded = self._bases, self._batches, self._encoded
+            lo = bisect.bisect_right(bases, offset, first) - 1
+            hi = bisect.bisect_left(bases, until, lo)
+            return [(held[i - first], len(encoded[i - first] or self.encoded_at(i))) for i in range(lo, hi)]
+        return self._iter_sized(offset, until)
+
+    def _iter_sized(self, offset: int, until: int) -> Iterator[tuple[RecordBatch, int]]:
+        """``iter_sized`` from released batches on (read back a chunk at a time), into the held ones."""
         while offset < until:
             first = self._first_held
             if self._batches and offset >= self._bases[first]:

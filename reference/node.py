@@ -152,7 +152,9 @@ def commit_outcome(
 def _same_response(a: Any, b: Any) -> bool:
     """Equal responses, down to their batches' bytes (a FetchResponse's ``encoded`` is not in its equality).
     The core hands identical parked fetches one answer object: that case costs no comparison."""
-    return a is b or (bool(a == b) and getattr(a, "encoded", None) == getattr(b, "encoded", None))
+    # The bytes first: a new batch's answer differs from the last one there, at the cost of one bytes comparison
+    # instead of the dataclasses' field-by-field one.
+    return a is b or (getattr(a, "encoded", None) == getattr(b, "encoded", None) and bool(a == b))
 
 
 class StartupError(Exception):
@@ -251,6 +253,8 @@ class Node:
         self._all_answered: asyncio.Future[None] | None = None  # graceful stop waits on it
         self._stopping = False
         self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (last offset, epoch, waiter)
+        # The registry's pending catch-up with the high watermark, queued behind a released writer (``_catch_up``).
+        self._catch_up_handle: asyncio.Handle | None = None
         # ``wait_leading``'s futures, each with its timeout's timer: settled by the step that makes this node leader.
         self._leading_waiters: list[tuple[asyncio.Future[bool], asyncio.TimerHandle]] = []
         self.high_watermark = 0
@@ -520,6 +524,14 @@ class Node:
             if not queued.done():
                 queued.set_exception(self._halted_error() if self.failure is not None else RuntimeError("node stopped"))
         self._queued_records = 0
+        if self._catch_up_handle is not None:
+            # Committed records first (their broker answers included), as if applied in their commit's step.
+            self._catch_up_handle.cancel()
+            self._catch_up_handle = None
+            try:
+                self._apply_committed_records()
+            except (StorageError, OSError) as exc:
+                log.warning("node %d stops without its last commits applied: %s", self.config.node_id, exc)
         self._deliver(self.brokers.stop())
         if self.trace is not None:
             self.trace.close()
@@ -530,6 +542,8 @@ class Node:
 
     def _step(self, inp: Input) -> Ready:
         assert self.core is not None
+        if self._catch_up_handle is not None:
+            self._catch_up()  # the registry at the high watermark before the core moves on
         if self.failure is not None:
             return Ready()  # halted: no more inputs
         try:
@@ -627,16 +641,23 @@ class Node:
             self._answer_replies(ready, early)
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
-            self._apply_committed_records()
-            self._release_commits()
+            if self._release_commits() and self._loop is not None:
+                # A client write just committed: its writer runs first, and the registry catches up in the
+                # callback queued behind its wake-up (``_catch_up``), off the commit's latency.
+                if self._catch_up_handle is None:
+                    self._catch_up_handle = self._loop.call_soon(self._catch_up_soon)
+            else:
+                self._apply_committed_records()
         if ready.next_deadline_ms is not None:
             self._deadline = ready.next_deadline_ms
             self._schedule_tick()
-        self._sync_controller()
+        if self._catch_up_handle is None:  # else ``_catch_up`` settles the controller with the registry
+            self._sync_controller()
 
     def _answer_replies(self, ready: Ready, early: tuple[Reply, ...], only: type | None = None) -> None:
-        """The bundle's replies (but ``early``'s, already answered), each written to its connection from here: no
-        event-loop round between the step and the send."""
+        """The bundle's replies (but ``early``'s, already answered; with ``only``, those of that type), each written
+        to its connection from here: no event-loop round between the step and the send. A reply answered by an
+        earlier call is skipped: its connection's place is no longer waiting."""
         # The last answer given, as (response, version, answer): every parked Fetch answered with the same
         # new batch in this bundle, or the next follower to ask from the same offset in a later one, gets
         # the same encoded bytes.
@@ -689,9 +710,6 @@ class Node:
         core = self.core
         return ready.persist is None and ready.high_watermark is None and core is not None \
             and isinstance(core.role, Leader) and all(type(op) is AppendBatches for op in ready.log_ops)
-
-    # ------------------------------------------------------------------ snapshots (KIP-630)
-
 
     # ------------------------------------------------------------------ snapshots (KIP-630)
 
@@ -870,6 +888,8 @@ class Node:
         if now < self._deadline:
             self._schedule_tick()  # the loop's clock and ours round differently: wait the rest
             return
+        if self._catch_up_handle is not None:
+            self._catch_up()  # as ``_step`` does
         try:
             ready = self.core.tick(now)
         except (StorageError, OSError) as exc:
@@ -1129,7 +1149,8 @@ class Node:
             raise self._halted_error()
         core = self.core
         batch = tuple(values)
-        if core is not None and core.leader_id == self.config.node_id:
+        # (``core.leader_id`` walks the roles: a Leader's is this node, asked first.)
+        if core is not None and (isinstance(core.role, Leader) or core.leader_id == self.config.node_id):
             # A bounded queue, not growing memory: a leader that cannot commit as fast as it is written to refuses
             # the excess (one write is always taken when nothing is waiting, however large, as Kafka's non-strict
             # memory pool admits one request past its bound). Writes held back by the linger or queued count too.
@@ -1152,7 +1173,13 @@ class Node:
             assert self._loop is not None, "write before start"
             fut: asyncio.Future[None] = self._loop.create_future()
             self._commit_waiters.append((result.last_offset, result.epoch, fut))
-            self._release_commits()
+            role = self.core.role if self.core is not None else None
+            if not (isinstance(role, Leader) and role.epoch == result.epoch
+                    and result.last_offset >= self.high_watermark):
+                # Settled now: committed in the step that appended it (the only voter), or already lost. A leader's
+                # write of its own epoch at or past the high watermark is pending (``commit_outcome``: appended in
+                # this epoch, or held back), and is left to the step that moves the high watermark.
+                self._release_commits()
             await fut
         return result
 
@@ -1222,17 +1249,23 @@ class Node:
         if appends and self._loop is not None:
             self._drain_handle = self._loop.call_soon(self._drain_appends)
 
-    def _release_commits(self) -> None:
+    def _release_commits(self) -> bool:
+        """Settle the commit waiters the high watermark decides; whether any was."""
         assert self.core is not None and self.metadata_log is not None
         if not self._commit_waiters:
-            return
+            return False
         keep = []
-        # The leader's (epoch, next append offset), as ``core.status()`` gives them, without building a status:
-        # this runs on every commit.
-        role = self.core.role
-        held_back = (role.epoch, self.core.next_append_offset) if isinstance(role, Leader) else None
+        log_, hw = self.metadata_log, self.high_watermark
         for offset, epoch, fut in self._commit_waiters:
-            outcome = commit_outcome(self.metadata_log, self.high_watermark, offset, epoch, held_back)
+            if offset < hw and offset < log_.end_offset:
+                # Below the high watermark and the log end (nothing held back): ``commit_outcome``'s last rule,
+                # without its call (this runs on every commit).
+                outcome = "committed" if log_.epoch_of(offset) == epoch else "lost"
+            else:
+                # The leader's (epoch, next append offset), as ``core.status()`` gives them, without a status.
+                role = self.core.role
+                held_back = (role.epoch, self.core.next_append_offset) if isinstance(role, Leader) else None
+                outcome = commit_outcome(log_, hw, offset, epoch, held_back)
             if outcome == "pending":
                 keep.append((offset, epoch, fut))
             elif not fut.done():
@@ -1241,16 +1274,52 @@ class Node:
                 else:
                     fut.set_exception(WriteLost(f"the write ending at offset {offset} (epoch {epoch}) was "
                                                 "truncated before it committed: leadership changed"))
+        released = len(keep) < len(self._commit_waiters)
         self._commit_waiters = keep
+        return released
 
     # ------------------------------------------------------------------ brokers
+
+    def _catch_up_soon(self) -> None:
+        """The queued catch-up (see ``_catch_up``), run from the loop."""
+        if self._stopping or self.core is None:
+            return  # left set: ``stop`` applies the records
+        self._catch_up_handle = None
+        self._registry_catch_up()
+
+    def _catch_up(self) -> None:
+        """Bring the registry to the high watermark now if a catch-up is queued: before the core steps again, a
+        broker request is decided, the controller's timer runs, or the node stops.
+
+        A step that commits a client write settles its waiter first and leaves the registry behind the high
+        watermark for one loop callback, queued behind the writer's wake-up (``_apply_ready``): the registry
+        apply and the controller's check are then off the commit's latency. Kafka orders it alike: the raft
+        client's handleCommit hands committed batches to the QuorumController, which replays them in its own event
+        queue, after the raft thread's own work. The controller's decisions are unchanged: ``_sync_controller``
+        does not run while the registry lags (it runs here, with it caught up), and nothing that reads the
+        registry or the controller runs before this, so the active controller and every broker answer are as if
+        the registry had moved in the commit's own step (a broker answer still waits for its records' replay)."""
+        handle = self._catch_up_handle
+        if handle is not None:
+            handle.cancel()
+            self._catch_up_handle = None
+            self._registry_catch_up()
+
+    def _registry_catch_up(self) -> None:
+        try:
+            self._apply_committed_records()
+        except (StorageError, OSError) as exc:  # as in the commit's own step (``_apply``)
+            self._halt(exc)
+            return
+        self._sync_controller()
 
     def _apply_committed_records(self) -> None:
         """Every node applies newly committed records to its broker registry, in log order (broker_driver.py)."""
         log_ = self.metadata_log
         assert log_ is not None
-        done = self.brokers.commit(self.high_watermark, log_.iter_sized, log_.epoch_of)
-        if done.bytes or self.brokers.applied_offset != self.snapshot_trigger.applied_offset:
+        brokers = self.brokers
+        done = brokers.commit(self.high_watermark, log_.iter_sized, log_.epoch_of)
+        if done.bytes or brokers.registry.next_offset != self.snapshot_trigger.applied_offset:
             self._note_commit(done.bytes)
         if done.changes:
             now = self.clock.now_ms()
@@ -1259,7 +1328,8 @@ class Node:
                             "broker": change.to_json(), "note": change.record})
         for error in done.errors:
             log.error("broker registry refused a committed record: %s", error)
-        self._deliver(done.answers)
+        if done.answers:
+            self._deliver(done.answers)
         if done.fatal:
             # Kafka's QuorumController: a committed record that does not replay is a fatal fault.
             self._halt(done.errors[0])
@@ -1296,7 +1366,7 @@ class Node:
         (is_leader, epoch, cluster_id), the controller's state, and its two offset conditions as they stand (the
         high watermark past the epoch's start offset; the registry's offset at or past the high watermark), not
         the offsets themselves: a commit moves both offsets, and on a leader whose registry keeps up changes
-        neither condition, so the leader's commits build no status (this runs before the write's waiter wakes)."""
+        neither condition, so the leader's commits build no status (this runs on every commit, in ``_catch_up``)."""
         role, brokers = core.role, self.brokers
         leading = isinstance(role, Leader)
         hw = core.high_watermark
@@ -1306,6 +1376,7 @@ class Node:
     async def _handle_broker_request(self, req: ServerRequest) -> dict[str, Any] | None:
         """BrokerRegistration / BrokerHeartbeat: the driver decides; the shell appends and waits."""
         assert self.core is not None
+        self._catch_up()
         decision = self.brokers.decide(req.api_key, req.body, self.clock.now_ms(), self.core.status())
         if decision.note:
             log.debug("%s", decision.note)
@@ -1372,6 +1443,7 @@ class Node:
             await asyncio.sleep(period)
             if self._stopping or self.core is None:
                 continue
+            self._catch_up()
             # KIP-630's time rules: metadata.log.max.snapshot.interval.ms (Kafka looks at it when a commit
             # arrives, and its controller commits a no-op every 500 ms; this node writes none) and the cleaner.
             now = self.clock.now_ms()

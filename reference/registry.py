@@ -284,18 +284,23 @@ class BrokerRegistry:
                     errors: list[RegistryError]) -> None:
         """``apply_committed`` of one batch starting below ``high_watermark`` (the shell's commit path calls it
         batch by batch, without a generator in between): its changes and refusals are added to the lists."""
-        if batch.last_offset < self.next_offset:
+        last, base, next_offset = batch.last_offset, batch.base_offset, self.next_offset
+        if last < next_offset:
             return
-        if batch.base_offset > self.next_offset:
+        if base > next_offset:
             raise RegistryError(
-                f"gap in the log: next offset to apply is {self.next_offset}, batch starts at "
-                f"{batch.base_offset}"
+                f"gap in the log: next offset to apply is {next_offset}, batch starts at {base}"
             )
         if not batch.is_control:
+            keys = _BROKER_RECORD_KEYS
             for rec in batch.records:
-                offset = batch.base_offset + rec.offset_delta
-                if offset < self.next_offset or offset >= high_watermark:
+                offset = base + rec.offset_delta
+                if offset < next_offset or offset >= high_watermark:
                     continue
+                value = rec.value
+                if rec.key is None and (not value or (len(value) >= 2 and not value[1] & 0x80 and (
+                        value[1] not in keys if value[0] == 1 else not value[0] & 0x80))):
+                    continue  # ``_may_be_broker_record``'s look, inline: most committed records are not the registry's
                 decoded = self._state_record(rec)
                 if decoded is None:
                     continue
@@ -306,7 +311,7 @@ class BrokerRegistry:
                     changes.append(self.apply(offset, decoded[0], decoded[2]))
                 except RegistryError as exc:
                     errors.append(exc)
-        self.next_offset = min(batch.last_offset + 1, high_watermark)
+        self.next_offset = min(last + 1, high_watermark)
 
     # ------------------------------------------------------------------------------------ snapshots
 
