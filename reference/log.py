@@ -253,6 +253,11 @@ class Log:
         if from_offset < self._start:
             raise LogError(f"read from offset {from_offset}, below the log start offset {self._start}")
         # Like Kafka, an offset inside a batch reads that whole batch.
+        bases, last = self._bases, len(self._bases) - 1
+        if self._batches and from_offset >= bases[last]:
+            # The last batch (held: the held ones are the newest), alone whatever ``max_bytes`` says: what a parked
+            # Fetch is answered with in the step that appends a client write. No search, no size walk.
+            return (self._batches[-1],), (self._encoded[-1] or self.encoded_at(last),)
         first = self._first_held
         if self._batches and from_offset >= self._bases[first]:
             start = bisect.bisect_right(self._bases, from_offset, first) - 1

@@ -541,11 +541,31 @@ class _ServerConnection(asyncio.BufferedProtocol):
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if not self._reading or self._responses is None:
+        responses = self._responses
+        if not self._reading or responses is None:
             return  # read after we stopped reading: dropped, as the connection is ending
-        self._frames.buffer_updated(nbytes)
         self.last_active = time.monotonic()
-        self._pump()
+        server = self._server
+        if self._busy or self._write_paused or responses.closed or server.queued_max_bytes >= 0:
+            self._frames.buffer_updated(nbytes)  # the frame may have to wait, or hold pool memory: ``_pump`` decides
+            self._pump()
+            return
+        payload = self._frames.read(nbytes)
+        if payload is None:
+            self._pump()  # not exactly one whole frame: the splitter holds the bytes
+            return
+        # One whole request and nothing buffered before it (a follower's Fetch, the steady state): dispatched as
+        # ``_pump_frames`` would take it, without its loop and limits (none applies: checked above).
+        if server.one_in_flight:
+            self._busy = True
+        self._pumping = True
+        try:
+            server._dispatch(payload, self.peer, responses, self)
+        finally:
+            self._pumping = False
+        # As ``_pump`` ends (its loop would find no other frame: the splitter held nothing else, and no EOF comes
+        # before the bytes it ends).
+        self._update_reading()
 
     def _pump(self) -> None:
         """Dispatch the whole frames that have arrived, as far as the limits allow, then pause or resume
@@ -861,16 +881,15 @@ class _ClientProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         client = self._client
         frames = self._frames
-        frames.buffer_updated(nbytes)
-        while True:
-            try:
-                payload = frames.next_frame()
-                if payload is None:
-                    return
+        try:
+            payload = frames.read(nbytes)
+            if payload is not None:  # one whole answer, nothing else buffered (the steady state): straight on
                 client._on_frame(payload)
-            except DecodeError as exc:
-                client._fail_all(RequestError(f"{client.peer}: undecodable response: {exc}"), warn=True)
                 return
+            while (payload := frames.next_frame()) is not None:
+                client._on_frame(payload)
+        except DecodeError as exc:
+            client._fail_all(RequestError(f"{client.peer}: undecodable response: {exc}"), warn=True)
 
     def eof_received(self) -> bool:
         client = self._client
@@ -1042,10 +1061,11 @@ class KafkaClient:
 
     def _send(self, api_key: int, version: int, body: Any, timeout_s: float,
               fut: asyncio.Future[dict[str, Any]] | None, callback: ResponseCallback | None) -> None:
-        if not self.connected:
+        transport = self._transport
+        if transport is None or transport.is_closing():  # (``connected``)
             raise RequestError(f"not connected to {self.peer}")
         corr = self._next_correlation
-        self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
+        self._next_correlation = (corr + 1) & 0x7FFFFFFF
         frame = self.bodies.encode_request(api_key, version, corr, self.client_id, body)
         loop = self._loop
         assert loop is not None  # set with the transport
@@ -1057,8 +1077,7 @@ class KafkaClient:
             self._expiry, self._expiry_at = loop.call_at(deadline, self._expire_due), deadline
         if self.observer:
             self.observer("send", api_key, version, corr, body, self.peer)
-        assert self._transport is not None
-        self._transport.write(frame)
+        transport.write(frame)
 
     async def request(
         self, api_key: int, version: int, body: dict[str, Any], timeout_s: float
@@ -1107,7 +1126,14 @@ class KafkaClient:
             raise
         if self.observer:
             self.observer("recv", entry.api_key, entry.version, corr, body, self.peer)
-        entry.finish(body, None)
+        callback = entry.callback
+        if callback is None:
+            entry.finish(body, None)
+            return
+        try:  # (``_InFlight.finish``'s callback case, inline: a node's every response takes it)
+            callback(body, None)
+        except Exception:
+            log.exception("response callback failed")
 
     def _fail_all(self, error: RequestError, warn: bool = False) -> None:
         """The connection is over: every request in flight fails with ``error``."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -624,9 +625,11 @@ class Node:
                 self.storage.truncate_to(op.offset)
             else:
                 self._apply_snapshot_op(op)
+        replies_left = bool(ready.replies)  # replies not answered yet
         if ready.log_ops:
-            if ready.replies and self._fetch_answers_lead_the_fsync(ready):
-                self._answer_replies(ready, early, only=FetchResponse)  # the rest below, after the fsync
+            if replies_left and self._fetch_answers_lead_the_fsync(ready):
+                # The rest below, after the fsync (none left: a leader's bundle of Fetch answers, the usual one).
+                replies_left = self._answer_replies(ready, early, only=FetchResponse)
             self.storage.flush()
             assert self.metadata_log is not None
             self.metadata_log.release(self.config.log_cache_bytes)  # all of it is in the segment files now
@@ -637,7 +640,7 @@ class Node:
             self._learn_voters()
         for out in ready.send:
             self._send(out)
-        if ready.replies:
+        if replies_left:
             self._answer_replies(ready, early)
         if ready.high_watermark is not None:
             self.high_watermark = ready.high_watermark
@@ -654,16 +657,20 @@ class Node:
         if self._catch_up_handle is None:  # else ``_catch_up`` settles the controller with the registry
             self._sync_controller()
 
-    def _answer_replies(self, ready: Ready, early: tuple[Reply, ...], only: type | None = None) -> None:
+    def _answer_replies(self, ready: Ready, early: tuple[Reply, ...], only: type | None = None) -> bool:
         """The bundle's replies (but ``early``'s, already answered; with ``only``, those of that type), each written
         to its connection from here: no event-loop round between the step and the send. A reply answered by an
-        earlier call is skipped: its connection's place is no longer waiting."""
+        earlier call is skipped: its connection's place is no longer waiting. Whether ``only`` left any out."""
         # The last answer given, as (response, version, answer): every parked Fetch answered with the same
         # new batch in this bundle, or the next follower to ask from the same offset in a later one, gets
         # the same encoded bytes.
         shared = self._last_answer
+        left_out = False
         for rep in ready.replies:
-            if (early and rep in early) or (only is not None and not isinstance(rep.response, only)):
+            if early and rep in early:
+                continue
+            if only is not None and not isinstance(rep.response, only):
+                left_out = True
                 continue
             waiting = self._replies.pop(rep.reply_to, None)
             if waiting is not None and not waiting[0].done():
@@ -676,6 +683,7 @@ class Node:
                 reply.answer(answer)
         if shared is not None and isinstance(shared[2], EncodedAnswer):
             self._last_answer = shared
+        return left_out
 
     def _answer_operators_first(self, ready: Ready) -> tuple[Reply, ...]:
         """Answer the bundle's DescribeQuorum replies before its disk work; return them.
@@ -707,9 +715,10 @@ class Node:
         published. So only: a leader's bundle whose log ops are all appends, with no quorum-state to write (a vote or a
         new epoch must be durable before anything is announced) and no high-watermark move (the only voter commits the
         batch it appends in the same step: its observers' answers must wait for the fsync)."""
-        core = self.core
+        core, ops = self.core, ready.log_ops
         return ready.persist is None and ready.high_watermark is None and core is not None \
-            and isinstance(core.role, Leader) and all(type(op) is AppendBatches for op in ready.log_ops)
+            and isinstance(core.role, Leader) and (  # one append (a client write's bundle) without a generator
+                type(ops[0]) is AppendBatches if len(ops) == 1 else all(type(op) is AppendBatches for op in ops))
 
     # ------------------------------------------------------------------ snapshots (KIP-630)
 
@@ -1055,8 +1064,9 @@ class Node:
             asyncio.get_running_loop().call_soon(
                 self._request_failed, dest, request, request_id, RequestError(f"node {dest}: no address"))
             return
-        if peer.client is not None and peer.client.connected:
-            self._send_on(peer.client, dest, request, request_id)
+        client = peer.client
+        if client is not None and client.connected:
+            self._send_on(client, dest, request, request_id)
         else:
             self._spawn(self._connect_and_send(peer, request, request_id))
 
@@ -1084,10 +1094,9 @@ class Node:
             # A Fetch may be parked by the leader for MaxWaitMs: allow for it on top of the request timeout.
             timeout = (self.config.request_timeout_ms + wire.max_wait_ms(request)) / 1000
             # The response steps the core from the loop round that reads it (never from inside a step:
-            # callbacks come from the connection's reads and timers).
-            client.send_with_callback(
-                api_key, version, body, timeout,
-                lambda resp, exc: self._on_response(resp, exc, dest, request, version, request_id))
+            # callbacks come from the connection's reads and timers). (A partial: called from C, no frame of its own.)
+            client.send_with_callback(api_key, version, body, timeout,
+                                      functools.partial(self._on_response, dest, request, version, request_id))
         except RequestError as exc:
             # Reported from the loop, not from here: this runs inside _apply, and steps never nest.
             asyncio.get_running_loop().call_soon(self._request_failed, dest, request, request_id, exc)
@@ -1107,23 +1116,25 @@ class Node:
 
         asyncio.get_running_loop().call_soon(deliver)
 
-    def _on_response(self, body: Any, exc: BaseException | None, dest: int, request: Any,
-                     version: int, request_id: int) -> None:
+    def _on_response(self, dest: int, request: Any, version: int, request_id: int, body: Any,
+                     exc: BaseException | None) -> None:
+        """The callback of a request ``_send_on`` sent (``body`` read by the client's codec, or ``exc``)."""
         self._outstanding -= 1
         if self._outstanding == 0 and self._all_answered is not None and not self._all_answered.done():
             self._all_answered.set_result(None)
         if self._stopping:
             return
-        try:
-            if exc is not None:
-                raise exc
-            assert body is not None
-            # A Fetch answer comes as the core's message already (typed_wire); anything else as the codec's dict.
-            response = body if type(body) is FetchResponse else wire.response_from_kafka(wire.api_key(request),
-                                                                                          version, body)
-        except (RequestError, wire.WireError, asyncio.CancelledError) as exc:
-            self._request_failed(dest, request, request_id, exc)
-            return
+        if exc is None and type(body) is FetchResponse:
+            response = body  # a Fetch answer comes as the core's message already (typed_wire)
+        else:
+            try:
+                if exc is not None:
+                    raise exc
+                assert body is not None
+                response = wire.response_from_kafka(wire.api_key(request), version, body)  # the codec's dict
+            except (RequestError, wire.WireError, asyncio.CancelledError) as exc:
+                self._request_failed(dest, request, request_id, exc)
+                return
         self._step(ResponseReceived(sender_id=dest, response=response, request_id=request_id))
 
     def _request_failed(self, dest: int, request: Any, request_id: int, exc: BaseException) -> None:
@@ -1154,12 +1165,14 @@ class Node:
             # A bounded queue, not growing memory: a leader that cannot commit as fast as it is written to refuses
             # the excess (one write is always taken when nothing is waiting, however large, as Kafka's non-strict
             # memory pool admits one request past its bound). Writes held back by the linger or queued count too.
-            uncommitted = core.next_append_offset - max(self.high_watermark, 0) + self._queued_records
+            hw = self.high_watermark
+            uncommitted = core.next_append_offset - (hw if hw > 0 else 0) + self._queued_records
             if uncommitted > 0 and uncommitted + len(batch) > self.max_uncommitted_records:
                 self.writes_refused += 1
                 raise WriteRefused(f"{uncommitted} records appended or queued and not yet committed (bound "
                                    f"{self.max_uncommitted_records}): {WriteRefused.error.name}")
-        if self._appends or not self._slice_has_room(len(batch)):
+        # (``_slice_has_room`` inline: the first write of a loop turn, the usual one, has room.)
+        if self._appends or (self._slice_writes and not self._slice_has_room(len(batch))):
             assert self._loop is not None, "write before start"
             queued: asyncio.Future[ClientAppendResult] = self._loop.create_future()
             self._appends.append((batch, queued))

@@ -793,11 +793,12 @@ class LogDir:
         """Account for a batch written at ``position``; return True when it added an index entry."""
         if not epochs or batch.partition_leader_epoch > epochs[-1].epoch:
             epochs.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
-        seg.end_offset = batch.last_offset + 1
+        last = batch.base_offset + batch.records[-1].offset_delta  # (``batch.last_offset``, without its call)
+        seg.end_offset = last + 1
         seg.bytes_since_index += size
         if seg.bytes_since_index >= self.index_interval_bytes:
             # Kafka indexes a batch by its last offset and the position where the batch starts.
-            seg.index.append((batch.last_offset, position))
+            seg.index.append((last, position))
             seg.bytes_since_index = 0
             return True
         return False

@@ -125,11 +125,29 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                                                                                     diverging_end_offset)
     snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
                                                                                           snapshot_epoch)
-    nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints]) \
-        if node_endpoints else ()
-    return FetchResponse(high_watermark, batches, diverging, LeaderIdAndEpoch(leader_id, leader_epoch),
+    if not node_endpoints:
+        nodes: tuple[ResponseNodeEndpoint, ...] = ()
+    else:
+        last = _last_endpoints[0]  # (one read of the pair: codecs in other threads may replace it meanwhile)
+        if node_endpoints == last[0]:
+            nodes = last[1]
+        else:
+            nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints])
+            _last_endpoints[0] = (node_endpoints, nodes)
+    leader = _last_leader[0]
+    if leader.leader_id != leader_id or leader.leader_epoch != leader_epoch:
+        leader = _last_leader[0] = LeaderIdAndEpoch(leader_id, leader_epoch)
+    return FetchResponse(high_watermark, batches, diverging, leader,
                          _NONE if partition_error == 0 else _error(partition_error),
                          _NONE if error == 0 else _error(error), log_start_offset, encoded, snapshot, nodes)
+
+
+#: The last answer's NodeEndpoints (the decoded list of dicts) and CurrentLeader, with the frozen messages they
+#: became: a follower's next answer names the same ones, and shares them instead of building them again. Compared
+#: by value: the decoder gives each field one type (int32 ids and ports, str hosts), so equal values are equal
+#: messages; the list is only read (templates pass theirs again, ``copies=False``).
+_last_endpoints: list[tuple[Any, tuple[ResponseNodeEndpoint, ...]]] = [(None, ())]
+_last_leader: list[LeaderIdAndEpoch] = [LeaderIdAndEpoch()]
 
 
 #: (An enum member read from its class goes through a descriptor: once, here.)

@@ -70,7 +70,10 @@ class VoterNode:
         """The endpoint on listener ``name`` (None: the first one), or None."""
         if name is None:
             return self.endpoints[0] if self.endpoints else None
-        return next((e for e in self.endpoints if e.name == name), None)
+        for e in self.endpoints:  # (a loop, not next() over a generator: a follower asks on every Fetch it sends)
+            if e.name == name:
+                return e
+        return None
 
 
 @dataclass(frozen=True)

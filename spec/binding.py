@@ -386,10 +386,12 @@ class FrameTemplates:
     mutations of them.
     """
 
-    #: Templates kept per frame length, and frame lengths kept (then all are dropped): memory stays bounded.
+    #: Templates kept per frame length, and frame lengths kept (then all are dropped), and the longest frame kept
+    #: (a template holds two ints of its size; a long frame, a catch-up's, is read plainly): memory stays bounded.
     PER_LENGTH = 4
     LENGTHS = 16
     SEEN = 64
+    MAX_BYTES = 65536
 
     def __init__(self, plain: Callable[[Any], Any], recording: Callable[[Any], Any], build: Callable[..., Any],
                  response: bool, head_span: tuple[int, int], copies: bool = True) -> None:
@@ -436,6 +438,8 @@ class FrameTemplates:
                 self.hits += 1
                 return head, value
         self.misses += 1
+        if len(buf) > self.MAX_BYTES:
+            return self._plain(buf)
         if templates is None and len(buf) not in self._seen:
             # The first frame of its length is read plainly: most lengths seen once never come again (a
             # batch of another size), and remembering a frame costs more than reading it.
@@ -767,7 +771,7 @@ class EncoderTemplates:
         shape = tuple(map(args.__getitem__, self._shape))
         types = tuple(map(type, shape))
         try:
-            blobs = tuple([(type(args[i]), len(args[i])) for i in self._blobs])
+            blobs = tuple([(type(args[i]), len(args[i])) for i in self._blobs]) if self._blobs else ()
         except TypeError:  # a bytes argument without a length: the encoder decides
             return None
         if _SCALARS.issuperset(types):

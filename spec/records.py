@@ -183,24 +183,47 @@ def _encode_records_section(records: Sequence[Record]) -> bytes:
     return b"".join([_encode_record(r) for r in records])
 
 
+#: The bytes of a plain record (no key, no headers, a value) before its value, by (timestamp delta, offset delta,
+#: value length): a leader's one-record batches repeat a few shapes, so ``encode_batch`` writes their record from
+#: this template (only the value is new) instead of encoding its fields again. Bounded: cleared when full.
+_PLAIN_RECORD_HEADS: dict[tuple[int, int, int], bytes] = {}
+_PLAIN_RECORD_HEADS_MAX = 256
+
+
+def _plain_record_head(timestamp_delta: int, offset_delta: int, size: int) -> bytes:
+    """The template entry for a plain record of that shape: the generic encoding of such a record (any value of
+    ``size`` bytes) without its value and its header count (0, one byte)."""
+    whole = _encode_record_generic(Record(offset_delta, bytes(size), None, timestamp_delta))
+    head = whole[: len(whole) - size - 1]
+    if len(_PLAIN_RECORD_HEADS) >= _PLAIN_RECORD_HEADS_MAX:
+        _PLAIN_RECORD_HEADS.clear()
+    _PLAIN_RECORD_HEADS[(timestamp_delta, offset_delta, size)] = head
+    return head
+
+
 def encode_batch(batch: RecordBatch) -> bytes:
     """Encode one batch. An empty batch is refused: Kafka never writes one with magic 2 in KRaft."""
     records = batch.records
     if not records:
         raise ValueError("refusing to encode an empty record batch")
-    body = (
-        _BODY.pack(
-            batch.attributes,
-            records[-1].offset_delta,
-            batch.base_timestamp,
-            batch.max_timestamp,
-            batch.producer_id,
-            batch.producer_epoch,
-            batch.base_sequence,
-            len(records),
-        )
-        + (_encode_record(records[0]) if len(records) == 1 else _encode_records_section(records))
+    rec = records[-1]
+    head = _BODY.pack(
+        batch.attributes if batch.is_control or batch.is_transactional or batch.log_append_time else 0,
+        rec.offset_delta,
+        batch.base_timestamp,
+        batch.max_timestamp,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        len(records),
     )
+    value = rec.value
+    if len(records) == 1 and rec.key is None and not rec.headers and value is not None:
+        # A leader's client write (one plain record): its record's bytes from the template of its shape.
+        shape = (rec.timestamp_delta, rec.offset_delta, len(value))
+        body = b"".join((head, _PLAIN_RECORD_HEADS.get(shape) or _plain_record_head(*shape), value, b"\x00"))
+    else:
+        body = head + (_encode_record(records[0]) if len(records) == 1 else _encode_records_section(records))
     crc = crc32c(body)
     batch_length = 4 + 1 + 4 + len(body)  # partitionLeaderEpoch + magic + crc + CRC'd part
     return _PREFIX.pack(batch.base_offset, batch_length, batch.partition_leader_epoch, MAGIC, crc) + body
@@ -438,6 +461,8 @@ def decode_batch(buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
     return batch, end
 
 
+_BATCH_LENGTH = struct.Struct(">i").unpack_from
+
 #: What differs between two batches of one shape (BatchTemplates), at their places in the header: baseOffset,
 #: partitionLeaderEpoch, crc, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence.
 _VARIABLE_HEADER = struct.Struct(">q4xi1xI6xqqqhi")
@@ -474,7 +499,7 @@ class BatchTemplates:
         """``decode_batch(buf, pos)``."""
         templates = None
         if len(buf) - pos >= LOG_OVERHEAD:
-            size = LOG_OVERHEAD + int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)  # batchLength
+            size = LOG_OVERHEAD + _BATCH_LENGTH(buf, pos + 8)[0]
             templates = self._by_length.get(size)
             if templates is not None and pos + size <= len(buf):
                 data = buf if pos == 0 and size == len(buf) else buf[pos : pos + size]
@@ -642,7 +667,9 @@ def data_batch(base_offset: int, epoch: int, values: Sequence[bytes], timestamp:
     return RecordBatch(
         base_offset=base_offset,
         partition_leader_epoch=epoch,
-        records=tuple([Record(i, bytes(v)) for i, v in enumerate(values)]),  # a list: cheaper than a generator
+        # A list: cheaper than a generator; one value (a leader's client write, nearly always) without either.
+        records=(Record(0, bytes(values[0])),) if len(values) == 1 else tuple(
+            [Record(i, bytes(v)) for i, v in enumerate(values)]),
         base_timestamp=timestamp,
         max_timestamp=timestamp,
     )

@@ -148,3 +148,55 @@ def test_random_appends_releases_truncations_and_reads_agree_with_an_all_in_memo
                 if want[0] and want[0][0].base_offset >= m.log.held_from:
                     assert got == want
         m.agree()
+
+
+def _walk(batches: list[RecordBatch], offset: int, max_bytes: int) -> tuple[tuple, tuple]:
+    """``read_encoded`` by its definition, batch by batch: the batch holding ``offset``, then whole batches while
+    their encoded sizes fit ``max_bytes`` (at least one)."""
+    from kraft_tck.spec.records import encode_batch
+
+    out: list[RecordBatch] = []
+    used = 0
+    for b in batches:
+        if b.last_offset < offset:
+            continue
+        used += len(encode_batch(b))
+        if out and used > max_bytes:
+            break
+        out.append(b)
+    return tuple(out), tuple(encode_batch(b) for b in out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=8), st.integers(0, 2), st.integers(0, 8),
+       st.sampled_from([0, 100, 1 << 20]), st.booleans(), st.booleans())
+def test_a_read_from_the_last_batch_is_the_batch_walk(sizes: list[int], epoch_step: int, release_at: int,
+                                                      max_bytes: int, encoded_now: bool, release_last: bool) -> None:
+    """A Fetch at the log's last batch (how the leader answers a parked Fetch after a client write) reads that
+    batch alone, with its bytes, as the general walk does: held or released, its bytes given at the append or
+    encoded on first use, from every offset inside it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        m = Mirrored(Path(d))
+        bs = batches_from(0, 1, sizes[:-1]) if len(sizes) > 1 else []
+        if bs:
+            m.append(bs)
+        end = bs[-1].last_offset + 1 if bs else 0
+        last = batches_from(end, 1 + epoch_step, sizes[-1:])
+        m.log.release(release_at)
+        if encoded_now:
+            m.append(last)  # (Mirrored asks the log for the bytes: encoded at once)
+            if release_last:
+                m.log.release(0)  # nothing held: read back from the segment files
+        else:
+            m.log.append(last)
+            m.model.append(last)
+        every = bs + last
+        for offset in range(last[0].base_offset, last[0].last_offset + 1):
+            for log in (m.log, m.model):
+                assert log.read_encoded(offset, max_bytes) == _walk(every, offset, max_bytes)
+        assert m.log.read_encoded(m.log.end_offset, max_bytes) == ((), ())
+        for offset in range(0, end):  # and the walk from earlier batches still reaches it
+            got, want = m.log.read_encoded(offset, 1 << 20), _walk(every, offset, 1 << 20)
+            assert got[0] == want[0][: len(got[0])] and got[1] == want[1][: len(got[1])] and got[0]

@@ -760,3 +760,96 @@ def test_the_voter_change_apis_pass_the_authorization_gate_as_kafka(acl: str, re
         return denied
 
     assert asyncio.run(main()) == refused
+
+
+def test_a_callback_that_raises_is_logged_and_the_connection_serves_on(caplog: pytest.LogCaptureFixture) -> None:
+    """A response callback's exception is the caller's bug, not the connection's: it is logged, and the responses
+    after it (in the same read or later ones) still reach their callbacks on the same connection."""
+
+    async def body(server: KafkaServer) -> None:
+        client, req = await _client(server)
+        got: list[tuple[int, Any, Any]] = []
+        done = asyncio.get_running_loop().create_future()
+
+        def failing(resp: Any, exc: BaseException | None) -> None:
+            got.append((0, resp, exc))
+            raise ValueError("a bug in the caller")
+
+        def later(n: int) -> Callable[[Any, BaseException | None], None]:
+            def callback(resp: Any, exc: BaseException | None) -> None:
+                got.append((n, resp, exc))
+                if n == 2:
+                    done.set_result(None)
+            return callback
+
+        client.send_with_callback(DQ, 0, req, 2.0, failing)
+        client.send_with_callback(DQ, 0, req, 2.0, later(1))
+        await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.2)), 1)
+        client.send_with_callback(DQ, 0, req, 2.0, later(2))
+        await asyncio.wait_for(done, 2)
+        assert [n for n, _, _ in got] == [0, 1, 2]
+        assert all(resp is not None and resp["ErrorCode"] == Errors.NONE and exc is None for _, resp, exc in got)
+        assert client.connected
+        assert any("response callback failed" in r.getMessage() and r.exc_info for r in caplog.records)
+        await client.close()
+
+    asyncio.run(_with_server(lambda _req: _answer(Errors.NONE), body))
+
+
+@pytest.mark.parametrize("queued_max_bytes", [-1, 1 << 20], ids=["unbounded", "bounded"])
+@pytest.mark.parametrize("one_in_flight", [False, True], ids=["pipelined", "one-in-flight"])
+def test_requests_sent_one_write_each_are_taken_as_pipelined_ones(one_in_flight: bool, queued_max_bytes: int) -> None:
+    """Requests written one at a time (each read whole, as a follower's Fetches come: the server's one-frame lane),
+    the first parked: with one_in_flight the second waits, read but not handled, until the first is written; each
+    request answered at once frees the connection for the next; a request followed by the client's EOF is still
+    answered, then the connection closes. Without one_in_flight the second is handled while the first is parked,
+    and its answer waits behind it. Pool memory is given back."""
+    parked: dict[int, PendingAnswer] = {}
+    handled: list[int] = []
+
+    def handler(req: ServerRequest) -> Answer | PendingAnswer:
+        handled.append(req.correlation_id)
+        if req.correlation_id == 0:
+            parked[0] = PendingAnswer()
+            return parked[0]
+        return _answer(Errors.NONE)
+
+    async def until(cond: Callable[[], bool]) -> None:
+        for _ in range(200):
+            if cond():
+                return
+            await asyncio.sleep(0.005)
+
+    async def body(server: KafkaServer) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(_request_frame(0))
+        await until(lambda: 0 in parked)
+        writer.write(_request_frame(1))
+        await asyncio.sleep(0.1)
+        assert handled == ([0] if one_in_flight else [0, 1])
+        with pytest.raises(TimeoutError):  # 1's answer (if any) waits behind the parked 0
+            await asyncio.wait_for(read_frame(reader), 0.1)
+        parked[0].answer(_answer(Errors.NOT_LEADER_OR_FOLLOWER))
+        assert await _read_answer(reader) == (0, Errors.NOT_LEADER_OR_FOLLOWER)
+        assert await _read_answer(reader) == (1, Errors.NONE)
+        for corr in (2, 3):
+            writer.write(_request_frame(corr))
+            assert await _read_answer(reader) == (corr, Errors.NONE)
+        writer.write(_request_frame(4))
+        writer.write_eof()
+        assert await _read_answer(reader) == (4, Errors.NONE)
+        assert await read_frame(reader) is None  # everything answered: closed
+        assert handled == [0, 1, 2, 3, 4]
+        writer.close()
+        await asyncio.sleep(0.05)
+        assert server.queued_bytes == 0
+
+    async def run() -> None:
+        server = KafkaServer(handler, RANGES, one_in_flight=one_in_flight, queued_max_bytes=queued_max_bytes)
+        await server.start()
+        try:
+            await asyncio.wait_for(body(server), 10)
+        finally:
+            await server.close()
+
+    asyncio.run(run())

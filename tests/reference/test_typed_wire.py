@@ -281,3 +281,65 @@ def test_a_request_the_bound_code_cannot_write_fails_as_on_the_dict_path() -> No
                     outcome(codec.encode_request, FETCH, version, 1, "c", wire.request_to_body(bad, version)))
     assert typed == plain and not typed[0] and "FetchOffset" in typed[1][1]
     assert (tc.bound, tc.fallbacks) == (0, 1)
+
+
+def test_answers_naming_the_same_leader_share_its_messages_and_others_get_their_own() -> None:
+    """A follower's next answer names the leader and endpoints its last one named: the typed decoder shares that
+    answer's frozen ``LeaderIdAndEpoch`` and ``NodeEndpoint`` tuple. Any answer naming others (another leader, epoch,
+    host or port, no endpoints) gets its own, equal to the dict path's reading of the frame."""
+    version = max(BOUND_VERSIONS)
+    moved = {**ENDPOINTS, 1: wire.ListenerEndpoint("CONTROLLER", "127.0.0.2", 9091)}
+    tc = TypedCodec()
+    got = []
+    for corr, (leader, epoch, endpoints) in enumerate([
+            (1, 1, ENDPOINTS), (1, 1, ENDPOINTS), (1, 1, ENDPOINTS), (2, 1, ENDPOINTS), (2, 2, ENDPOINTS),
+            (1, 2, ENDPOINTS), (1, 2, moved), (1, 2, moved), (-1, 2, ENDPOINTS), (1, 2, ENDPOINTS)]):
+        resp = FetchResponse(5, (data_batch(5, 1, [b"r" * 20]),), None, LeaderIdAndEpoch(leader, epoch))
+        frame = codec.encode_response(FETCH, version, corr, wire.response_to_body(resp, version, endpoints))[4:]
+        typed = read_response_typed(tc, version, frame)[1]
+        assert typed == read_response_dict(version, frame)[1]
+        assert (typed.current_leader.leader_id, typed.current_leader.leader_epoch) == (leader, epoch)
+        assert [(n.node_id, n.host, n.port) for n in typed.node_endpoints] == (
+            [] if leader < 0 else [(leader, endpoints[leader].host, endpoints[leader].port)])
+        got.append(typed)
+    assert tc.bound == len(got)
+    for a, b in ((0, 1), (1, 2), (6, 7)):  # the same leader, epoch and endpoints as the answer before
+        assert got[b].current_leader is got[a].current_leader and got[b].node_endpoints is got[a].node_endpoints
+    assert got[4].node_endpoints is got[3].node_endpoints and got[4].current_leader is not got[3].current_leader
+    assert got[7].current_leader is got[5].current_leader  # (6 and 7 name it too)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from([-1, 1, 2, 3, 4]), st.integers(0, 3), st.booleans(),
+                          st.sampled_from(["127.0.0.1", "::1", "h"]), st.booleans()), min_size=1, max_size=12))
+def test_successive_answers_name_each_its_own_endpoints(steps: list[tuple[int, int, bool, str, bool]]) -> None:
+    """One codec (a leader's) writing answer after answer, as its NodeEndpoints template sees them: the leader
+    changes, its address book entry is replaced (same id, another host or port), the address book is rebuilt
+    with equal entries, or the core names the endpoints itself: every answer is the dict path's bytes (v17:
+    NodeEndpoints written), never an earlier answer's endpoints."""
+    from kraft_tck.reference.messages import NodeEndpoint
+
+    tc = TypedCodec()
+    book = dict(ENDPOINTS)
+    for leader, port_step, rebuild, host, core_named in steps:
+        if rebuild:
+            book = {i: wire.ListenerEndpoint(e.listener, e.host, e.port) for i, e in book.items()}
+        if leader in book and port_step:
+            book[leader] = wire.ListenerEndpoint("CONTROLLER", host, 9090 + leader + 10 * port_step)
+        given = (NodeEndpoint(leader, host, 7000 + port_step),) if core_named and leader >= 0 else ()
+        resp = FetchResponse(5, current_leader=LeaderIdAndEpoch(leader, 3), node_endpoints=given)
+        for version in (16, 17):
+            body = tc.encode_response_body(version, resp, book)
+            assert body == codec.encode_response_body(FETCH, version, wire.response_to_body(resp, version, book))
+
+
+def test_two_leaders_at_one_address_book_entry_are_each_named() -> None:
+    """Two voter ids sharing one address book entry object (the same listener): the answer names the leader it
+    is for, not the last answer's."""
+    shared = wire.ListenerEndpoint("CONTROLLER", "127.0.0.1", 9090)
+    book = {1: shared, 2: shared}
+    tc = TypedCodec()
+    for leader in (1, 2, 1):
+        resp = FetchResponse(5, current_leader=LeaderIdAndEpoch(leader, 3))
+        body = tc.encode_response_body(17, resp, book)
+        assert body == codec.encode_response_body(FETCH, 17, wire.response_to_body(resp, 17, book))

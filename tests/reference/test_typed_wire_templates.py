@@ -152,6 +152,15 @@ def test_a_batch_of_another_size_makes_a_new_template() -> None:
     assert encode_batches([data_batch(5, 1, [b"r" * 10])]) in frames[0]
 
 
+def test_a_frame_longer_than_the_bound_is_never_remembered() -> None:
+    """A catch-up's long answers are read plainly every time: a template holds two ints of its frame's size."""
+    templates, plain = _generated("response templates", 17)(), _generated("response decoder", 17)
+    value = b"r" * (templates.MAX_BYTES + 1)
+    big = [_response(17, FetchResponse(5, (data_batch(5, 1, [value]),)), k) for k in (1, 2, 3)]
+    _same(templates, plain, big)
+    assert templates.hits == 0 and not templates._by_length
+
+
 def _encoder_args(req: FetchRequest, corr: int) -> list[Any]:
     """What TypedCodec.encode_request passes the generated request encoder."""
     return [corr, "raft-client-1", req.cluster_id, req.replica_id, req.replica_epoch, req.max_wait_ms, req.max_bytes,

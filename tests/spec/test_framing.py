@@ -101,3 +101,59 @@ def test_a_whole_frame_left_untaken_at_the_end_is_reported_as_before() -> None:
     err = splitter.end_error()
     assert isinstance(err, DecodeError) and "stream ended after 3 of 3 bytes" in str(err)
     assert _drain(splitter) == [b"abc"]
+
+
+@given(payloads, st.lists(st.integers(1, 700), min_size=1), st.lists(st.booleans(), min_size=1))
+def test_read_hands_back_a_lone_whole_frame_and_leaves_the_rest_to_next_frame(
+        frames: list[bytes], cuts: list[int], take: list[bool]) -> None:
+    """``read`` (net.py's client) returns a read's payload only when the read held exactly that one frame and nothing
+    was buffered before it; the frames of every other read come from ``next_frame``, all in the stream's order."""
+    stream = b"".join(frame(p) for p in frames)
+    splitter, got, pos, i = FrameSplitter(), [], 0, 0
+    # Reads of whole frames (the steady state), then reads cut anywhere, some left untaken for a while.
+    pieces = [frame(p) for p in frames[: len(frames) // 2]]
+    rest = stream[sum(map(len, pieces)):]
+    while pos < len(rest):
+        pieces.append(rest[pos : pos + cuts[i % len(cuts)]])
+        pos, i = pos + len(pieces[-1]), i + 1
+    lone = 0
+    for j, piece in enumerate(pieces):
+        before = splitter.buffered()
+        buf = splitter.get_buffer()
+        buf[: len(piece)] = piece
+        whole = splitter.read(len(piece))
+        if whole is not None:
+            assert before == 0 and piece == frame(whole), "only a read of one whole frame, nothing before it"
+            got.append(whole)
+            lone += 1
+        else:
+            assert before or len(piece) < 4 or int.from_bytes(piece[:4], "big") + 4 != len(piece)
+        if take[j % len(take)]:
+            got += _drain(splitter)
+    got += _drain(splitter)
+    assert got == frames
+    assert splitter.buffered() == 0 and splitter.end_error() is None
+    if frames and all(take):
+        assert lone >= len(frames) // 2  # every whole-frame read came back at once
+
+
+def test_read_reports_a_bad_length_through_next_frame() -> None:
+    splitter = FrameSplitter(max_bytes=10)
+    buf = splitter.get_buffer()
+    data = frame(b"x" * 11)
+    buf[: len(data)] = data
+    assert splitter.read(len(data)) is None
+    with pytest.raises(FrameTooLargeError):
+        splitter.next_frame()
+
+
+def test_read_never_hands_back_a_frame_ahead_of_buffered_ones() -> None:
+    splitter = FrameSplitter()
+    for data in (frame(b"a") + frame(b"b"), frame(b"c"), frame(b"d")):  # two frames in one read, not yet taken
+        buf = splitter.get_buffer()
+        buf[: len(data)] = data
+        assert splitter.read(len(data)) is None
+    assert _drain(splitter) == [b"a", b"b", b"c", b"d"]
+    buf = splitter.get_buffer()
+    buf[:5] = frame(b"e")
+    assert splitter.read(5) == b"e" and splitter.buffered() == 0  # nothing before it now: handed back at once

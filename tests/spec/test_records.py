@@ -318,3 +318,63 @@ def test_a_corrupt_batch_of_a_known_shape_is_refused() -> None:
         R.decode_batch(bytes(data))
     assert str(got.value) == str(want.value)
     assert (templates.hits, templates.misses) == (1, 2), "the corrupt one was refused on the template path"
+
+
+def _plain_encode_batch(batch: R.RecordBatch) -> bytes:
+    """A batch's bytes written field by field with the generic record encoder (no template, no inline path)."""
+    recs = batch.records
+    body = struct.pack(">hiqqqhii", batch.attributes, recs[-1].offset_delta, batch.base_timestamp,
+                       batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                       len(recs)) + b"".join(R._encode_record_generic(r) for r in recs)
+    return struct.pack(">qiibI", batch.base_offset, 9 + len(body), batch.partition_leader_epoch, 2,
+                       crc32c.crc32c(body)) + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batches(),
+    st.lists(st.tuples(st.integers(0, 1 << 50), st.integers(-1, 1 << 20), st.integers(0, 1 << 42),
+                       st.binary(min_size=0, max_size=300)), min_size=1, max_size=4),
+    st.none() | st.binary(max_size=4),
+    st.integers(-70, 70) | st.integers(-(1 << 40), 1 << 40),
+    st.integers(0, 70) | st.integers(0, (1 << 31) - 1),
+    st.booleans(), st.booleans(), st.booleans(),
+)
+def test_one_record_batches_from_the_template_are_the_plain_bytes(
+    shape: R.RecordBatch, writes: list[tuple[int, int, int, bytes]], key: bytes | None, ts: int, delta: int,
+    control: bool, transactional: bool, append_time: bool,
+) -> None:
+    """encode_batch writes a one-record plain batch (a leader's client write) from the template of its record's
+    shape: the same bytes as the field-by-field encoding, for the next writes of that shape (only offset, epoch,
+    timestamp and value new; same-length values hit the template), for other shapes, keys and flags, and
+    after the template is cleared when full."""
+    plain = [shape]
+    for base, epoch, ts0, value in writes:
+        plain.append(R.data_batch(base, epoch, [value], timestamp=ts0))
+        plain.append(R.data_batch(base, epoch, [bytearray(value)], timestamp=ts0))
+        plain.append(R.RecordBatch(base, epoch, (R.Record(delta, value, key, ts),), control, ts0, ts0 + 1,
+                                   base_sequence=epoch % 7, is_transactional=transactional,
+                                   log_append_time=append_time))
+        plain.append(R.RecordBatch(base, epoch, (R.Record(delta, value, None, ts, (("h", None),)),)))
+        plain.append(R.RecordBatch(base, epoch, (R.Record(delta, None, key, ts),)))
+        plain.append(R.RecordBatch(base, epoch, (R.Record(0, value), R.Record(1, value))))
+    for batch in plain + plain:  # the second round reads every shape from the template
+        data = R.encode_batch(batch)
+        assert data == _plain_encode_batch(batch), batch
+        assert R.decode_batch(data)[0].records[0].offset_delta == batch.records[0].offset_delta
+
+
+def test_the_record_template_stays_bounded_and_right_when_cleared() -> None:
+    """Many shapes (one per value length) fill the template; it is cleared, never grows past its bound, and
+    every batch still encodes to the plain bytes."""
+    for n in range(3 * R._PLAIN_RECORD_HEADS_MAX):
+        batch = R.data_batch(n, 1, [bytes([n % 251]) * n], timestamp=n)
+        assert R.encode_batch(batch) == _plain_encode_batch(batch)
+        assert len(R._PLAIN_RECORD_HEADS) <= R._PLAIN_RECORD_HEADS_MAX
+
+
+def test_data_batch_of_one_value_is_the_general_one() -> None:
+    for value in (b"", b"x", bytearray(b"yz"), memoryview(b"abc")):
+        one = R.data_batch(5, 2, [value], timestamp=9)
+        assert one == R.RecordBatch(5, 2, (R.Record(0, bytes(value)),), base_timestamp=9, max_timestamp=9)
+        assert type(one.records[0].value) is bytes
