@@ -237,12 +237,9 @@ class TypedCodec:
             version = payload[2] << 8 | payload[3]
             decode = self._request_decoders.get(version) or self._decoder("request", version)
             if decode is not None:
-                try:
-                    out = decode(payload)
-                    self.bound += 1
+                out = self._bound_read(decode, payload)
+                if out is not None:
                     return out
-                except Exception:
-                    self.fallbacks += 1
         return codec.decode_request(payload)
 
     def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]:
@@ -250,13 +247,21 @@ class TypedCodec:
         if api_key == FETCH:
             decode = self._response_decoders.get(version) or self._decoder("response", version)
             if decode is not None:
-                try:
-                    out = decode(payload)
-                    self.bound += 1
+                out = self._bound_read(decode, payload)
+                if out is not None:
                     return out
-                except Exception:
-                    self.fallbacks += 1
         return codec.decode_response(api_key, version, payload)
+
+    def _bound_read(self, decode: Callable[[Any], Any], payload: Any) -> Any:
+        """``decode(payload)``, counted; None when the bound code does not read the frame (the dict path then
+        reads it, and names what is wrong with it)."""
+        try:
+            out = decode(payload)
+        except Exception:
+            self.fallbacks += 1
+            return None
+        self.bound += 1
+        return out
 
     def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                        body: Any) -> bytes:

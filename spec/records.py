@@ -283,6 +283,25 @@ def _read_bytes(buf: Buffer, pos: int, end: int, index: int, name: str) -> tuple
     return bytes(buf[pos : pos + length]), pos + length
 
 
+def _inline_bytes(buf: Buffer, p: int, rec_end: int) -> tuple[bytes | None, int] | None:
+    """A record's key or value in the common shape, and where it ends: a one-byte length (null: 1, zig-zag -1) or a
+    two-byte one. None: another shape, or a wrong one (``_decode_record_checked`` reads it and names what)."""
+    b = buf[p]
+    if b == 1:
+        return None, p + 1
+    if b < 0x80:
+        n, p = (b >> 1) ^ -(b & 1), p + 1
+    else:
+        b2 = buf[p + 1]
+        if b2 >= 0x80:
+            return None
+        raw = (b & 0x7F) | (b2 << 7)
+        n, p = (raw >> 1) ^ -(raw & 1), p + 2
+    if n < 0 or p + n > rec_end:
+        return None
+    return bytes(buf[p : p + n]), p + n
+
+
 def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record, int]:
     """One record. The common shape (short varints, no headers) is read inline here; anything else, and
     anything wrong, is read by :func:`_decode_record_checked` from the record's start, so the result and
@@ -311,37 +330,14 @@ def _decode_record(buf: Buffer, pos: int, end: int, index: int) -> tuple[Record,
                 return _decode_record_checked(buf, pos, end, index)
             off = (off & 0x7F) | (b2 << 7)
             p += 1
-        # The key and the value, unrolled: a one-byte length (a null key is 1, zig-zag -1) or a two-byte one.
-        b = buf[p]
-        if b == 1:
-            key, p = None, p + 1
-        else:
-            if b < 0x80:
-                n, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                b2 = buf[p + 1]
-                if b2 >= 0x80:
-                    return _decode_record_checked(buf, pos, end, index)
-                raw = (b & 0x7F) | (b2 << 7)
-                n, p = (raw >> 1) ^ -(raw & 1), p + 2
-            if n < 0 or p + n > rec_end:
-                return _decode_record_checked(buf, pos, end, index)
-            key, p = bytes(buf[p : p + n]), p + n
-        b = buf[p]
-        if b == 1:
-            value, p = None, p + 1
-        else:
-            if b < 0x80:
-                n, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                b2 = buf[p + 1]
-                if b2 >= 0x80:
-                    return _decode_record_checked(buf, pos, end, index)
-                raw = (b & 0x7F) | (b2 << 7)
-                n, p = (raw >> 1) ^ -(raw & 1), p + 2
-            if n < 0 or p + n > rec_end:
-                return _decode_record_checked(buf, pos, end, index)
-            value, p = bytes(buf[p : p + n]), p + n
+        got = _inline_bytes(buf, p, rec_end)
+        if got is None:
+            return _decode_record_checked(buf, pos, end, index)
+        key, p = got
+        got = _inline_bytes(buf, p, rec_end)
+        if got is None:
+            return _decode_record_checked(buf, pos, end, index)
+        value, p = got
         if p + 1 != rec_end or buf[p] != 0:  # exactly one byte left: a header count of 0
             return _decode_record_checked(buf, pos, end, index)
     except IndexError:

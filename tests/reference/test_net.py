@@ -42,8 +42,10 @@ def _request_frame(corr: int) -> bytes:
 async def _with_server(
     handler: Callable[[ServerRequest], Answer | Awaitable[Answer]],
     body: Callable[[KafkaServer], Awaitable[None]],
+    **options: Any,
 ) -> None:
-    server = KafkaServer(handler, RANGES, host="127.0.0.1", port=0)
+    """``body`` against a started server (``options``: KafkaServer's), closed after it."""
+    server = KafkaServer(handler, RANGES, host="127.0.0.1", port=0, **options)
     await server.start()
     try:
         await asyncio.wait_for(body(server), 10)
@@ -394,16 +396,8 @@ def test_parked_answers_leave_in_request_order_then_a_refusal_closes(observed: b
         assert server.queued_bytes == 0  # every frame's memory given back
         assert sorted(sent) == ([0, 1, 2, 3] if observed else [])
 
-    async def run() -> None:
-        server = KafkaServer(handler, RANGES, observer=observer if observed else None, one_in_flight=one_in_flight,
-                             queued_max_bytes=1 << 20)
-        await server.start()
-        try:
-            await asyncio.wait_for(body(server), 10)
-        finally:
-            await server.close()
-
-    asyncio.run(run())
+    asyncio.run(_with_server(handler, body, observer=observer if observed else None, one_in_flight=one_in_flight,
+                             queued_max_bytes=1 << 20))
 
 
 def test_best_version_follows_a_renegotiation() -> None:
@@ -844,12 +838,4 @@ def test_requests_sent_one_write_each_are_taken_as_pipelined_ones(one_in_flight:
         await asyncio.sleep(0.05)
         assert server.queued_bytes == 0
 
-    async def run() -> None:
-        server = KafkaServer(handler, RANGES, one_in_flight=one_in_flight, queued_max_bytes=queued_max_bytes)
-        await server.start()
-        try:
-            await asyncio.wait_for(body(server), 10)
-        finally:
-            await server.close()
-
-    asyncio.run(run())
+    asyncio.run(_with_server(handler, body, one_in_flight=one_in_flight, queued_max_bytes=queued_max_bytes))
