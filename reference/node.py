@@ -606,7 +606,8 @@ class Node:
 
         The trace goes first, as a write-ahead record: after a kill -9 the disk never holds an effect the
         trace lacks. A step torn by the kill (traced, not durable) announced nothing, since messages go
-        last; trace validation drops it (``merge_node_traces``)."""
+        last (a leader's Fetch answers after its batch's write, before the fsync: a kill -9 keeps the write);
+        trace validation drops it (``merge_node_traces``)."""
         assert self.storage is not None and self.core is not None
         for event in ready.trace:
             self._emit(event)
