@@ -1187,13 +1187,7 @@ class Node:
             assert self._loop is not None, "write before start"
             fut: asyncio.Future[None] = self._loop.create_future()
             self._commit_waiters.append((result.last_offset, result.epoch, fut))
-            role = self.core.role if self.core is not None else None
-            if not (isinstance(role, Leader) and role.epoch == result.epoch
-                    and result.last_offset >= self.high_watermark):
-                # Settled now: committed in the step that appended it (the only voter), or already lost. A leader's
-                # write of its own epoch at or past the high watermark is pending (``commit_outcome``: appended in
-                # this epoch, or held back), and is left to the step that moves the high watermark.
-                self._release_commits()
+            self._release_commits()
             await fut
         return result
 
@@ -1269,17 +1263,12 @@ class Node:
         if not self._commit_waiters:
             return False
         keep = []
-        log_, hw = self.metadata_log, self.high_watermark
+        # The leader's (epoch, next append offset), as ``core.status()`` gives them, without building a status:
+        # this runs on every commit.
+        role = self.core.role
+        held_back = (role.epoch, self.core.next_append_offset) if isinstance(role, Leader) else None
         for offset, epoch, fut in self._commit_waiters:
-            if offset < hw and offset < log_.end_offset:
-                # Below the high watermark and the log end (nothing held back): ``commit_outcome``'s last rule,
-                # without its call (this runs on every commit).
-                outcome = "committed" if log_.epoch_of(offset) == epoch else "lost"
-            else:
-                # The leader's (epoch, next append offset), as ``core.status()`` gives them, without a status.
-                role = self.core.role
-                held_back = (role.epoch, self.core.next_append_offset) if isinstance(role, Leader) else None
-                outcome = commit_outcome(log_, hw, offset, epoch, held_back)
+            outcome = commit_outcome(self.metadata_log, self.high_watermark, offset, epoch, held_back)
             if outcome == "pending":
                 keep.append((offset, epoch, fut))
             elif not fut.done():

@@ -16,6 +16,7 @@ DecodeError naming the codec rather than misread.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -183,22 +184,14 @@ def _encode_records_section(records: Sequence[Record]) -> bytes:
     return b"".join([_encode_record(r) for r in records])
 
 
-#: The bytes of a plain record (no key, no headers, a value) before its value, by (timestamp delta, offset delta,
-#: value length): a leader's one-record batches repeat a few shapes, so ``encode_batch`` writes their record from
-#: this template (only the value is new) instead of encoding its fields again. Bounded: cleared when full.
-_PLAIN_RECORD_HEADS: dict[tuple[int, int, int], bytes] = {}
-_PLAIN_RECORD_HEADS_MAX = 256
-
-
+@functools.lru_cache(maxsize=256)
 def _plain_record_head(timestamp_delta: int, offset_delta: int, size: int) -> bytes:
-    """The template entry for a plain record of that shape: the generic encoding of such a record (any value of
-    ``size`` bytes) without its value and its header count (0, one byte)."""
+    """The bytes of a plain record (no key, no headers, a value of ``size`` bytes) before its value: a leader's
+    one-record batches repeat a few shapes, so ``encode_batch`` writes their record from this (only the value is
+    new) instead of encoding its fields again. The generic encoding of such a record without its value and its
+    header count (0, one byte)."""
     whole = _encode_record_generic(Record(offset_delta, bytes(size), None, timestamp_delta))
-    head = whole[: len(whole) - size - 1]
-    if len(_PLAIN_RECORD_HEADS) >= _PLAIN_RECORD_HEADS_MAX:
-        _PLAIN_RECORD_HEADS.clear()
-    _PLAIN_RECORD_HEADS[(timestamp_delta, offset_delta, size)] = head
-    return head
+    return whole[: len(whole) - size - 1]
 
 
 def encode_batch(batch: RecordBatch) -> bytes:
@@ -221,7 +214,7 @@ def encode_batch(batch: RecordBatch) -> bytes:
     if len(records) == 1 and rec.key is None and not rec.headers and value is not None:
         # A leader's client write (one plain record): its record's bytes from the template of its shape.
         shape = (rec.timestamp_delta, rec.offset_delta, len(value))
-        body = b"".join((head, _PLAIN_RECORD_HEADS.get(shape) or _plain_record_head(*shape), value, b"\x00"))
+        body = b"".join((head, _plain_record_head(*shape), value, b"\x00"))
     else:
         body = head + (_encode_record(records[0]) if len(records) == 1 else _encode_records_section(records))
     crc = crc32c(body)

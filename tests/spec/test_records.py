@@ -364,13 +364,15 @@ def test_one_record_batches_from_the_template_are_the_plain_bytes(
         assert R.decode_batch(data)[0].records[0].offset_delta == batch.records[0].offset_delta
 
 
-def test_the_record_template_stays_bounded_and_right_when_cleared() -> None:
-    """Many shapes (one per value length) fill the template; it is cleared, never grows past its bound, and
-    every batch still encodes to the plain bytes."""
-    for n in range(3 * R._PLAIN_RECORD_HEADS_MAX):
+def test_the_record_template_stays_bounded_and_right_when_shapes_are_evicted() -> None:
+    """Many shapes (one per value length) fill the template cache; it never grows past its bound, and every
+    batch, its shape remembered or evicted, still encodes to the plain bytes."""
+    bound = R._plain_record_head.cache_info().maxsize
+    assert bound is not None
+    for n in range(3 * bound):
         batch = R.data_batch(n, 1, [bytes([n % 251]) * n], timestamp=n)
         assert R.encode_batch(batch) == _plain_encode_batch(batch)
-        assert len(R._PLAIN_RECORD_HEADS) <= R._PLAIN_RECORD_HEADS_MAX
+        assert R._plain_record_head.cache_info().currsize <= bound
 
 
 def test_data_batch_of_one_value_is_the_general_one() -> None:
