@@ -292,15 +292,13 @@ class BrokerRegistry:
                 f"gap in the log: next offset to apply is {next_offset}, batch starts at {base}"
             )
         if not batch.is_control:
-            keys = _BROKER_RECORD_KEYS
             for rec in batch.records:
                 offset = base + rec.offset_delta
                 if offset < next_offset or offset >= high_watermark:
                     continue
                 value = rec.value
-                if rec.key is None and (not value or (len(value) >= 2 and not value[1] & 0x80 and (
-                        value[1] not in keys if value[0] == 1 else not value[0] & 0x80))):
-                    continue  # ``_may_be_broker_record``'s look, inline: most committed records are not the registry's
+                if rec.key is None and not (value and _may_be_broker_record(value)):
+                    continue  # ``decode_state_record``'s first look, one call: most committed records are not ours
                 decoded = self._state_record(rec)
                 if decoded is None:
                     continue
