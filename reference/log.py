@@ -164,11 +164,16 @@ class Log:
         ``until`` is looked at (a leader may hold thousands of uncommitted batches), and the sizes are the kept
         bytes' lengths, not recomputed from the records."""
         offset, until = max(self._start, from_offset), min(until, self._end)
+        bases, held = self._bases, self._batches
+        if offset < until and held and offset >= bases[-1]:
+            # The last batch alone (a commit of the batch just appended): what the bisections below find, without
+            # them. (Held batches are the newest, so a log holding any holds its last.)
+            return [(held[-1], len(self._encoded[-1] or self.encoded_at(len(bases) - 1)))]
         first = self._first_held
-        if offset < until and self._batches and offset >= self._bases[first]:
+        if offset < until and held and offset >= bases[first]:
             # All held (every commit of a log that keeps up): a list of the range, found by bisection, with no
             # generator resumed per batch.
-            bases, held, encoded = self._bases, self._batches, self._encoded
+            encoded = self._encoded
             lo = bisect.bisect_right(bases, offset, first) - 1
             hi = bisect.bisect_left(bases, until, lo)
             return [(held[i - first], len(encoded[i - first] or self.encoded_at(i))) for i in range(lo, hi)]
@@ -213,10 +218,15 @@ class Log:
         when no record is left, with the snapshot: ``(snapshot epoch, start offset)`` (Kafka's
         ``KafkaMetadataLog.endOffsetForEpoch``, which overrides the cache's answer at the log start).
         """
+        keys = self._epoch_keys
+        if keys and epoch >= keys[-1]:
+            # The latest epoch or a later one (every Fetch of a follower that keeps up): the bisection below would
+            # find the last entry, which ends at the log end.
+            return keys[-1], self._end
         snap = self._start_snapshot
         if not self._epochs:
             return (NO_EPOCH, 0) if snap is None else (snap.epoch, self._start)
-        i = bisect.bisect_right(self._epoch_keys, epoch)  # entries [0, i) have epoch <= requested
+        i = bisect.bisect_right(keys, epoch)  # entries [0, i) have epoch <= requested
         if i == 0:
             if snap is not None:
                 return snap.epoch, self._start
@@ -248,16 +258,17 @@ class Log:
         """``read`` together with each batch's encoded bytes (what a Fetch response carries)."""
         if from_offset >= self._end:
             return (), ()
+        held, bases = self._batches, self._bases
+        if held and from_offset >= bases[-1]:
+            # The last batch (held: the held ones are the newest), alone whatever ``max_bytes`` says: what a parked
+            # Fetch is answered with in the step that appends a client write. No search, no size walk, and neither
+            # test below applies (the offset is in the log: not below its start, so not negative).
+            return (held[-1],), (self._encoded[-1] or self.encoded_at(len(bases) - 1),)
         if from_offset < 0:
             raise LogError(f"read from negative offset {from_offset}")
         if from_offset < self._start:
             raise LogError(f"read from offset {from_offset}, below the log start offset {self._start}")
         # Like Kafka, an offset inside a batch reads that whole batch.
-        bases, last = self._bases, len(self._bases) - 1
-        if self._batches and from_offset >= bases[last]:
-            # The last batch (held: the held ones are the newest), alone whatever ``max_bytes`` says: what a parked
-            # Fetch is answered with in the step that appends a client write. No search, no size walk.
-            return (self._batches[-1],), (self._encoded[-1] or self.encoded_at(last),)
         first = self._first_held
         if self._batches and from_offset >= self._bases[first]:
             start = bisect.bisect_right(self._bases, from_offset, first) - 1
@@ -301,6 +312,31 @@ class Log:
 
         ``encoded``, when given, holds each batch's bytes (one per batch, in order).
         """
+        batch: RecordBatch | None
+        data: bytes | None = None
+        try:  # one batch (and one encoded form, if given)? Unpacking asks at the cost of no call.
+            (batch,) = batches
+            if encoded is not None:
+                (data,) = encoded
+        except ValueError:
+            batch = None  # more or fewer: the loop below (which names a count mismatch)
+        if batch is not None:
+            # One batch in the epoch of the log's last one (every commit but an epoch's first: the leader's write,
+            # a follower's Fetch): the loop below in straight line, with no epoch entry to add. Anything else (an
+            # error included: it is named below) takes the loop.
+            records, base, keys = batch.records, batch.base_offset, self._epoch_keys
+            if records and base == self._end and keys and batch.partition_leader_epoch == keys[-1]:
+                self._batches.append(batch)
+                if encoded is None and self._cold is not None:
+                    data = encode_batch(batch)  # (the loop's rule: see there)
+                self._encoded.append(data)
+                if data is not None:
+                    self._held_bytes += len(data)
+                self._bases.append(base)
+                if batch.is_control:
+                    self._control_bases.append(base)
+                self._end = base + records[-1].offset_delta + 1
+                return
         if encoded is not None and len(encoded) != len(batches):
             raise LogError(f"{len(batches)} batches but {len(encoded)} encoded forms")
         last_epoch = self.last_fetched_epoch

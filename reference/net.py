@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import re
 import ssl as _ssl
@@ -86,6 +87,7 @@ KRAFT_VERSION_FEATURE = "kraft.version"
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {KRAFT_VERSION_FEATURE: (0, 1)}
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _CORRELATION = struct.Struct(">i")
+_read_correlation = _CORRELATION.unpack_from  # (bound once: each response's id costs no attribute lookup)
 #: Kafka's ``connections.max.idle.ms`` default (``SocketServerConfigs.CONNECTIONS_MAX_IDLE_MS_DEFAULT``).
 DEFAULT_IDLE_MS = 600_000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -200,6 +202,11 @@ class EncodedAnswer:
 
     body: dict[str, Any] | None  # for a frame observer; None when the bytes were written without a dict
     encoded: bytes
+
+
+#: The answers a handler gives at once (a body, or one already encoded): a tuple, not ``dict | EncodedAnswer``,
+#: which would build a union object on every ``isinstance`` asked.
+_READY_ANSWER = (dict, EncodedAnswer)
 
 
 class PendingAnswer:
@@ -469,7 +476,7 @@ def _settle(early: PendingAnswer, answer: Answer | EncodedAnswer | PendingAnswer
     """Route what a handler returned for an early-answered request (``ServerRequest.reply``) into ``early``."""
     if answer is early:
         return
-    if answer is None or isinstance(answer, dict | EncodedAnswer):
+    if answer is None or isinstance(answer, _READY_ANSWER):
         early.answer(answer)
     elif isinstance(answer, PendingAnswer):
         later = answer
@@ -501,6 +508,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
         self._frames = FrameSplitter(server._max_frame)
+        self._chunk: memoryview | None = None  # the splitter's read buffer (``get_buffer``)
         self._transport: asyncio.Transport | None = None
         self._responses: _InOrderResponses | None = None
         self.peer = "?"
@@ -538,7 +546,10 @@ class _ServerConnection(asyncio.BufferedProtocol):
         return self._responses is not None and self._responses.waiting() and not self._write_paused
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._frames.get_buffer()
+        chunk = self._chunk
+        if chunk is None:  # (the splitter's one read buffer, made on the first read, then kept here: no call)
+            chunk = self._chunk = self._frames.get_buffer()
+        return chunk
 
     def buffer_updated(self, nbytes: int) -> None:
         responses = self._responses
@@ -564,8 +575,11 @@ class _ServerConnection(asyncio.BufferedProtocol):
         finally:
             self._pumping = False
         # As ``_pump`` ends (its loop would find no other frame: the splitter held nothing else, and no EOF comes
-        # before the bytes it ends).
-        self._update_reading()
+        # before the bytes it ends), with ``_update_reading``'s test for this case first: the splitter holds no byte
+        # (nothing is read during a dispatch) and, unbounded, no frame waits for memory, so reading must be paused
+        # only if one of these holds, and resumed only if it is paused. (The usual case: neither, no call.)
+        if self._muted or not self._reading or self._eof or self._write_paused or self._waiting_memory:
+            self._update_reading()
 
     def _pump(self) -> None:
         """Dispatch the whole frames that have arrived, as far as the limits allow, then pause or resume
@@ -732,11 +746,8 @@ class _InOrderResponses:
         self.closed = False
 
     def add(self, req: ServerRequest, answer: Answer | EncodedAnswer | PendingAnswer | Awaitable[Answer]) -> None:
-        if answer is None or isinstance(answer, dict | EncodedAnswer):
-            self._slots.append((req, answer))
-            self._observe(req, answer)
-            self._flush()
-            return
+        # A PendingAnswer first: the node answers every request of its core through one. (The callbacks below are
+        # partials, not lambdas: a closure would make cells of ``req`` and ``answer`` on every call.)
         if isinstance(answer, PendingAnswer):
             self._slots.append((req, answer))
             if answer._answered:
@@ -744,14 +755,19 @@ class _InOrderResponses:
             elif self._observer is None:
                 answer._listener = self._flush  # nothing to observe: the answer goes straight to its turn
             else:
-                answer._listener = lambda: self._replied(req, answer)
+                answer._listener = functools.partial(self._replied, req, answer)
+            return
+        if answer is None or isinstance(answer, _READY_ANSWER):
+            self._slots.append((req, answer))
+            self._observe(req, answer)
+            self._flush()
             return
         fut = asyncio.ensure_future(answer)  # a coroutine becomes a task; a future stays itself
         self._slots.append((req, fut))
         if fut.done():
             self._answered(req, fut)
         else:
-            fut.add_done_callback(lambda f: self._answered(req, f))
+            fut.add_done_callback(functools.partial(self._answered, req))
 
     def add_frame(self, frame: bytes | None) -> None:
         self._slots.append((None, frame))
@@ -841,27 +857,25 @@ class RequestError(Exception):
 ResponseCallback = Callable[[Any, BaseException | None], None]
 
 
-@dataclass(slots=True)
-class _InFlight:
-    api_key: int
-    version: int
-    future: asyncio.Future[dict[str, Any]] | None
-    callback: ResponseCallback | None = None
-    deadline: float = 0.0  # loop time after which the request fails
-    timeout_s: float = 0.0
+#: A request awaiting its response: (api_key, version, its future or None, its callback or None, deadline in loop
+#: time, timeout_s). A plain tuple: one is built per request, with no ``__init__`` frame to run.
+_InFlight = tuple[int, int, "asyncio.Future[dict[str, Any]] | None", "ResponseCallback | None", float, float]
 
-    def finish(self, body: Any, error: BaseException | None) -> None:
-        if self.callback is not None:
-            try:
-                self.callback(body, error)
-            except Exception:
-                log.exception("response callback failed")
-        elif self.future is not None and not self.future.done():
-            if error is not None:
-                self.future.set_exception(error)
-            else:
-                assert body is not None
-                self.future.set_result(body)
+
+def _finish(entry: _InFlight, body: Any, error: BaseException | None) -> None:
+    """Hand a request its response body, or the error that ended it: to its callback, else to its future."""
+    _, _, future, callback, _, _ = entry
+    if callback is not None:
+        try:
+            callback(body, error)
+        except Exception:
+            log.exception("response callback failed")
+    elif future is not None and not future.done():
+        if error is not None:
+            future.set_exception(error)
+        else:
+            assert body is not None
+            future.set_result(body)
 
 
 class _ClientProtocol(asyncio.BufferedProtocol):
@@ -871,12 +885,16 @@ class _ClientProtocol(asyncio.BufferedProtocol):
     def __init__(self, client: KafkaClient) -> None:
         self._client = client
         self._frames = FrameSplitter(client.max_frame_bytes)
+        self._chunk: memoryview | None = None  # the splitter's read buffer (``get_buffer``)
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._frames.get_buffer()
+        chunk = self._chunk
+        if chunk is None:  # (as the server's: the splitter's one read buffer, kept here)
+            chunk = self._chunk = self._frames.get_buffer()
+        return chunk
 
     def buffer_updated(self, nbytes: int) -> None:
         client = self._client
@@ -1026,9 +1044,10 @@ class KafkaClient:
     def best_version(self, api_key: int) -> int:
         """The highest version both sides support (KIP-511); RequestError when there is none."""
         if self._best_for is self.versions:
-            known = self._best.get(api_key)
-            if known is not None:
-                return known
+            try:  # (a try costs nothing until it catches: a hit is one subscript)
+                return self._best[api_key]
+            except KeyError:
+                pass
         else:
             self._best, self._best_for = {}, self.versions
         ours = codec.supported_versions(api_key)
@@ -1048,19 +1067,17 @@ class KafkaClient:
         ``RequestError`` on a timeout or a lost connection. Nothing is awaited: a caller that sends one
         request at a time (the node: one per destination) needs no backpressure, and no task."""
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._send(api_key, version, body, timeout_s, fut, None)
+        self.send_with_callback(api_key, version, body, timeout_s, None, fut)
         return fut
 
     def send_with_callback(
-        self, api_key: int, version: int, body: Any, timeout_s: float, callback: ResponseCallback
+        self, api_key: int, version: int, body: Any, timeout_s: float, callback: ResponseCallback | None,
+        _future: asyncio.Future[dict[str, Any]] | None = None,
     ) -> None:
         """Like :meth:`send`, but ``callback(body, error)`` is called from the event-loop round that reads
         the response (or from the timeout or the connection's end), not one round later as a future's
-        callbacks are."""
-        self._send(api_key, version, body, timeout_s, None, callback)
-
-    def _send(self, api_key: int, version: int, body: Any, timeout_s: float,
-              fut: asyncio.Future[dict[str, Any]] | None, callback: ResponseCallback | None) -> None:
+        callbacks are. (``_future``: :meth:`send`'s, given instead of a callback; both write through here, the
+        node's every request without a second call.)"""
         transport = self._transport
         if transport is None or transport.is_closing():  # (``connected``)
             raise RequestError(f"not connected to {self.peer}")
@@ -1070,7 +1087,7 @@ class KafkaClient:
         loop = self._loop
         assert loop is not None  # set with the transport
         deadline = loop.time() + timeout_s
-        self._inflight[corr] = _InFlight(api_key, version, fut, callback, deadline, timeout_s)
+        self._inflight[corr] = (api_key, version, _future, callback, deadline, timeout_s)
         if deadline < self._expiry_at:
             if self._expiry is not None:
                 self._expiry.cancel()
@@ -1097,11 +1114,12 @@ class KafkaClient:
         assert loop is not None  # the timer was set on it
         now = loop.time() + 1e-6  # the loop may fire a timer up to its clock resolution early
         for corr, entry in list(self._inflight.items()):
-            if entry.deadline <= now and self._inflight.pop(corr, None) is not None:
-                entry.finish(None, RequestError(
-                    f"{self.peer}: request api_key={entry.api_key} timed out after {entry.timeout_s:.3f}s"))
+            api_key, _, _, _, deadline, timeout_s = entry
+            if deadline <= now and self._inflight.pop(corr, None) is not None:
+                _finish(entry, None, RequestError(
+                    f"{self.peer}: request api_key={api_key} timed out after {timeout_s:.3f}s"))
         if self._inflight and self._expiry is None:
-            earliest = min(e.deadline for e in self._inflight.values())
+            earliest = min(e[4] for e in self._inflight.values())
             self._expiry, self._expiry_at = loop.call_at(earliest, self._expire_due), earliest
 
     async def send_raw(self, data: bytes) -> None:
@@ -1112,25 +1130,26 @@ class KafkaClient:
 
     def _on_frame(self, payload: bytes) -> None:
         """One response frame (raises DecodeError for one that cannot be read: the connection then ends)."""
-        if len(payload) < 4:
-            raise DecodeError("CorrelationId", 0, "response shorter than its correlation id")
-        (corr,) = _CORRELATION.unpack_from(payload, 0)
+        try:  # (a try costs nothing until it catches: no length test before the unpack)
+            (corr,) = _read_correlation(payload)
+        except struct.error:
+            raise DecodeError("CorrelationId", 0, "response shorter than its correlation id") from None
         entry = self._inflight.pop(corr, None)
         if entry is None:
             log.warning("%s: response with unknown correlation id %d dropped", self.peer, corr)
             return
+        api_key, version, _, callback, _, _ = entry
         try:
-            _, body = self.bodies.decode_response(entry.api_key, entry.version, payload)
+            _, body = self.bodies.decode_response(api_key, version, payload)
         except DecodeError:
             self._inflight[corr] = entry  # failed with the others
             raise
         if self.observer:
-            self.observer("recv", entry.api_key, entry.version, corr, body, self.peer)
-        callback = entry.callback
+            self.observer("recv", api_key, version, corr, body, self.peer)
         if callback is None:
-            entry.finish(body, None)
+            _finish(entry, body, None)
             return
-        try:  # (``_InFlight.finish``'s callback case, inline: a node's every response takes it)
+        try:  # (``_finish``'s callback case, inline: a node's every response takes it)
             callback(body, None)
         except Exception:
             log.exception("response callback failed")
@@ -1146,7 +1165,7 @@ class KafkaClient:
         if self._transport is not None:
             self._transport.close()
         for entry in inflight.values():
-            entry.finish(None, error)
+            _finish(entry, None, error)
 
     async def close(self) -> None:
         if self._transport is not None:

@@ -850,9 +850,14 @@ class LogDir:
         Refused as a whole, before anything is written, unless offsets continue exactly from the log
         end and leader epochs never decrease.
         """
-        if type(batches) is tuple and len(batches) == 1 and encoded is not None and len(encoded) == 1 \
-                and self._append_one(batches[0], encoded[0]):
-            return
+        if type(batches) is tuple and encoded is not None:
+            try:  # one batch with its bytes (a commit's shape: the leader's write, a follower's Fetch)?
+                (batch,), (data,) = batches, encoded
+            except ValueError:
+                pass  # more or fewer: below
+            else:
+                if self._append_one(batch, data):
+                    return
         batches = batches if isinstance(batches, (list, tuple)) else list(batches)
         if encoded is not None and len(encoded) != len(batches):
             raise StorageError(f"append: {len(batches)} batches but {len(encoded)} encoded forms")
@@ -902,11 +907,24 @@ class LogDir:
         when it passes ``append``'s checks and fits in the active segment: the same checks, writes and accounting
         in straight line. False, with nothing done, otherwise: ``append`` then takes it (and names what is wrong)."""
         seg, epochs = self._segments[-1], self._epochs
-        position, size = seg.size, len(data)
-        if not batch.records or batch.base_offset != seg.end_offset \
-                or batch.partition_leader_epoch < (epochs[-1].epoch if epochs else -1) \
+        records, epoch, position, size = batch.records, batch.partition_leader_epoch, seg.size, len(data)
+        last_epoch = epochs[-1].epoch if epochs else -1
+        if not records or batch.base_offset != seg.end_offset or epoch < last_epoch \
                 or (position > 0 and position + size > self.segment_bytes):
             return False
+        since = seg.bytes_since_index + size
+        if epochs and epoch == last_epoch and since < self.index_interval_bytes:
+            # The usual batch: in the last batch's epoch, owing no index entry (all but one in index.interval.bytes):
+            # ``_note_batch``'s and ``_write``'s work for this case alone, with one os.write.
+            seg.end_offset = batch.base_offset + records[-1].offset_delta + 1
+            seg.bytes_since_index = since
+            assert self._fd is not None
+            written = os.write(self._fd, data)
+            if written < size:
+                self._write_rest(self._fd, data, written)
+            seg.size = position + size
+            self._unsynced = True
+            return True
         n_epochs = len(epochs)
         indexed = self._note_batch(seg, batch, position, size, epochs)
         self._write([data])
@@ -930,19 +948,26 @@ class LogDir:
         joined = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         written = os.write(self._fd, joined)
         if written < len(joined):
-            data = memoryview(joined)[written:]
-            while data:
-                data = data[os.write(self._fd, data) :]
+            self._write_rest(self._fd, joined, written)
         self._segments[-1].size += len(joined)
         self._unsynced = True
+
+    @staticmethod
+    def _write_rest(fd: int, data: bytes, written: int) -> None:
+        """The rest of a write() that took only ``written`` bytes of ``data``."""
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
     def flush(self) -> None:
         """Make every appended batch durable (one fsync of the active segment, plus the directory if a
         segment was created)."""
         if self._unsynced and self._fd is not None:
-            self._fsync(self._fd)
+            if self.fsync:  # (``_fsync``'s own test first: without fsync, no call)
+                self._fsync(self._fd)
             self._unsynced = False
-        self._sync_dir_if_needed()
+        if self._dir_unsynced:  # (``_sync_dir_if_needed``'s test first: a segment created since the last flush)
+            self._sync_dir_if_needed()
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that ends at or after ``offset``, durably; return the new log end offset.

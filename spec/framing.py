@@ -13,6 +13,7 @@ from kraft_tck.spec.errors import DecodeError, FrameTooLargeError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 _SIZE = struct.Struct(">i")
+_read_size = _SIZE.unpack_from  # (bound once: a read's length costs no attribute lookup)
 
 
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
@@ -111,7 +112,7 @@ class FrameSplitter:
         chunk = self._chunk
         assert chunk is not None, "buffer_updated before get_buffer"
         if nbytes >= 4 and not self._buf and self._whole is None:
-            (size,) = _SIZE.unpack_from(chunk, 0)
+            (size,) = _read_size(chunk)
             if size + 4 == nbytes and size <= self._max:  # (a bad length takes the path that reports it)
                 return chunk[4:nbytes].tobytes()
         self.feed(chunk[:nbytes])

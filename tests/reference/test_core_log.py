@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kraft_tck.reference.log import Log, LogError
 from kraft_tck.spec.records import RecordBatch, data_batch
@@ -101,3 +103,69 @@ def test_read_counts_encoded_bytes_against_max_bytes() -> None:
     two = len(encode_batch(LOG[1])) + len(encode_batch(LOG[2]))
     assert [b.base_offset for b in log.read(3, two)] == [3, 4]
     assert [b.base_offset for b in log.read(3, two - 1)] == [3]
+
+
+def _state(log: Log) -> tuple:
+    """Everything a Log keeps, as seen through its queries (and its held bytes)."""
+    return (log.batches, [log.encoded_at(i) for i in range(len(log))], log.epoch_cache, log.end_offset,
+            log.last_fetched_epoch, list(log.control_batches()), log.held_bytes, log.held_from)
+
+
+@pytest.mark.parametrize("with_bytes", [True, False])
+def test_one_batch_appends_keep_what_one_call_keeps(with_bytes: bool) -> None:
+    """Log.append's one-batch path (a commit's: same epoch as the log's last batch) against the loop: control and
+    data batches, epoch changes, with and without their bytes; a bad single batch is refused with the loop's
+    error and changes nothing."""
+    from kraft_tck.spec.records import encode_batch
+
+    batches, off = [], 0
+    for i in range(12):
+        b = data_batch(off, 1 + i // 4, [bytes([i]) * (10 + i)] * (1 + i % 3))
+        if i % 4 == 2:  # a control batch inside an epoch (one-batch path) and one at an epoch's start (the loop)
+            b = dataclasses.replace(b, is_control=True)
+        if i == 4:
+            b = dataclasses.replace(b, is_control=True)
+        batches.append(b)
+        off = b.last_offset + 1
+    one, whole = Log(), Log()
+    for b in batches:
+        one.append((b,), (encode_batch(b),) if with_bytes else None)
+    whole.append(batches, [encode_batch(b) for b in batches] if with_bytes else None)
+    assert _state(one) == _state(whole)
+    assert len(one.epoch_cache) == 3 and len(list(one.control_batches())) == 4
+    before = _state(one)
+    for bad, problem in [(data_batch(off + 1, 3, [b"x"]), "does not continue"),
+                         (data_batch(off, 2, [b"x"]), "below the log's last epoch"),
+                         (dataclasses.replace(data_batch(off, 3, [b"x"]), records=()), "empty batch")]:
+        with pytest.raises(LogError, match=problem):
+            one.append((bad,), (b"",) if with_bytes else None)
+    with pytest.raises(LogError, match="1 batches but 2 encoded forms"):
+        one.append((data_batch(off, 3, [b"x"]),), (b"a", b"b"))
+    assert _state(one) == before
+
+
+def test_iter_sized_and_epoch_end_offset_answer_as_a_walk_of_the_log() -> None:
+    """The last-batch answer of iter_sized and the latest-epoch answer of epoch_end_offset (a commit's and a
+    follower's Fetch's) against a walk of the batches, for every range and epoch."""
+    from kraft_tck.spec.records import encode_batch
+
+    batches, off = [], 0
+    for i in range(9):
+        b = data_batch(off, 2 + i // 3 * 2, [bytes([i]) * (5 + 7 * i)] * (1 + i % 2))
+        batches.append(b)
+        off = b.last_offset + 1
+    log = Log(batches)
+    for start in range(off + 1):
+        for until in range(off + 2):
+            expected = [(b, len(encode_batch(b))) for b in batches
+                        if start < until and b.last_offset >= start and b.base_offset < until]
+            assert list(log.iter_sized(start, until)) == expected, (start, until)
+    for epoch in range(-1, 10):
+        known = [b for b in batches if b.partition_leader_epoch <= epoch]
+        if not known:
+            expected_end = (epoch, 0)
+        else:
+            e = known[-1].partition_leader_epoch
+            later = [b.base_offset for b in batches if b.partition_leader_epoch > e]
+            expected_end = (e, later[0] if later else off)
+        assert log.epoch_end_offset(epoch) == expected_end, epoch

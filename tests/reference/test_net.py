@@ -839,3 +839,38 @@ def test_requests_sent_one_write_each_are_taken_as_pipelined_ones(one_in_flight:
         assert server.queued_bytes == 0
 
     asyncio.run(_with_server(handler, body, one_in_flight=one_in_flight, queued_max_bytes=queued_max_bytes))
+
+
+@pytest.mark.parametrize("answer", [b"", b"\x00\x00\x07"])
+def test_a_response_shorter_than_its_correlation_id_fails_the_requests(answer: bytes) -> None:
+    """A response frame too short to hold a correlation id cannot be matched to a request: every request in flight
+    fails with an error naming it, and the connection ends (``_on_frame``'s DecodeError)."""
+
+    async def main() -> None:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_frame(reader)
+            await read_frame(reader)
+            writer.write(len(answer).to_bytes(4, "big") + answer)
+            await writer.drain()
+            await reader.read()  # until the client closes
+            writer.close()
+
+        raw = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = raw.sockets[0].getsockname()[1]
+        client = KafkaClient("127.0.0.1", port)
+        await client.connect(negotiate=False)
+        got: list[BaseException | None] = []
+        try:
+            req = wire.request_to_body(DescribeQuorumRequest(), 0)
+            first = client.send(DQ, 0, req, 5.0)
+            client.send_with_callback(DQ, 0, req, 5.0, lambda body, error: got.append(error))
+            with pytest.raises(RequestError, match=r"undecodable response: .*shorter than its correlation id"):
+                await asyncio.wait_for(first, 5)
+            assert len(got) == 1 and isinstance(got[0], RequestError) and "shorter than its correlation" in str(got[0])
+            assert not client._inflight and not client.connected
+        finally:
+            await client.close()
+            raw.close()
+            await raw.wait_closed()
+
+    asyncio.run(main())

@@ -9,6 +9,7 @@ batch once it is written, so the follower's catch-up is served from the segment 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from pathlib import Path
@@ -78,9 +79,9 @@ def test_a_leader_whose_segment_was_damaged_halts_instead_of_serving_it(tmp_path
 
 def test_a_refused_disk_write_halts_the_node_before_anything_is_announced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A segment write the disk refuses (ENOSPC here, injected at ``LogDir._write``, the one place that
-    writes segment bytes) halts the node: the write is not acknowledged, the node takes no more, and a
-    restart finds the log as it was before the refused write."""
+    """A segment write the disk refuses (ENOSPC here, injected at ``os.write`` for the active segment's file:
+    ``LogDir.append``'s one-batch path and ``LogDir._write`` both write through it) halts the node: the write is
+    not acknowledged, the node takes no more, and a restart finds the log as it was before the refused write."""
     import errno
 
     from kraft_tck.reference.node import Node, NodeHalted
@@ -98,11 +99,17 @@ def test_a_refused_disk_write_halts_the_node_before_anything_is_announced(
             assert node.core is not None
             end = node.core.log.end_offset
 
-            def refuse(self: LogDir, chunks: list[bytes]) -> None:
-                raise OSError(errno.ENOSPC, "No space left on device")
+            storage = node.storage
+            assert storage is not None
+            segment_fd, write = storage._fd, os.write
+
+            def refuse(fd: int, data: bytes) -> int:
+                if fd == segment_fd:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                return write(fd, data)
 
             with monkeypatch.context() as m:
-                m.setattr(LogDir, "_write", refuse)
+                m.setattr(os, "write", refuse)
                 with pytest.raises(NodeHalted, match="No space left on device"):
                     await node.write([b"refused"])
             assert node.halted.is_set() and isinstance(node.failure, OSError)

@@ -701,3 +701,29 @@ def test_one_batch_appends_with_bytes_write_what_a_whole_list_writes(tmp_path: P
         assert (part(one) / name).read_bytes() == (part(whole) / name).read_bytes(), name
     with LogDir.open(one, segment_bytes=1500, index_interval_bytes=400) as log:
         assert log.read_all() == batches and log.epoch_entries == epochs_of(batches) == checkpoint_on_disk(one)
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_one_batch_appends_index_a_batch_that_reaches_the_interval_exactly(tmp_path: Path, extra: int) -> None:
+    """``append``'s one-batch path writes no index entry only while the bytes since the last one stay below
+    index.interval.bytes: a batch that reaches it exactly is indexed (``_note_batch``'s ``>=``), as in one call."""
+    batches, off = [], 0
+    for i in range(9):
+        b = data_batch(off, 1, [bytes([i]) * 50])
+        batches.append(b)
+        off = b.last_offset + 1
+    size = len(encode_batch(batches[0]))
+    assert {len(encode_batch(b)) for b in batches} == {size}
+    interval = 3 * size + extra
+    one, whole = tmp_path / "one", tmp_path / "whole"
+    with LogDir.open(one, index_interval_bytes=interval) as log:
+        for b in batches:
+            log.append((b,), (encode_batch(b),))
+        log.flush()
+        entries = log.index_entry_count
+    with LogDir.open(whole, index_interval_bytes=interval) as log:
+        log.append(batches)
+        log.flush()
+        assert log.index_entry_count == entries == (3 if extra <= 0 else 2)
+    for name in sorted(p.name for p in part(whole).iterdir()):
+        assert (part(one) / name).read_bytes() == (part(whole) / name).read_bytes(), name
