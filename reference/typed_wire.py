@@ -29,6 +29,7 @@ from kraft_tck.reference import wire
 from kraft_tck.reference.messages import FetchRequest, FetchResponse, LeaderIdAndEpoch, SnapshotId
 from kraft_tck.reference.messages import NodeEndpoint as ResponseNodeEndpoint
 from kraft_tck.reference.wire import (
+    _FETCHED_BATCHES,
     FETCH,
     FETCH_NODE_ENDPOINTS_VERSION,
     METADATA_PARTITION,
@@ -114,12 +115,35 @@ def _fetch_request(cluster_id: str | None, replica_id: int, replica_epoch: int, 
                         replica_directory_id=directory_id_of(replica_directory_id))
 
 
+def _prepare_fetch_request(args: list[Any], variable: frozenset[int]) -> tuple[Callable[..., FetchRequest],
+                                                                               tuple[int, ...]] | None:
+    """``_fetch_request`` for the frames of one template (``binding.Prepare``): the cluster id and the directory
+    id (a string and a uuid: the frame's shape, never variable) worked out once."""
+    if 0 in variable or 10 in variable:
+        return None
+    cluster_id, directory = args[0], directory_id_of(args[10])
+
+    def build(replica_id: int, replica_epoch: int, max_wait_ms: int, max_bytes: int, current_leader_epoch: int,
+              fetch_offset: int, last_fetched_epoch: int, log_start_offset: int,
+              partition_max_bytes: int) -> FetchRequest:
+        return FetchRequest(cluster_id, replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch,
+                            max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch,
+                            replica_directory_id=directory)
+
+    return build, tuple(range(1, 10))
+
+
 def _fetch_response(error: int, partition_error: int, high_watermark: int, log_start_offset: int,
                     diverging_epoch: int, diverging_end_offset: int, leader_id: int, leader_epoch: int,
                     snapshot_end_offset: int, snapshot_epoch: int, records: bytes | None,
                     node_endpoints: Any) -> FetchResponse:
     """``wire.response_from_body`` of a Fetch answer with its one partition, from the bound fields."""
-    batches, encoded = _decode_keeping_bytes(records or b"")
+    if records:
+        # A follower's usual answer: one batch of its last one's shape, read from the template here (a call less).
+        batch = _one_batch(records)
+        batches, encoded = ((batch,), (records,)) if batch is not None else _decode_keeping_bytes(records)
+    else:
+        batches = encoded = ()
     # Kafka: DivergingEpoch (and SnapshotId) is set when either field differs from -1.
     diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
                                                                                     diverging_end_offset)
@@ -142,6 +166,49 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                          _NONE if error == 0 else _error(error), log_start_offset, encoded, snapshot, nodes)
 
 
+#: The arguments ``_prepare_fetch_response`` lets vary: the numbers, the leader and the records; DivergingEpoch,
+#: SnapshotId (absent in a follower's usual answer) and NodeEndpoints are worked out once per template.
+_RESPONSE_TAKES = (0, 1, 2, 3, 6, 7, 10)
+_RESPONSE_VARIABLE = frozenset(_RESPONSE_TAKES)
+
+
+def _prepare_fetch_response(args: list[Any], variable: frozenset[int]) -> tuple[Callable[..., FetchResponse],
+                                                                                 tuple[int, ...]] | None:
+    """``_fetch_response`` for the frames of one template (``binding.Prepare``)."""
+    if variable - _RESPONSE_VARIABLE:
+        return None
+    (_, _, _, _, diverging_epoch, diverging_end_offset, _, _, snapshot_end_offset, snapshot_epoch, _,
+     node_endpoints) = args
+    # The same values as _fetch_response's (read it for the why).
+    diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
+                                                                                    diverging_end_offset)
+    snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
+                                                                                          snapshot_epoch)
+    try:
+        nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints or ()])
+    except Exception:
+        return None  # (_fetch_response raises it at every frame: let it)
+    last = _last_endpoints[0]
+    if nodes and node_endpoints == last[0]:
+        nodes = last[1]  # shared, as _fetch_response shares it
+
+    def build(error: int, partition_error: int, high_watermark: int, log_start_offset: int, leader_id: int,
+              leader_epoch: int, records: bytes | None) -> FetchResponse:
+        if records:
+            batch = _one_batch(records)
+            batches, encoded = ((batch,), (records,)) if batch is not None else _decode_keeping_bytes(records)
+        else:
+            batches = encoded = ()
+        leader = _last_leader[0]
+        if leader.leader_id != leader_id or leader.leader_epoch != leader_epoch:
+            leader = _last_leader[0] = LeaderIdAndEpoch(leader_id, leader_epoch)
+        return FetchResponse(high_watermark, batches, diverging, leader,
+                             _NONE if partition_error == 0 else _error(partition_error),
+                             _NONE if error == 0 else _error(error), log_start_offset, encoded, snapshot, nodes)
+
+    return build, _RESPONSE_TAKES
+
+
 #: The last answer's NodeEndpoints (the decoded list of dicts) and CurrentLeader, with the frozen messages they
 #: became: a follower's next answer names the same ones, and shares them instead of building them again. Compared
 #: by value: the decoder gives each field one type (int32 ids and ports, str hosts), so equal values are equal
@@ -149,6 +216,8 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
 _last_endpoints: list[tuple[Any, tuple[ResponseNodeEndpoint, ...]]] = [(None, ())]
 _last_leader: list[LeaderIdAndEpoch] = [LeaderIdAndEpoch()]
 
+
+_one_batch = _FETCHED_BATCHES.one
 
 #: (An enum member read from its class goes through a descriptor: once, here.)
 _NONE = Errors.NONE
@@ -177,7 +246,7 @@ def _generated(which: str, version: int) -> Callable[..., Any]:
                                          response=False)
         if which == "request templates":
             return binding.templated_frame_decoder(header, body, FETCH_REQUEST, FETCH_REQUEST_PARAMS, _fetch_request,
-                                                   label, response=False, copies=False)
+                                                   label, response=False, copies=False, prepare=_prepare_fetch_request)
         if which == "request encoder templates":
             return binding.templated_request_encoder(header, body, FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS, label)
         return binding.request_encoder(header, body, FETCH, FETCH_REQUEST, FETCH_REQUEST_PARAMS, label)
@@ -188,7 +257,8 @@ def _generated(which: str, version: int) -> Callable[..., Any]:
             # copies=False: _fetch_request/_fetch_response only read their arguments (NodeEndpoints' dicts become
             # the answer's NodeEndpoint tuple), so a template's lists may be passed again as they are.
             return binding.templated_frame_decoder(header, body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS,
-                                                   _fetch_response, label, response=True, copies=False)
+                                                   _fetch_response, label, response=True, copies=False,
+                                                   prepare=_prepare_fetch_response)
         return binding.frame_decoder(header, body, FETCH_RESPONSE, FETCH_RESPONSE_PARAMS, _fetch_response, label,
                                      response=True)
     if which == "response encoder templates":
@@ -213,6 +283,12 @@ class TypedCodec:
         self._response_decoders: dict[int, Callable[[Any], Any]] = {}
         self._request_encoders: dict[int, Callable[..., bytes]] = {}  # (binding.EncoderTemplates likewise)
         self._response_encoders: dict[int, Callable[..., bytes]] = {}
+        self._by_prefix: dict[bytes, Callable[[Any], Any] | None] = {}  # a request's first 4 bytes -> its decoder
+        #: The last Fetch's directory id (a string or None: the same object is the same value) and its wire uuid.
+        self._last_directory: tuple[str | None, Any] = (None, ZERO_UUID)
+        #: The last answer's one given NodeEndpoint's fields and the NodeEndpoints rows written for it (only read by
+        #: the encoders: the templated one compares and copies them, the plain one writes them).
+        self._last_rows: tuple[Any, Any, Any, list[dict[str, Any]]] = (None, None, None, [])
 
     def _decoder(self, which: str, version: int) -> Callable[[Any], Any] | None:
         """The ``which`` ("request"/"response") decoder of Fetch ``version``, None for a version not bound."""
@@ -222,6 +298,12 @@ class TypedCodec:
             decoder = table[version] = _generated(f"{which} templates", version)() if self._templates else \
                 _generated(f"{which} decoder", version)
         return decoder
+
+    def _directory_uuid(self, directory_id: str | None) -> Any:
+        """``wire.directory_uuid``, remembered for the next Fetch (a follower's names the same directory)."""
+        u = directory_uuid(directory_id)
+        self._last_directory = (directory_id, u)
+        return u
 
     @staticmethod
     def precompile(versions: range = BOUND_VERSIONS) -> None:
@@ -233,56 +315,74 @@ class TypedCodec:
 
     def decode_request(self, payload: Any) -> tuple[dict[str, Any], Any]:
         """(header, body): a ``FetchRequest`` for a Fetch the binding reads, else ``codec``'s dicts."""
+        # The decoder is a function of the frame's first four bytes (api key, version): looked up by them.
+        try:
+            decode = self._by_prefix[payload[:4]]
+        except (KeyError, TypeError, ValueError):  # (a prefix not seen yet; a bytearray, a writable memoryview)
+            decode = self._request_decoder_of(payload)
+        if decode is not None:
+            # (The bound read, counted, inline: a call less on every Fetch. An exception means the bound
+            # code does not read the frame: the dict path reads it, and names what is wrong with it.)
+            try:
+                out = decode(payload)
+            except Exception:
+                self.fallbacks += 1
+            else:
+                self.bound += 1
+                return out
+        return codec.decode_request(payload)
+
+    def _request_decoder_of(self, payload: Any) -> Callable[[Any], Any] | None:
+        """The bound decoder of a request frame (a Fetch of a bound version), or None; remembered by the frame's
+        first four bytes (``decode_request``)."""
+        decode = None
         if len(payload) >= 4 and payload[0] == 0 and payload[1] == FETCH:
             version = payload[2] << 8 | payload[3]
             decode = self._request_decoders.get(version) or self._decoder("request", version)
-            if decode is not None:
-                out = self._bound_read(decode, payload)
-                if out is not None:
-                    return out
-        return codec.decode_request(payload)
+        prefix = payload[:4]
+        if type(prefix) is bytes:
+            if len(self._by_prefix) >= 64:
+                self._by_prefix.clear()
+            self._by_prefix[prefix] = decode
+        return decode
 
     def decode_response(self, api_key: int, version: int, payload: Any) -> tuple[int, Any]:
         """(correlation id, body): a ``FetchResponse`` where the binding reads the frame."""
         if api_key == FETCH:
             decode = self._response_decoders.get(version) or self._decoder("response", version)
             if decode is not None:
-                out = self._bound_read(decode, payload)
-                if out is not None:
+                try:  # (as in decode_request)
+                    out = decode(payload)
+                except Exception:
+                    self.fallbacks += 1
+                else:
+                    self.bound += 1
                     return out
         return codec.decode_response(api_key, version, payload)
-
-    def _bound_read(self, decode: Callable[[Any], Any], payload: Any) -> Any:
-        """``decode(payload)``, counted; None when the bound code does not read the frame (the dict path then
-        reads it, and names what is wrong with it)."""
-        try:
-            out = decode(payload)
-        except Exception:
-            self.fallbacks += 1
-            return None
-        self.bound += 1
-        return out
 
     def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                        body: Any) -> bytes:
         """A request frame from a body dict, or from one of the core's requests: a ``FetchRequest`` by the
         bound code (``wire.request_to_body``'s fields), any other, or one it cannot write (a value that
         does not fit: the dict path names it), through its body."""
-        if type(body) is not dict:
-            if type(body) is FetchRequest and api_key == FETCH and version in BOUND_VERSIONS:
-                encode = self._request_encoders.get(version)
-                if encode is None:
-                    encode = self._request_encoders[version] = _generated("request encoder templates", version)() \
-                        if self._templates else _generated("request encoder", version)
+        if type(body) is FetchRequest and api_key == FETCH:
+            encode = self._request_encoders.get(version)
+            if encode is None and version in BOUND_VERSIONS:
+                encode = self._request_encoders[version] = _generated("request encoder templates", version)() \
+                    if self._templates else _generated("request encoder", version)
+            if encode is not None:
+                directory, last = body.replica_directory_id, self._last_directory
                 try:
                     frame = encode(
                         correlation_id, client_id, body.cluster_id, body.replica_id, body.replica_epoch,
                         body.max_wait_ms, body.max_bytes, body.current_leader_epoch, body.fetch_offset,
-                        body.last_fetched_epoch, 0, body.max_bytes, directory_uuid(body.replica_directory_id))
+                        body.last_fetched_epoch, 0, body.max_bytes,
+                        last[1] if directory is last[0] else self._directory_uuid(directory))
                     self.bound += 1
                     return frame
                 except Exception:
                     self.fallbacks += 1
+        if type(body) is not dict:
             body = wire.request_to_body(body, version)
         return codec.encode_request(api_key, version, correlation_id, client_id, body)
 
@@ -305,10 +405,26 @@ class TypedCodec:
                 if self._templates else _generated("response encoder", version)
         try:
             records = b"".join(resp.encoded) if resp.encoded is not None else encode_batches(resp.batches)
+            if version < FETCH_NODE_ENDPOINTS_VERSION:
+                rows: list[dict[str, Any]] = []
+            else:
+                # A leader's answers name its own endpoint, a new NodeEndpoint of the same fields each time: the
+                # rows made for the last one serve while those fields are the same objects (ints and strings:
+                # the same object is the same value and type).
+                given = resp.node_endpoints
+                if len(given) == 1:
+                    n, last = given[0], self._last_rows
+                    if n.node_id is last[0] and n.host is last[1] and n.port is last[2]:
+                        rows = last[3]
+                    else:
+                        rows = fetch_node_endpoints(resp, endpoints)
+                        self._last_rows = (n.node_id, n.host, n.port, rows)
+                else:
+                    rows = fetch_node_endpoints(resp, endpoints)
             out = encode(
                 resp.error, resp.partition_error, resp.high_watermark, resp.log_start_offset, div[0], div[1],
                 leader.leader_id, leader.leader_epoch, snap.end_offset if snap else -1, snap.epoch if snap else -1,
-                records, fetch_node_endpoints(resp, endpoints) if version >= FETCH_NODE_ENDPOINTS_VERSION else [])
+                records, rows)
         except Exception:
             self.fallbacks += 1
             return None

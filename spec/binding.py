@@ -35,7 +35,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from kraft_tck.spec.codegen import Fallback, _compact, _Decoder, _Encoder, _is_fixed, _runs, _Source, _split
+from kraft_tck.spec.codegen import (
+    Fallback,
+    _compact,
+    _Decoder,
+    _Encoder,
+    _is_fixed,
+    _runs,
+    _Source,
+    _split,
+    compiled_maker,
+)
 from kraft_tck.spec.primitives import FIXED_FORMAT
 from kraft_tck.spec.schema import FieldDef
 
@@ -320,10 +330,11 @@ def frame_decoder(header: Struct, body: Struct, binding: Binding, params: Params
 class _Template:
     """A frame a ``FrameTemplates`` read: the int of its bytes, what it read, and where."""
 
-    __slots__ = ("args", "blobs", "fresh", "head", "head_fresh", "mask", "runs", "value")
+    __slots__ = ("args", "blobs", "fresh", "head", "head_fresh", "hit", "mask", "prepared", "runs", "value")
 
     def __init__(self, buf: Any, head: Any, args: list[Any], at: list[Any], head_span: tuple[int, int],
-                 copies: bool) -> None:
+                 copies: bool, build: Callable[..., Any], response: bool, names: list[str],
+                 prepare: Prepare | None) -> None:
         size = len(buf)
         self.value = int.from_bytes(buf, "big")
         self.args = args
@@ -355,6 +366,65 @@ class _Template:
             variable |= m
         self.runs, self.blobs = tuple(runs), tuple(blobs)
         self.mask = ((1 << (8 * size)) - 1) ^ variable  # every byte the frame's shape is made of
+        self.prepared = False  # (set by _frame_hit: its hit calls what ``prepare`` made)
+        self.hit = _frame_hit(self, build, response, head_span[0], names, prepare)
+
+
+#: ``prepare(args, variable)``: ``build`` for the frames of one template (``args``: its arguments, ``variable``: the
+#: indexes of those its frames may change), or None (then ``build`` serves): ``(function, takes)``, the function
+#: taking the arguments of indexes ``takes`` (every variable one among them), in that order, and returning
+#: ``build(*args)`` with them put in, or raising what that raises; it may work out once what depends on the
+#: other arguments only.
+Prepare = Callable[[list[Any], frozenset[int]], tuple[Callable[..., Any], tuple[int, ...]] | None]
+
+
+def _frame_hit(t: _Template, build: Callable[..., Any], response: bool, cid_at: int, names: list[str],
+               prepare: Prepare | None) -> Callable[[Any, int], Any]:
+    """``hit(buf, x)`` (``x``: the frame's int): None if the frame is not of template ``t``'s shape, else what
+    the plain decoder returns, as ``FrameTemplates`` reads it, in straight generated code: every run of numbers
+    unpacked by one call into locals (read again even where unchanged: the same bytes give the same values),
+    every bytes parameter copied, the other arguments the template's (closure cells), ``build`` called once
+    (or what ``prepare`` made of it for this template, given the variable arguments only)."""
+    local = [f"c{i}" for i in range(len(t.args))]
+    lines, consts = [], {"V": t.value, "M": t.mask, "HEAD": t.head, "build": build, "fresh": _fresh, "i32": _INT32}
+    for k, (_, start, unpack, target) in enumerate(t.runs):
+        indexes = range(target.start, target.stop) if type(target) is slice else target
+        for i in indexes:
+            local[i] = f"a{i}"
+        # (Offsets and sizes are closure cells, not literals: frames of one structure but other lengths share
+        # one compiled source: codegen.compiled_maker.)
+        consts[f"u{k}"], consts[f"s{k}"] = unpack, start
+        lines.append(f"{', '.join(local[i] for i in indexes)}, = u{k}(buf, s{k})")
+    for m, start, end, i in t.blobs:
+        if m:  # (an empty one is the template's value)
+            local[i] = f"a{i}"
+            consts[f"b{i}"], consts[f"e{i}"] = start, end
+            lines.append(f"a{i} = bytes(buf[b{i}:e{i}])")
+    for i in t.fresh:
+        local[i] = f"fresh(c{i})"
+    lines.append(f"cid, = i32(buf, {cid_at})")
+    if response:
+        head = "cid"
+    else:
+        head = "head"
+        lines += ["head = HEAD.copy()", "head['CorrelationId'] = cid"]
+        lines += [f"head[{k!r}] = fresh(head[{k!r}])" for k in t.head_fresh]
+    call = ", ".join(local)
+    variable = frozenset(i for i, name in enumerate(local) if name.startswith("a"))
+    if prepare is not None and not t.fresh:
+        try:
+            made = prepare(list(t.args), variable)
+        except Exception:  # (build accepted these arguments; a prepare that cannot: build serves)
+            made = None
+        if made is not None and variable <= set(made[1]):
+            consts["build"] = made[0]
+            t.prepared = True
+            call = ", ".join(local[i] for i in made[1])
+    lines.append(f"return {head}, build({call})")
+    names = [*consts, *(f"c{i}" for i in range(len(t.args)))]
+    text = "\n".join([f"def make({', '.join(names)}):", "    def hit(buf, x):", "        if (x ^ V) & M:",
+                      "            return None", *(f"        {line}" for line in lines), "    return hit", ""])
+    return compiled_maker(text, "frame template")(*consts.values(), *t.args)
 
 
 _INT32 = struct.Struct(">i").unpack_from
@@ -373,14 +443,17 @@ def _fresh(value: Any) -> Any:
 class FrameTemplates:
     """A generated frame decoder with memory of the last few frames' shapes: a frame equal to one of them in
     every byte but the fixed-width parameters, the content of bytes parameters and the correlation id reads
-    as that frame did, with the values that changed read again: what the plain decoder returns, for a
-    fraction of the work (a follower's Fetch differs from its last one only in numbers).
+    as that frame did, with those values read again: what the plain decoder returns, for a fraction of the
+    work (a follower's Fetch differs from its last one only in numbers). Each template reads by its own
+    generated code (``_frame_hit``), and ``prepare`` (see ``Prepare``) may work out once per template what
+    ``build`` makes of the arguments its frames share.
 
     Why it is exact: a bound decoder's path through a frame (lengths, counts, tags, nulls, expected values,
     strings) depends only on the bytes of its shape; the bytes in between are only copied into parameters
     (a fixed-width number takes any bytes, a bytes field any content). So equal shape bytes and length give
     the same path, the same reads at the same places and, from the same parameters, the same ``build``
-    result or exception. A frame of any other shape is read plainly the first time its length is seen, then
+    result or exception (``prepare``'s function must keep that: the tests compare it with the plain decoder
+    too). A frame of any other shape is read plainly the first time its length is seen, then
     by the recording decoder (``frame_decoder``'s ``record``), and becomes a template if ``build`` accepts it.
     ``tests/reference/test_typed_wire_templates.py`` checks template == plain decoder on random frames and
     mutations of them.
@@ -394,7 +467,8 @@ class FrameTemplates:
     MAX_BYTES = 65536
 
     def __init__(self, plain: Callable[[Any], Any], recording: Callable[[Any], Any], build: Callable[..., Any],
-                 response: bool, head_span: tuple[int, int], copies: bool = True) -> None:
+                 response: bool, head_span: tuple[int, int], copies: bool = True, names: list[str] | None = None,
+                 prepare: Prepare | None = None) -> None:
         self._plain = plain
         self._recording = recording
         self._seen: set[int] = set()  # lengths of frames read plainly (the next one of each is remembered)
@@ -402,6 +476,8 @@ class FrameTemplates:
         self._response = response
         self._head_span = head_span
         self._copies = copies
+        self._names = names or []
+        self._prepare = prepare if names else None
         self._by_length: dict[int, list[_Template]] = {}
         #: Frames read from a template, and by the recording decoder.
         self.hits = 0
@@ -412,31 +488,10 @@ class FrameTemplates:
         if templates is not None:
             x = int.from_bytes(buf, "big")
             for t in templates:
-                changed = x ^ t.value
-                if changed & t.mask:
-                    continue
-                args = t.args.copy()
-                for i in t.fresh:
-                    args[i] = _fresh(args[i])
-                for m, start, unpack, target in t.runs:
-                    if changed & m:
-                        if type(target) is slice:
-                            args[target] = unpack(buf, start)
-                        else:
-                            for i, v in zip(target, unpack(buf, start), strict=True):
-                                args[i] = v
-                for m, start, end, i in t.blobs:
-                    if changed & m:
-                        args[i] = bytes(buf[start:end])
-                head = _INT32(buf, self._head_span[0])[0]
-                if not self._response:
-                    cid, head = head, t.head.copy()
-                    head["CorrelationId"] = cid
-                    for k in t.head_fresh:
-                        head[k] = _fresh(head[k])
-                value = self._build(*args)
-                self.hits += 1
-                return head, value
+                out = t.hit(buf, x)
+                if out is not None:
+                    self.hits += 1
+                    return out
         self.misses += 1
         if len(buf) > self.MAX_BYTES:
             return self._plain(buf)
@@ -458,14 +513,14 @@ class FrameTemplates:
             templates = self._by_length[len(buf)] = []
         stored = _fresh(head)  # the caller's to change
         templates.insert(0, _Template(buf, stored, args if not self._copies else _fresh(args), at, self._head_span,
-                                      self._copies))
+                                      self._copies, self._build, self._response, self._names, self._prepare))
         del templates[self.PER_LENGTH:]
         return head, value
 
 
 def templated_frame_decoder(header: Struct, body: Struct, binding: Binding, params: Params,
                             build: Callable[..., Any], label: str, response: bool,
-                            copies: bool = True) -> Callable[[], FrameTemplates]:
+                            copies: bool = True, prepare: Prepare | None = None) -> Callable[[], FrameTemplates]:
     """``frame_decoder``'s function as a maker of ``FrameTemplates`` (each with its own templates, all sharing
     one generated decoder). The correlation id's place is the header's: its first fixed-width run holds it
     (a request's after the api key and version, a response's first)."""
@@ -483,7 +538,8 @@ def templated_frame_decoder(header: Struct, body: Struct, binding: Binding, para
         raise ValueError(f"{label}: no CorrelationId in the header's first fixed-width fields")
     plain = frame_decoder(header, body, binding, params, build, label, response)
     recording = frame_decoder(header, body, binding, params, build, label, response, record=True)
-    return lambda: FrameTemplates(plain, recording, build, response, (offset, offset + 4), copies)
+    names = [name for name, _ in params]
+    return lambda: FrameTemplates(plain, recording, build, response, (offset, offset + 4), copies, names, prepare)
 
 
 # ============================================================================================== encode
@@ -733,7 +789,6 @@ def _request_encoder(header: Struct, body: Struct, api_key: int, binding: Bindin
 #: floats: 0.0 == -0.0). Lists and dicts (of the decoded kinds) are compared by value and by repr, which tells
 #: the builtin types apart all the way down (1, True and 1.0; "a" and b"a"), in one C call.
 _SCALARS = frozenset({type(None), bool, int, str, bytes, uuid.UUID})
-_CONTAINERS = _SCALARS | {list, dict}
 
 
 class EncoderTemplates:
@@ -751,7 +806,9 @@ class EncoderTemplates:
     odd values.
     """
 
+    #: Templates kept; lengths of bytes arguments remembered (then all are dropped).
     KEPT = 2
+    SEEN = 64
 
     def __init__(self, recording: Callable[..., Any], variable: list[int], blobs: list[int], nargs: int,
                  cid_at: int | None) -> None:
@@ -760,55 +817,89 @@ class EncoderTemplates:
         self._shape = tuple(i for i in range(first, nargs) if i not in variable and i not in blobs)
         self._blobs = tuple(blobs)
         self._cid_at = cid_at
-        self._templates: list[tuple[Any, ...]] = []
+        self._nargs = nargs
+        self._seen: set[tuple[int, ...]] = set()  # lengths of bytes arguments written once (see __call__)
+        self._templates: list[Callable[..., bytes | None]] = []
         #: Frames written from a template, and by the recording encoder.
         self.hits = 0
         self.misses = 0
 
-    def _key(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """What a call must share with a template's: its shape arguments by type and value, its bytes
-        arguments' types and lengths; None if that cannot be said exactly (then no template serves it)."""
-        shape = tuple(map(args.__getitem__, self._shape))
-        types = tuple(map(type, shape))
-        try:
-            blobs = tuple([(type(args[i]), len(args[i])) for i in self._blobs]) if self._blobs else ()
-        except TypeError:  # a bytes argument without a length: the encoder decides
-            return None
-        if _SCALARS.issuperset(types):
-            return shape, types, blobs
-        if not _CONTAINERS.issuperset(types):
-            return None  # a float, another type: no exact comparison here
-        text = repr(shape)
-        if "nan" in text or "inf" in text:  # a float inside (or a string holding those letters: no template)
-            return None
-        return shape, text, blobs
-
     def __call__(self, *args: Any) -> bytes:
-        if self._templates:
-            key = self._key(args)
-            for k, frame, packs, blobs in self._templates:
-                if k != key:
-                    continue
-                out = bytearray(frame)
-                if self._cid_at is not None:
-                    _INT32_INTO(out, self._cid_at, args[0])
-                for at, pack_into, first, end in packs:
-                    pack_into(out, at, *args[first:end])
-                for at, i in blobs:
-                    value = args[i]
-                    out[at:at + len(value)] = value
+        for hit in self._templates:
+            frame = hit(*args)
+            if frame is not None:
                 self.hits += 1
-                return bytes(out)
+                return frame
         frame, at = self._recording(*args)
         self.misses += 1
-        key = self._key(args)
-        if key is not None:
-            packs = tuple((run + start, pack_into, first, end) for run, stretches in at if type(stretches) is tuple
-                          for start, pack_into, first, end in stretches)
-            blobs = tuple(e for e in at if type(e[1]) is int)
-            self._templates.insert(0, (key, frame, packs, blobs))
+        if self._blobs:
+            # A template is made the second time its bytes arguments' lengths are seen: answers of ever other
+            # sizes (records of any length) would each pay for one and never use it.
+            try:
+                sizes = tuple([len(args[i]) for i in self._blobs])
+            except TypeError:
+                return frame  # (no template: see _hit)
+            if sizes not in self._seen:
+                if len(self._seen) >= self.SEEN:
+                    self._seen.clear()
+                self._seen.add(sizes)
+                return frame
+        made = self._hit(args, frame, at)
+        if made is not None:
+            self._templates.insert(0, made)
             del self._templates[self.KEPT:]
         return frame
+
+    def _hit(self, args: tuple[Any, ...], frame: bytes, at: list[Any]) -> Callable[..., bytes | None] | None:
+        """``hit(*args)``: None unless a call shares ``args``' shape arguments (by type and value: the same object,
+        or one of the same type and equal value; lists and dicts by type, value and repr) and its bytes
+        arguments' types and lengths, else the frame, in straight generated code; None if that cannot be said
+        exactly for ``args`` (a float, another type, a bytes argument without a length: no template)."""
+        consts: dict[str, Any] = {"FRAME": frame, "i32_into": _INT32_INTO}
+        checks = []
+        for i in self._shape:
+            value, kind = args[i], type(args[i])
+            if kind in _SCALARS:  # immutable: the same object is the same value
+                consts[f"k{i}"], consts[f"t{i}"] = value, kind
+                checks.append(f"(a{i} is k{i} or type(a{i}) is t{i} and a{i} == k{i})")
+            elif kind in (list, dict):
+                text = repr(value)
+                if "nan" in text or "inf" in text:  # a float inside (or a string holding those letters)
+                    return None
+                consts[f"k{i}"], consts[f"t{i}"], consts[f"r{i}"] = _fresh(value), kind, text
+                checks.append(f"(type(a{i}) is t{i} and a{i} == k{i} and repr(a{i}) == r{i})")
+            else:
+                return None  # a float, another type: no exact comparison here
+        sizes: dict[int, int] = {}
+        for i in self._blobs:
+            try:
+                size = len(args[i])
+            except TypeError:  # a bytes argument without a length: the encoder decides
+                return None
+            consts[f"t{i}"], consts[f"n{i}"] = type(args[i]), size  # (closure cells: see _frame_hit)
+            sizes[i] = size
+            checks.append(f"type(a{i}) is t{i} and len(a{i}) == n{i}")
+        lines = ["out = bytearray(FRAME)"]
+        if self._cid_at is not None:
+            lines.append(f"i32_into(out, {self._cid_at}, a0)")
+        k = 0
+        for run, stretches in at:
+            if type(stretches) is tuple:
+                for start, pack_into, first, end in stretches:
+                    consts[f"p{k}"], consts[f"o{k}"] = pack_into, run + start
+                    lines.append(f"p{k}(out, o{k}, {', '.join(f'a{i}' for i in range(first, end))})")
+                    k += 1
+            else:  # (start, argument index): a bytes argument's content
+                consts[f"o{k}"], consts[f"e{k}"] = run, run + sizes[stretches]
+                lines.append(f"out[o{k}:e{k}] = a{stretches}")
+                k += 1
+        lines.append("return bytes(out)")
+        text = "\n".join([f"def make({', '.join(consts)}):",
+                           f"    def hit({', '.join(f'a{i}' for i in range(self._nargs))}):",
+                           *([f"        if not ({' and '.join(checks)}):", "            return None"]
+                             if checks else []),
+                           *(f"        {line}" for line in lines), "    return hit", ""])
+        return compiled_maker(text, "encoder template")(*consts.values())
 
 
 def _variable(enc: _BoundEncoder) -> tuple[frozenset[str], frozenset[str]]:

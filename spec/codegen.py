@@ -17,6 +17,7 @@ body the fast path leaves to it (keys the version does not have, unknown tagged 
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -136,6 +137,16 @@ class _Source:
         fn = self.namespace[name]
         fn.__source__ = code  # for reading and debugging
         return fn
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_maker(text: str, label: str) -> Callable[..., Any]:
+    """The ``make`` function that generated source ``text`` defines, compiled once per text (bounded): template
+    readers and writers (``binding``, ``records``) name their offsets and constants as ``make``'s arguments, so the
+    templates of one structure share one compiled source whatever their lengths."""
+    namespace: dict[str, Any] = {}
+    exec(compile(text, f"<{label}>", "exec"), namespace)  # (our own generated source)
+    return namespace["make"]
 
 
 def _compact(fd: FieldDef, version: int, flexible: bool) -> bool:

@@ -24,6 +24,7 @@ from enum import IntEnum
 from typing import Any
 
 import crc32c as _crc32c
+from kraft_tck.spec.codegen import compiled_maker
 from kraft_tck.spec.errors import CorruptRecordError, DecodeError
 from kraft_tck.spec.primitives import Buffer, read_varint, read_varlong, write_varint, write_varlong
 
@@ -477,12 +478,26 @@ class BatchTemplates:
     SEEN = 64
 
     def __init__(self) -> None:
-        # size -> [(the batch's int, mask of its shape bytes, the batch, (record, value start, end, mask)...)]
-        self._by_length: dict[int, list[tuple[int, int, RecordBatch, tuple[tuple[int, int, int, int], ...]]]] = {}
+        # size -> [hit(data, x, pos) of each template (see _batch_hit)], the last remembered first
+        self._by_length: dict[int, list[Callable[[Buffer, int, int], RecordBatch | None]]] = {}
         self._seen: set[int] = set()  # sizes of batches only decoded (the next one of each is remembered)
         #: Batches read from a template, and by decode_batch.
         self.hits = 0
         self.misses = 0
+
+    def one(self, buf: Buffer) -> RecordBatch | None:
+        """``decode_batch(buf)[0]`` if ``buf`` is one batch of a remembered shape (a follower's usual Fetch
+        answer: the same size as its last one, so the same batch length), else None: nothing is read then,
+        the caller decodes ``buf`` (``decode``) as it would have."""
+        templates = self._by_length.get(len(buf))
+        if templates is not None:
+            x = int.from_bytes(buf, "big")
+            for hit in templates:
+                batch = hit(buf, x, 0)
+                if batch is not None:
+                    self.hits += 1
+                    return batch
+        return None
 
     def decode(self, buf: Buffer, pos: int = 0) -> tuple[RecordBatch, int]:
         """``decode_batch(buf, pos)``."""
@@ -493,27 +508,11 @@ class BatchTemplates:
             if templates is not None and pos + size <= len(buf):
                 data = buf if pos == 0 and size == len(buf) else buf[pos : pos + size]
                 x = int.from_bytes(data, "big")
-                for value, mask, old, values in templates:
-                    changed = x ^ value
-                    if changed & mask:
-                        continue
-                    (base_offset, leader_epoch, crc, base_ts, max_ts, producer_id, producer_epoch,
-                     base_seq) = _VARIABLE_HEADER.unpack_from(data, 0)
-                    actual = crc32c(memoryview(data)[_ATTR_AT:])
-                    if actual != crc:
-                        raise CorruptRecordError("RecordBatch.crc", pos + _CRC_AT, expected_crc=crc, actual_crc=actual)
-                    records = old.records
-                    for i, start, end, m in values:
-                        if changed & m:  # this record's value changed
-                            if records is old.records:
-                                records = list(records)  # type: ignore[assignment]
-                            r = records[i]
-                            records[i] = Record(r.offset_delta, bytes(data[start:end]), r.key,  # type: ignore[index]
-                                                r.timestamp_delta)
-                    self.hits += 1
-                    return RecordBatch(base_offset, leader_epoch, tuple(records), old.is_control, base_ts, max_ts,
-                                       producer_id, producer_epoch, base_seq, old.is_transactional,
-                                       old.log_append_time), pos + size
+                for hit in templates:
+                    batch = hit(data, x, pos)
+                    if batch is not None:
+                        self.hits += 1
+                        return batch, pos + size
         batch, end = decode_batch(buf, pos)
         self.misses += 1
         size = end - pos
@@ -559,8 +558,48 @@ class BatchTemplates:
             if len(self._by_length) >= self.LENGTHS:
                 self._by_length.clear()
             templates = self._by_length[size] = []
-        templates.insert(0, (int.from_bytes(data, "big"), mask, batch, tuple(values)))
+        templates.insert(0, _batch_hit(int.from_bytes(data, "big"), mask, batch, values))
         del templates[self.PER_LENGTH :]
+
+
+def _batch_hit(value: int, mask: int, batch: RecordBatch,
+               values: list[tuple[int, int, int, int]]) -> Callable[[Buffer, int, int], RecordBatch | None]:
+    """``hit(data, x, pos)`` (``data`` the batch's bytes, ``x`` their int, ``pos`` its place, for errors): None if
+    ``data`` is not of the remembered ``batch``'s shape (``mask``: its shape bits; ``values``: (record, value
+    start, end, the value's bits)), else ``decode_batch``'s batch, in straight generated code: the header's
+    numbers unpacked by one call, the CRC checked as ever, a record whose value changed made again (the others
+    are the template's, as their bytes are)."""
+    records = []
+    consts: dict[str, Any] = {"V": value, "M": mask, "header": _VARIABLE_HEADER.unpack_from, "crc32c": crc32c,
+                              "Corrupt": CorruptRecordError, "RecordBatch": RecordBatch, "Record": Record,
+                              "batch": batch}
+    changed = {i: (start, end, m) for i, start, end, m in values}
+    for i, rec in enumerate(batch.records):
+        if i in changed:
+            start, end, m = changed[i]
+            # (Offsets are closure cells, not literals: batches of other sizes share one compiled source.)
+            consts[f"m{i}"], consts[f"r{i}"], consts[f"s{i}"], consts[f"e{i}"] = m, rec, start, end
+            records.append(f"r{i} if not c & m{i} else Record(r{i}.offset_delta, bytes(data[s{i}:e{i}]), "
+                           f"r{i}.key, r{i}.timestamp_delta)")
+        else:
+            consts[f"r{i}"] = rec
+            records.append(f"r{i}")
+    text = "\n".join([
+        f"def make({', '.join(consts)}):",
+        "    control, transactional, append_time = batch.is_control, batch.is_transactional, batch.log_append_time",
+        "    def hit(data, x, pos):",
+        "        c = x ^ V",
+        "        if c & M:",
+        "            return None",
+        "        (base_offset, leader_epoch, crc, base_ts, max_ts, producer_id, producer_epoch,"
+        " base_seq) = header(data, 0)",
+        f"        actual = crc32c(memoryview(data)[{_ATTR_AT}:])",
+        "        if actual != crc:",
+        f"            raise Corrupt('RecordBatch.crc', pos + {_CRC_AT}, expected_crc=crc, actual_crc=actual)",
+        f"        return RecordBatch(base_offset, leader_epoch, ({''.join(r + ', ' for r in records)}), control,"
+        " base_ts, max_ts, producer_id, producer_epoch, base_seq, transactional, append_time)",
+        "    return hit", ""])
+    return compiled_maker(text, "batch template")(*consts.values())
 
 
 def decode_batches(buf: Buffer, allow_partial_tail: bool = False) -> list[RecordBatch]:

@@ -14,13 +14,14 @@ correlation id is read from the template. The plain generated decoder is the ora
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraft_tck.reference import wire
-from kraft_tck.reference.messages import FetchRequest, FetchResponse
+from kraft_tck.reference.messages import FetchRequest, FetchResponse, NodeEndpoint
 from kraft_tck.reference.typed_wire import BOUND_VERSIONS, TypedCodec, _generated
 from kraft_tck.spec import codec
 from kraft_tck.spec.errors import CorruptRecordError
@@ -31,6 +32,8 @@ from tests.reference.test_typed_wire import (
     fetch_responses,
     int64,
     outcome,
+    read_request_dict,
+    read_request_typed,
     read_response_dict,
     read_response_typed,
 )
@@ -228,7 +231,133 @@ def test_fetch_answers_written_through_templates_are_the_plain_encoders_bytes(
         else:
             args[i] = data.draw(odd_values | st.binary(max_size=3))
         changed.append(args)
-    for args in [first, *nxt, _body_args(data.draw(fetch_responses), version), *changed, first]:
+    # (The first answer of its records' length is only written; the second makes the template.)
+    for args in [first, first, *nxt, _body_args(data.draw(fetch_responses), version), *changed, first]:
         assert outcome(templates, *args) == outcome(plain, *args), args
     if outcome(plain, *first)[0]:
         assert templates.hits >= len(nxt), "a leader's next answer is written from the template"
+
+
+def _templates_of(templates: Any) -> list[Any]:
+    return [t for group in templates._by_length.values() for t in group]
+
+
+@pytest.mark.parametrize("version", BOUND_VERSIONS)
+def test_the_usual_fetch_and_answer_are_read_by_the_prepared_builders(version: int) -> None:
+    """A follower's usual Fetch and a leader's usual answer (no DivergingEpoch, no SnapshotId) are read by what
+    ``_prepare_fetch_request``/``_prepare_fetch_response`` made for their template (so the property tests above
+    compare that path with the plain decoder); an answer with a DivergingEpoch by ``_fetch_response``."""
+    req = FetchRequest("cluster", 2, 1, 10, 1, 500, 1 << 20, 3, replica_directory_id=wire.directory_id_of(
+        uuid.UUID(int=7)))
+    templates, plain = _generated("request templates", version)(), _generated("request decoder", version)
+    frames = [_request(version, dataclasses.replace(req, fetch_offset=10 + i), 5 + i) for i in range(4)]
+    _same(templates, plain, frames)
+    assert templates.hits == 2 and [t.prepared for t in _templates_of(templates)] == [True]
+    resp = FetchResponse(5, (data_batch(5, 1, [b"r" * 30]),), None, wire.LeaderIdAndEpoch(2, 1))
+    for diverging, prepared in ((None, True), ((1, 4), False)):
+        templates, plain = _generated("response templates", version)(), _generated("response decoder", version)
+        frames = [_response(version, dataclasses.replace(resp, high_watermark=5 + i, diverging_epoch=diverging,
+                                                         batches=(data_batch(5 + i, 1, [b"%02d" % i * 15]),)), i)
+                  for i in range(4)]
+        _same(templates, plain, frames)
+        assert templates.hits == 2 and [t.prepared for t in _templates_of(templates)] == [prepared]
+
+
+def test_an_answers_node_endpoints_rows_serve_again_only_for_the_same_fields() -> None:
+    """``encode_response_body`` reuses the NodeEndpoints rows of the last answer while its one NodeEndpoint's
+    fields are the same objects: an endpoint with another host, node or port (9092.0: the same value, another
+    type, that the encoders refuse) is written afresh, as a codec without memory writes it."""
+    typed = TypedCodec()
+    host = "127.0.0.1"
+    fields = [(1, host, 9092), (1, host, 9092), (1, "localhost", 9092), (1, "localhost", 9092),
+              (2, "localhost", 9092), (2, "localhost", 9093), (2, "localhost", 9093.0), (2, "localhost", 9093),
+              (2, "".join(["local", "host"]), 9093)]
+    for i, (node, h, port) in enumerate(fields):
+        resp = FetchResponse(5 + i, (data_batch(5 + i, 1, [b"r" * 30]),), None, wire.LeaderIdAndEpoch(node, 1),
+                             node_endpoints=(NodeEndpoint(node, h, port),))  # type: ignore[arg-type]
+        for version in (16, 17):
+            # The oracle: the dict path (TypedCodec's own writers share the cache); None where it refuses.
+            ok, want = outcome(lambda v, r: codec.encode_response_body(FETCH, v, wire.response_to_body(
+                r, v, ENDPOINTS)), version, resp)
+            assert typed.encode_response_body(version, resp, ENDPOINTS) == (want if ok else None), (i, version)
+
+
+def test_a_fetch_names_its_directory_id_when_the_last_one_named_another() -> None:
+    """``encode_request`` remembers the last Fetch's directory id and uuid (per codec): a Fetch naming another one
+    (or none) writes its own, as the dict path does."""
+    typed = TypedCodec()
+    a, b = (wire.directory_id_of(uuid.UUID(int=n)) for n in (7, 8))
+    for i, directory in enumerate([None, a, a, b, b, None, a, "".join(list(str(a))), None]):
+        req = FetchRequest("cluster", 2, 1, 10 + i, 1, 500, 1 << 20, 3, replica_directory_id=directory)
+        for version in (16, 17):
+            want = codec.encode_request(FETCH, version, i, "c", wire.request_to_body(req, version))
+            assert typed.encode_request(FETCH, version, i, "c", req) == want, (i, version)
+
+
+def test_requests_of_every_version_and_api_read_through_one_codec_each_by_its_own_decoder() -> None:
+    """``decode_request`` finds a frame's decoder by its first four bytes (api key, version): Fetches of every
+    version and other requests, interleaved through one codec, are each read by the bound code of their version
+    (counted in ``bound``; none falls back) or by the dict path, as the dict path reads them; so is a bytearray."""
+    typed = TypedCodec()
+    req = FetchRequest("cluster", 2, 1, 10, 1, 500, 1 << 20, 3)
+    vote = wire.VoteRequest("cluster", 3, 2, 1, 5)
+    frames: list[Any] = [_request(v, dataclasses.replace(req, fetch_offset=10 + i), i) for i in range(3)
+                         for v in BOUND_VERSIONS]
+    frames += [codec.encode_request(wire.VOTE, 2, 9, "c", wire.request_to_body(vote, 2))[4:], frames[0][:3]]
+    for frame in frames * 2 + [bytearray(frames[0])]:
+        bound, fallbacks = typed.bound, typed.fallbacks
+        got = outcome(read_request_typed, typed, frame)
+        assert got == outcome(read_request_dict, bytes(frame)), frame.hex()
+        fetch = frame[1:2] == bytes([FETCH]) and len(frame) > 4
+        assert (typed.bound - bound, typed.fallbacks - fallbacks) == ((1, 0) if fetch else (0, 0)), frame.hex()
+
+
+def _twins(value: Any) -> list[Any]:
+    """Values equal to ``value`` of another type (the plain encoders refuse or write them otherwise)."""
+    if type(value) is int:
+        return [float(value), *([bool(value)] if value in (0, 1) else [])]
+    if type(value) is bool:
+        return [int(value), float(value)]
+    if type(value) is str:
+        return [type("Text", (str,), {})(value)]
+    return []
+
+
+@pytest.mark.parametrize("version", BOUND_VERSIONS)
+def test_equal_arguments_of_another_type_are_not_written_from_a_template(version: int) -> None:
+    """Every argument of a follower's next Fetch and of a leader's next answer replaced by an equal value of
+    another type (1.0 or True for 1, a str subclass): templated encoder == plain encoder (bytes or error)."""
+    req = FetchRequest("cluster", 1, 0, 1, 1, 0, 1 << 20, 1,
+                       replica_directory_id=wire.directory_id_of(uuid.UUID(int=7)))
+    resp = FetchResponse(1, (data_batch(1, 1, [b"r" * 30]),), None, wire.LeaderIdAndEpoch(1, 0))
+    cases = [("request encoder", _encoder_args(req, 1)), ("response encoder", _body_args(resp, version))]
+    for which, args in cases:
+        for i, value in enumerate(args):
+            for twin in _twins(value):
+                templates, plain = _generated(f"{which} templates", version)(), _generated(which, version)
+                changed = [*args[:i], twin, *args[i + 1:]]
+                for call in (args, args, changed):  # remembered, then read from the template, then the twin
+                    assert outcome(templates, *call) == outcome(plain, *call), (which, i, twin)
+
+
+def test_answers_of_other_sizes_share_one_generated_source_and_make_templates_only_when_seen_again() -> None:
+    """Templates' generated code names offsets and sizes as closure cells: frames and answers of other lengths
+    share one compiled source (a compile costs more than many reads). The answer encoder makes a template only
+    for records of a length it wrote before: answers of ever other sizes make none."""
+    from kraft_tck.spec.codegen import compiled_maker
+
+    decoder, plain = _generated("response templates", 17)(), _generated("response decoder", 17)
+    encoder = _generated("response encoder templates", 17)()
+    resp = FetchResponse(5, (data_batch(5, 1, [b"r" * 30]),), None, wire.LeaderIdAndEpoch(1, 1))
+    _same(decoder, plain, [_response(17, resp, 1)] * 2)  # (the sources of this shape, compiled once)
+    encoder(*_body_args(resp, 17))
+    encoder(*_body_args(resp, 17))
+    sources = compiled_maker.cache_info().misses
+    for n in range(31, 41):
+        other = dataclasses.replace(resp, batches=(data_batch(5, 1, [b"r" * n]),))
+        _same(decoder, plain, [_response(17, other, 1)] * 2)  # read plainly, then remembered: a template each
+        misses = encoder.misses
+        assert encoder(*_body_args(other, 17)) == _generated("response encoder", 17)(*_body_args(other, 17))
+        assert encoder.misses == misses + 1 and len(encoder._templates) == 1, "no template for a length seen once"
+    assert decoder.misses == 2 + 2 * 10 and len(decoder._by_length) == 11  # (each length: plainly, then remembered)
+    assert compiled_maker.cache_info().misses == sources, "no new source for another length"

@@ -299,10 +299,21 @@ def test_batch_templates_decode_as_decode_batch_does(batch: R.RecordBatch, data:
         frames.append((_recrc(f) if recrc else bytes(f), 0))
     frames.append((first[:data.draw(st.integers(0, len(first) - 1))], 0))
     frames.append((b"\x07" * 5 + likes[0] + b"tail", 5))
+    hits = 0
     for frame, pos in frames:
-        assert _decoded(templates.decode, frame, pos) == _decoded(R.decode_batch, frame, pos)
+        want = _decoded(R.decode_batch, frame, pos)
+        assert _decoded(templates.decode, frame, pos) == want
+        if pos == 0:
+            # ``one``: the whole buffer one batch of a remembered shape -> decode_batch's batch (or its error),
+            # else None (nothing read: the caller decodes).
+            got = _decoded(lambda data, _: templates.one(data), frame)
+            if got != (True, None):
+                hits += 1
+                assert got == (want if not want[0] else (True, want[1][0]))
+                assert not want[0] or want[1][1] == len(frame)
     if not any(r.headers for r in batch.records):
         assert templates.hits >= 3, "batches of the first one's shape are read from its template"
+        assert hits >= 3, "one() reads batches of the first one's shape from its template"
 
 
 def test_a_corrupt_batch_of_a_known_shape_is_refused() -> None:
