@@ -324,18 +324,9 @@ class Log:
             # One batch in the epoch of the log's last one (every commit but an epoch's first: the leader's write,
             # a follower's Fetch): the loop below in straight line, with no epoch entry to add. Anything else (an
             # error included: it is named below) takes the loop.
-            records, base, keys = batch.records, batch.base_offset, self._epoch_keys
-            if records and base == self._end and keys and batch.partition_leader_epoch == keys[-1]:
-                self._batches.append(batch)
-                if encoded is None and self._cold is not None:
-                    data = encode_batch(batch)  # (the loop's rule: see there)
-                self._encoded.append(data)
-                if data is not None:
-                    self._held_bytes += len(data)
-                self._bases.append(base)
-                if batch.is_control:
-                    self._control_bases.append(base)
-                self._end = base + records[-1].offset_delta + 1
+            keys = self._epoch_keys
+            if batch.records and batch.base_offset == self._end and keys and batch.partition_leader_epoch == keys[-1]:
+                self._keep(batch, data if encoded is not None else self._bytes_to_keep(batch))
                 return
         if encoded is not None and len(encoded) != len(batches):
             raise LogError(f"{len(batches)} batches but {len(encoded)} encoded forms")
@@ -355,17 +346,24 @@ class Log:
                 self._epoch_keys.append(epoch)
                 self._epoch_starts.append(base)
                 last_epoch = epoch
-            self._batches.append(batch)
-            # With a cold store the bytes are needed at once (the shell writes them, ``release`` counts
-            # them); without one they may wait for their first use.
-            data = encoded[i] if encoded is not None else encode_batch(batch) if self._cold is not None else None
-            self._encoded.append(data)
-            if data is not None:
-                self._held_bytes += len(data)
-            self._bases.append(base)
-            if batch.is_control:
-                self._control_bases.append(base)
-            self._end = base + records[-1].offset_delta + 1  # the batch's last offset + 1
+            self._keep(batch, encoded[i] if encoded is not None else self._bytes_to_keep(batch))
+
+    def _bytes_to_keep(self, batch: RecordBatch) -> bytes | None:
+        """A batch appended without its bytes: with a cold store they are needed at once (the shell writes them,
+        ``release`` counts them); without one they may wait for their first use."""
+        return encode_batch(batch) if self._cold is not None else None
+
+    def _keep(self, batch: RecordBatch, data: bytes | None) -> None:
+        """Hold ``batch`` (checked to continue the log, its epoch entered) and its bytes at the log end."""
+        self._batches.append(batch)
+        self._encoded.append(data)
+        if data is not None:
+            self._held_bytes += len(data)
+        base = batch.base_offset
+        self._bases.append(base)
+        if batch.is_control:
+            self._control_bases.append(base)
+        self._end = base + batch.records[-1].offset_delta + 1  # the batch's last offset + 1
 
     def batch_start_at_or_below(self, offset: int) -> int:
         """Where a truncation to ``offset`` cuts the log: ``offset`` itself at a batch boundary, at or

@@ -22,7 +22,7 @@ checks that they read every frame as the plain generated decoder does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from kraft_tck.reference import wire
@@ -138,26 +138,44 @@ def _fetch_response(error: int, partition_error: int, high_watermark: int, log_s
                     snapshot_end_offset: int, snapshot_epoch: int, records: bytes | None,
                     node_endpoints: Any) -> FetchResponse:
     """``wire.response_from_body`` of a Fetch answer with its one partition, from the bound fields."""
+    diverging, snapshot = _diverging_and_snapshot(diverging_epoch, diverging_end_offset, snapshot_end_offset,
+                                                  snapshot_epoch)
+    return _answer(error, partition_error, high_watermark, log_start_offset, leader_id, leader_epoch, records,
+                   diverging, snapshot, _nodes(node_endpoints))
+
+
+def _diverging_and_snapshot(diverging_epoch: int, diverging_end_offset: int, snapshot_end_offset: int,
+                            snapshot_epoch: int) -> tuple[tuple[int, int] | None, SnapshotId | None]:
+    # Kafka: DivergingEpoch (and SnapshotId) is set when either field differs from -1.
+    diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
+                                                                                    diverging_end_offset)
+    snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
+                                                                                          snapshot_epoch)
+    return diverging, snapshot
+
+
+def _nodes(node_endpoints: Any) -> tuple[ResponseNodeEndpoint, ...]:
+    """The answer's NodeEndpoints as messages (the last answer's, when equal: see ``_last_endpoints``)."""
+    if not node_endpoints:
+        return ()
+    last = _last_endpoints[0]  # (one read of the pair: codecs in other threads may replace it meanwhile)
+    if node_endpoints == last[0]:
+        return last[1]
+    nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints])
+    _last_endpoints[0] = (node_endpoints, nodes)
+    return nodes
+
+
+def _answer(error: int, partition_error: int, high_watermark: int, log_start_offset: int, leader_id: int,
+            leader_epoch: int, records: bytes | None, diverging: tuple[int, int] | None, snapshot: SnapshotId | None,
+            nodes: tuple[ResponseNodeEndpoint, ...]) -> FetchResponse:
+    """The answer from its numbers and records and what ``_fetch_response`` made of its other fields."""
     if records:
         # A follower's usual answer: one batch of its last one's shape, read from the template here (a call less).
         batch = _one_batch(records)
         batches, encoded = ((batch,), (records,)) if batch is not None else _decode_keeping_bytes(records)
     else:
         batches = encoded = ()
-    # Kafka: DivergingEpoch (and SnapshotId) is set when either field differs from -1.
-    diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
-                                                                                    diverging_end_offset)
-    snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
-                                                                                          snapshot_epoch)
-    if not node_endpoints:
-        nodes: tuple[ResponseNodeEndpoint, ...] = ()
-    else:
-        last = _last_endpoints[0]  # (one read of the pair: codecs in other threads may replace it meanwhile)
-        if node_endpoints == last[0]:
-            nodes = last[1]
-        else:
-            nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints])
-            _last_endpoints[0] = (node_endpoints, nodes)
     leader = _last_leader[0]
     if leader.leader_id != leader_id or leader.leader_epoch != leader_epoch:
         leader = _last_leader[0] = LeaderIdAndEpoch(leader_id, leader_epoch)
@@ -174,39 +192,19 @@ _RESPONSE_VARIABLE = frozenset(_RESPONSE_TAKES)
 
 def _prepare_fetch_response(args: list[Any], variable: frozenset[int]) -> tuple[Callable[..., FetchResponse],
                                                                                  tuple[int, ...]] | None:
-    """``_fetch_response`` for the frames of one template (``binding.Prepare``)."""
+    """``_fetch_response`` for the frames of one template (``binding.Prepare``): ``_answer`` with the rest made
+    once (a partial: no frame of its own per answer)."""
     if variable - _RESPONSE_VARIABLE:
         return None
     (_, _, _, _, diverging_epoch, diverging_end_offset, _, _, snapshot_end_offset, snapshot_epoch, _,
      node_endpoints) = args
-    # The same values as _fetch_response's (read it for the why).
-    diverging = None if diverging_epoch == -1 and diverging_end_offset == -1 else (diverging_epoch,
-                                                                                    diverging_end_offset)
-    snapshot = None if snapshot_end_offset == -1 and snapshot_epoch == -1 else SnapshotId(snapshot_end_offset,
-                                                                                          snapshot_epoch)
+    diverging, snapshot = _diverging_and_snapshot(diverging_epoch, diverging_end_offset, snapshot_end_offset,
+                                                  snapshot_epoch)
     try:
-        nodes = tuple([ResponseNodeEndpoint(n["NodeId"], n["Host"], n["Port"]) for n in node_endpoints or ()])
+        nodes = _nodes(node_endpoints)
     except Exception:
         return None  # (_fetch_response raises it at every frame: let it)
-    last = _last_endpoints[0]
-    if nodes and node_endpoints == last[0]:
-        nodes = last[1]  # shared, as _fetch_response shares it
-
-    def build(error: int, partition_error: int, high_watermark: int, log_start_offset: int, leader_id: int,
-              leader_epoch: int, records: bytes | None) -> FetchResponse:
-        if records:
-            batch = _one_batch(records)
-            batches, encoded = ((batch,), (records,)) if batch is not None else _decode_keeping_bytes(records)
-        else:
-            batches = encoded = ()
-        leader = _last_leader[0]
-        if leader.leader_id != leader_id or leader.leader_epoch != leader_epoch:
-            leader = _last_leader[0] = LeaderIdAndEpoch(leader_id, leader_epoch)
-        return FetchResponse(high_watermark, batches, diverging, leader,
-                             _NONE if partition_error == 0 else _error(partition_error),
-                             _NONE if error == 0 else _error(error), log_start_offset, encoded, snapshot, nodes)
-
-    return build, _RESPONSE_TAKES
+    return partial(_answer, diverging=diverging, snapshot=snapshot, nodes=nodes), _RESPONSE_TAKES
 
 
 #: The last answer's NodeEndpoints (the decoded list of dicts) and CurrentLeader, with the frozen messages they
@@ -321,14 +319,8 @@ class TypedCodec:
         except (KeyError, TypeError, ValueError):  # (a prefix not seen yet; a bytearray, a writable memoryview)
             decode = self._request_decoder_of(payload)
         if decode is not None:
-            # (The bound read, counted, inline: a call less on every Fetch. An exception means the bound
-            # code does not read the frame: the dict path reads it, and names what is wrong with it.)
-            try:
-                out = decode(payload)
-            except Exception:
-                self.fallbacks += 1
-            else:
-                self.bound += 1
+            out = self._bound_read(decode, payload)
+            if out is not None:
                 return out
         return codec.decode_request(payload)
 
@@ -351,14 +343,21 @@ class TypedCodec:
         if api_key == FETCH:
             decode = self._response_decoders.get(version) or self._decoder("response", version)
             if decode is not None:
-                try:  # (as in decode_request)
-                    out = decode(payload)
-                except Exception:
-                    self.fallbacks += 1
-                else:
-                    self.bound += 1
+                out = self._bound_read(decode, payload)
+                if out is not None:
                     return out
         return codec.decode_response(api_key, version, payload)
+
+    def _bound_read(self, decode: Callable[[Any], Any], payload: Any) -> Any:
+        """``decode(payload)``, counted; None when the bound code does not read the frame (the dict path then
+        reads it, and names what is wrong with it)."""
+        try:
+            out = decode(payload)
+        except Exception:
+            self.fallbacks += 1
+            return None
+        self.bound += 1
+        return out
 
     def encode_request(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                        body: Any) -> bytes:
