@@ -110,27 +110,26 @@ def _fetch_request(cluster_id: str | None, replica_id: int, replica_epoch: int, 
                    current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int, log_start_offset: int,
                    partition_max_bytes: int, replica_directory_id: Any) -> FetchRequest:
     """``wire.request_from_body`` of a Fetch, from the bound fields."""
+    return _request(replica_id, replica_epoch, max_wait_ms, max_bytes, current_leader_epoch, fetch_offset,
+                    last_fetched_epoch, log_start_offset, partition_max_bytes, cluster_id=cluster_id,
+                    directory=directory_id_of(replica_directory_id))
+
+
+def _request(replica_id: int, replica_epoch: int, max_wait_ms: int, max_bytes: int, current_leader_epoch: int,
+             fetch_offset: int, last_fetched_epoch: int, log_start_offset: int, partition_max_bytes: int, *,
+             cluster_id: str | None, directory: str | None) -> FetchRequest:
+    """The request from its numbers and what ``_fetch_request`` made of its cluster id and directory id."""
     return FetchRequest(cluster_id, replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch,
-                        max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch,
-                        replica_directory_id=directory_id_of(replica_directory_id))
+                        max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch, replica_directory_id=directory)
 
 
 def _prepare_fetch_request(args: list[Any], variable: frozenset[int]) -> tuple[Callable[..., FetchRequest],
                                                                                tuple[int, ...]] | None:
-    """``_fetch_request`` for the frames of one template (``binding.Prepare``): the cluster id and the directory
-    id (a string and a uuid: the frame's shape, never variable) worked out once."""
+    """``_fetch_request`` for the frames of one template (``binding.Prepare``): ``_request`` with the cluster id and
+    the directory id (a string and a uuid: the frame's shape, never variable) worked out once."""
     if 0 in variable or 10 in variable:
         return None
-    cluster_id, directory = args[0], directory_id_of(args[10])
-
-    def build(replica_id: int, replica_epoch: int, max_wait_ms: int, max_bytes: int, current_leader_epoch: int,
-              fetch_offset: int, last_fetched_epoch: int, log_start_offset: int,
-              partition_max_bytes: int) -> FetchRequest:
-        return FetchRequest(cluster_id, replica_id, current_leader_epoch, fetch_offset, last_fetched_epoch,
-                            max_wait_ms, min(max_bytes, partition_max_bytes), replica_epoch,
-                            replica_directory_id=directory)
-
-    return build, tuple(range(1, 10))
+    return partial(_request, cluster_id=args[0], directory=directory_id_of(args[10])), tuple(range(1, 10))
 
 
 def _fetch_response(error: int, partition_error: int, high_watermark: int, log_start_offset: int,

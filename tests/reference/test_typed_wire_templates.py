@@ -93,16 +93,10 @@ def _same(templates: Any, plain: Any, frames: list[bytes]) -> None:
 def test_fetch_requests_read_through_templates_as_through_the_plain_decoder(
         version: int, req: FetchRequest, offsets: list[int], corr: int, data: Any) -> None:
     templates, plain = _generated("request templates", version)(), _generated("request decoder", version)
-    first = _request(version, req, corr)
-    _same(templates, plain, [first, first])  # the first of its length is read plainly, the second remembered
     # The follower's next Fetches: another offset and correlation id, the same shape.
     nxt = [_request(version, dataclasses.replace(req, fetch_offset=o), corr + i + 1) for i, o in enumerate(offsets)]
-    hits = templates.hits
-    _same(templates, plain, nxt)
-    if outcome(plain, first)[0]:
-        assert templates.hits == hits + len(nxt), "a follower's next Fetch is read from the template"
-    other = data.draw(fetch_requests)
-    _same(templates, plain, [_request(version, other, corr), *_mutations(data, first, _spans(templates))])
+    _read_as_plainly(templates, plain, _request(version, req, corr), nxt,
+                     _request(version, data.draw(fetch_requests), corr), data, "a follower's next Fetch")
 
 
 @pytest.mark.parametrize("version", BOUND_VERSIONS)
@@ -111,20 +105,27 @@ def test_fetch_requests_read_through_templates_as_through_the_plain_decoder(
 def test_fetch_answers_read_through_templates_as_through_the_plain_decoder(
         version: int, resp: FetchResponse, hws: list[int], corr: int, data: Any) -> None:
     templates, plain = _generated("response templates", version)(), _generated("response decoder", version)
-    first = _response(version, resp, corr)
-    _same(templates, plain, [first, first])
     # The leader's next answers: batches of the same sizes with other offsets, epochs and values, another HW.
     nxt = []
     for i, hw in enumerate(hws):
         batches = tuple(data_batch(b.base_offset + i + 1, b.partition_leader_epoch + i,
                                    [bytes(reversed(r.value or b"")) for r in b.records]) for b in resp.batches)
         nxt.append(_response(version, dataclasses.replace(resp, high_watermark=hw, batches=batches), corr + i))
+    _read_as_plainly(templates, plain, _response(version, resp, corr), nxt,
+                     _response(version, data.draw(fetch_responses), corr), data, "a leader's next answer")
+
+
+def _read_as_plainly(templates: Any, plain: Any, first: bytes, nxt: list[bytes], other: bytes, data: Any,
+                     what: str) -> None:
+    """``first`` twice (the first of its length is read plainly, the second remembered), then ``nxt`` (frames of
+    its shape: each must be read from the template), then ``other`` and mutations of ``first``: every frame read by
+    ``templates`` as by ``plain``."""
+    _same(templates, plain, [first, first])
     hits = templates.hits
     _same(templates, plain, nxt)
     if outcome(plain, first)[0]:
-        assert templates.hits == hits + len(nxt), "a leader's next answer of the same shape is read from the template"
-    other = data.draw(fetch_responses)
-    _same(templates, plain, [_response(version, other, corr), *_mutations(data, first, _spans(templates))])
+        assert templates.hits == hits + len(nxt), f"{what} of the same shape is read from the template"
+    _same(templates, plain, [other, *_mutations(data, first, _spans(templates))])
 
 
 @pytest.mark.parametrize("version", BOUND_VERSIONS)
